@@ -1,0 +1,26 @@
+package ratelimit
+
+import "errors"
+
+// Errors returned by the Limiter. Each is matched with errors.Is; the
+// returned error's message says what exactly was wrong.
+var (
+	// ErrInvalidRule means a Rule cannot be enforced: an empty or too long
+	// name, Rate < 1, Window < 1µs, or a Penalty outside its documented ranges.
+	ErrInvalidRule = errors.New("ratelimit: invalid rule")
+	// ErrInvalidKey means the key is empty.
+	ErrInvalidKey = errors.New("ratelimit: invalid key")
+	// ErrInvalidN means AllowN was asked for n < 1 or n > Rate.
+	ErrInvalidN = errors.New("ratelimit: invalid n")
+	// ErrClosed means the Limiter was closed.
+	ErrClosed = errors.New("ratelimit: limiter closed")
+	// ErrInvalidOptions means New or Dial was given Options out of range.
+	ErrInvalidOptions = errors.New("ratelimit: invalid options")
+	// ErrUnavailable means Redis could not be used for a call that has no
+	// local substitute (Reset). The error wraps the cause.
+	ErrUnavailable = errors.New("ratelimit: redis unavailable")
+	// ErrRedis wraps an error reply that means misuse rather than an outage
+	// (WRONGTYPE on a key another program wrote, a script error). Such
+	// replies are returned, not decided locally, and do not trip the breaker.
+	ErrRedis = errors.New("ratelimit: redis error")
+)

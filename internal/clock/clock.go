@@ -1,0 +1,54 @@
+// Package clock holds the clocks the limiter reads: the process clock and a
+// settable fake for tests. The public fake for users' tests lives in package
+// ratelimittest and wraps the one here.
+package clock
+
+import (
+	"sync"
+	"time"
+)
+
+// Clock tells the current time. It has the same method set as
+// ratelimit.Clock, so either can stand for the other.
+type Clock interface {
+	Now() time.Time
+}
+
+// Real is the process clock.
+type Real struct{}
+
+// Now returns time.Now().
+func (Real) Now() time.Time { return time.Now() }
+
+// Fake is a clock that moves only when told to. The zero value reads as the
+// zero time; a Fake is safe for concurrent use.
+type Fake struct {
+	mu  sync.Mutex // guards now
+	now time.Time
+}
+
+// NewFake returns a Fake that reads start until it is moved.
+func NewFake(start time.Time) *Fake { return &Fake{now: start} }
+
+// Now returns the fake's current time.
+func (f *Fake) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+// Advance moves the fake forward by d (backwards when d is negative) and
+// returns the new time.
+func (f *Fake) Advance(d time.Duration) time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = f.now.Add(d)
+	return f.now
+}
+
+// Set moves the fake to t, which may be earlier than its current time.
+func (f *Fake) Set(t time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = t
+}

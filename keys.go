@@ -1,0 +1,110 @@
+package ratelimit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// MaxKeyLength is the longest key kept as it is, in bytes. A longer key is
+// replaced by its SHA-256 digest (in Redis and in the local limiter alike),
+// which bounds memory and bandwidth; two different long keys share state only
+// if their digests collide.
+const MaxKeyLength = 256
+
+// DefaultKeyPrefix is the prefix of every Redis key when Options.KeyPrefix is
+// empty.
+const DefaultKeyPrefix = "rl:"
+
+// layoutVersion names the format of the keys and of the values under them,
+// so that a later format can roll out beside this one.
+const layoutVersion = "v1"
+
+// localKey checks key and names the state of (rule, key).
+func localKey(rule, key string) (lkey, error) {
+	if key == "" {
+		return lkey{}, fmt.Errorf("%w: empty key for rule %q", ErrInvalidKey, rule)
+	}
+	if len(key) <= MaxKeyLength {
+		return lkey{rule: rule, key: key}, nil
+	}
+	sum := sha256.Sum256([]byte(key))
+	return lkey{rule: rule, key: hex.EncodeToString(sum[:]), hashed: true}, nil
+}
+
+// redisKeys returns the Redis keys of k: the sliding log and the penalty
+// state. Both are
+//
+//	<prefix>v1:{<len>:<rule>:<kind><key>}:<l|p>
+//
+// where <len> is the length of the escaped rule name, <kind> is '=' for a
+// key kept as it is and '#' for a digest, and '%' and '}' are escaped as
+// %25 and %7D in the rule name and the key. The length makes the pair
+// unambiguous (rule "x" key "a:b" differs from rule "x:a" key "b"); the
+// escaping keeps the braces one hash tag, so both keys of a pair are in
+// one Redis Cluster slot while different pairs spread over the slots. Both
+// strings share one allocation.
+func redisKeys(prefix string, k lkey) (log, pen string) {
+	ruleLen := escapedLen(k.rule)
+	var lenBuf [20]byte
+	lenText := strconv.AppendInt(lenBuf[:0], int64(ruleLen), 10)
+	one := len(prefix) + len(layoutVersion) + 2 + len(lenText) + 1 + ruleLen + 2 + escapedLen(k.key) + 3
+	var b strings.Builder
+	b.Grow(2 * one)
+	for _, suffix := range [2]string{"}:l", "}:p"} {
+		b.WriteString(prefix)
+		b.WriteString(layoutVersion)
+		b.WriteString(":{")
+		b.Write(lenText)
+		b.WriteByte(':')
+		writeEscaped(&b, k.rule)
+		b.WriteByte(':')
+		if k.hashed {
+			b.WriteByte('#')
+		} else {
+			b.WriteByte('=')
+		}
+		writeEscaped(&b, k.key)
+		b.WriteString(suffix)
+	}
+	both := b.String()
+	return both[:one], both[one:]
+}
+
+func escapedLen(s string) int {
+	n := len(s)
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' || s[i] == '}' {
+			n += 2
+		}
+	}
+	return n
+}
+
+func writeEscaped(b *strings.Builder, s string) {
+	for {
+		i := strings.IndexAny(s, "%}")
+		if i < 0 {
+			b.WriteString(s)
+			return
+		}
+		b.WriteString(s[:i])
+		if s[i] == '%' {
+			b.WriteString("%25")
+		} else {
+			b.WriteString("%7D")
+		}
+		s = s[i+1:]
+	}
+}
+
+// checkKeyPrefix refuses a prefix with braces: they would make the prefix,
+// not the (rule, key) pair, the Redis Cluster hash tag.
+func checkKeyPrefix(prefix string) error {
+	if strings.ContainsAny(prefix, "{}") {
+		return fmt.Errorf("%w: KeyPrefix %q contains a brace", ErrInvalidOptions, prefix)
+	}
+	return nil
+}

@@ -1,0 +1,225 @@
+package ratelimit
+
+import (
+	"hash/maphash"
+	"math/bits"
+	"sync"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+)
+
+// DefaultLocalCapacity is the number of keys the local limiter keeps when
+// Options.LocalCapacity is 0.
+const DefaultLocalCapacity = 100_000
+
+// lkey names the state of one (rule, key) pair. Keys longer than
+// MaxKeyLength are replaced by their digest, marked by hashed, so that a
+// digest can never equal a short key.
+type lkey struct {
+	rule   string
+	key    string
+	hashed bool
+}
+
+// localStore is the per-process limiter: the fallback while Redis cannot be
+// used, the whole limiter when there is no Redis, and the mirror of Redis'
+// recent decisions otherwise. Its state is spread over shards chosen by key
+// hash, each an LRU under its own lock, so that unrelated keys do not wait
+// for each other.
+//
+// Each shard keeps three tables: the sliding logs, the violations of keys
+// that are not banned, and the active bans. A flood of new keys evicts only
+// logs, and a flood of violators only violation records, so an active ban is
+// evicted only by newer bans.
+type localStore struct {
+	seed   maphash.Seed
+	mask   uint64
+	shards []localShard
+}
+
+type localShard struct {
+	mu      sync.Mutex                        // guards the tables and everything in them
+	logs    *simplelru.LRU[lkey, *slidingLog] // sliding logs
+	strikes *simplelru.LRU[lkey, *strikes]    // violations of keys not banned
+	bans    *simplelru.LRU[lkey, *strikes]    // keys with an active ban
+	_       [128 - 32]byte                    // keeps shards on separate cache lines
+}
+
+// newLocalStore returns a store that keeps at most capacity logs, capacity
+// violation records and capacity bans.
+func newLocalStore(capacity int) *localStore {
+	n := 1
+	for n < 128 && capacity/(n*2) >= 64 {
+		n *= 2
+	}
+	per := (capacity + n - 1) / n
+	s := &localStore{seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]localShard, n)}
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.logs, _ = simplelru.NewLRU[lkey, *slidingLog](per, nil)
+		sh.strikes, _ = simplelru.NewLRU[lkey, *strikes](per, nil)
+		sh.bans, _ = simplelru.NewLRU[lkey, *strikes](per, nil)
+	}
+	return s
+}
+
+func (s *localStore) shard(k lkey) *localShard {
+	h := maphash.String(s.seed, k.key) ^ bits.RotateLeft64(maphash.String(s.seed, k.rule), 31)
+	return &s.shards[h&s.mask]
+}
+
+// decide makes one decision at now for n events (peek: for one, recording
+// nothing) under rate, the rule's rate or its degraded share. A request that
+// can never fit under rate (n > rate) is rejected without a violation: it is
+// the degraded share's doing, not the caller's.
+func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek bool) decision {
+	sh := s.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+
+	asked := n
+	if peek {
+		asked = 1
+	}
+	var d decision
+	var st *strikes
+	if p.penalize {
+		st = sh.findStrikes(k, now)
+		d.violations = p.penalty.remembered(st, now)
+		if st != nil && st.banEnd > now {
+			var lg *slidingLog
+			if found, ok := sh.logs.Peek(k); ok {
+				lg = found
+				lg.trim(now, p.window)
+			} else {
+				lg = &slidingLog{}
+			}
+			d.count = lg.count()
+			d.reset = lg.resetAfter(now, p.window)
+			d.banned = true
+			d.banLeft = st.banEnd - now
+			d.retry = max(lg.retryAfter(now, p.window, rate, asked), d.banLeft)
+			return d
+		}
+	}
+
+	lg, ok := sh.logs.Get(k)
+	if !ok {
+		if peek { // an empty window: rate >= 1 fits one event
+			d.allowed = true
+			return d
+		}
+		lg = &slidingLog{}
+		sh.logs.Add(k, lg)
+	}
+	lg.trim(now, p.window)
+	d.count = lg.count()
+	d.reset = lg.resetAfter(now, p.window)
+	if d.count+asked <= rate {
+		d.allowed = true
+		if !peek {
+			lg.add(now, n)
+			d.count += n
+			d.reset = p.window
+		}
+		return d
+	}
+	d.retry = lg.retryAfter(now, p.window, rate, asked)
+	if !p.penalize || n > rate {
+		return d
+	}
+	if peek {
+		d.warned = p.penalty.warnAfter > 0 && d.violations >= p.penalty.warnAfter
+		return d
+	}
+	if st == nil {
+		st = &strikes{}
+		sh.strikes.Add(k, st)
+	}
+	d.banned, d.warned = p.penalty.violate(st, now)
+	d.violations = st.violations
+	if d.banned {
+		d.banLeft = p.penalty.banFor
+		d.retry = max(d.retry, d.banLeft)
+		sh.strikes.Remove(k)
+		sh.bans.Add(k, st)
+	}
+	return d
+}
+
+// findStrikes returns the penalty state of k, moving a ban that has ended
+// back among the violation records. The caller holds sh.mu.
+func (sh *localShard) findStrikes(k lkey, now int64) *strikes {
+	if st, ok := sh.bans.Get(k); ok {
+		if st.banEnd > now {
+			return st
+		}
+		sh.bans.Remove(k)
+		sh.strikes.Add(k, st)
+		return st
+	}
+	st, _ := sh.strikes.Get(k)
+	return st
+}
+
+// mirror copies a decision Redis made at now into the local state, so that
+// an outage starts from what Redis knew rather than from an empty log.
+func (s *localStore) mirror(k lkey, p *plan, now, n int64, d *decision) {
+	sh := s.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if d.allowed {
+		lg, ok := sh.logs.Get(k)
+		if !ok {
+			lg = &slidingLog{}
+			sh.logs.Add(k, lg)
+		}
+		lg.trim(now, p.window)
+		lg.add(now, n)
+		lg.bound(p.rate)
+	}
+	if !p.penalize {
+		return
+	}
+	switch {
+	case d.banned:
+		sh.strikes.Remove(k)
+		sh.bans.Add(k, &strikes{violations: d.violations, last: now, banEnd: now + d.banLeft})
+	case d.violations > 0:
+		st := sh.findStrikes(k, now)
+		if st == nil {
+			st = &strikes{last: now}
+			sh.strikes.Add(k, st)
+		}
+		if !d.allowed {
+			st.last = now
+		}
+		st.violations, st.banEnd = d.violations, 0
+	default:
+		sh.strikes.Remove(k)
+		sh.bans.Remove(k)
+	}
+}
+
+// reset forgets everything about k.
+func (s *localStore) reset(k lkey) {
+	sh := s.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.logs.Remove(k)
+	sh.strikes.Remove(k)
+	sh.bans.Remove(k)
+}
+
+// size returns the number of logs, violation records and bans kept.
+func (s *localStore) size() (logs, strikes, bans int) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		logs += sh.logs.Len()
+		strikes += sh.strikes.Len()
+		bans += sh.bans.Len()
+		sh.mu.Unlock()
+	}
+	return logs, strikes, bans
+}

@@ -1,0 +1,95 @@
+-- penalty.lua: the sliding-window log of sliding.lua plus the penalty ladder:
+-- a rejection is a violation; from warn_after violations on a rejection
+-- carries a warning; at ban_after violations the key is banned for ban_for.
+-- Violations are forgotten memory after the last one; a ban does not clear
+-- them. A banned key is rejected without touching its log or violations.
+--
+-- KEYS[1]  the rule's log: a ZSET of events, score = time in µs.
+-- KEYS[2]  the rule's penalty state: a HASH with v (violations), l (time of
+--          the last violation, µs) and b (end of the ban, µs).
+-- ARGV[1]..ARGV[5]  as in sliding.lua: now ('' for TIME), window, rate, n
+--          (0 peeks), member id.
+-- ARGV[6]  warn_after (0: no warning stage).
+-- ARGV[7]  ban_after (>= 1).
+-- ARGV[8]  ban_for in µs.
+-- ARGV[9]  memory in µs.
+--
+-- Returns {allowed, count, retry_us, reset_us, violations, flags,
+-- ban_left_us}: as sliding.lua, plus the violations remembered for the key,
+-- flags (1 warned, 2 banned) and how long the ban has left.
+local log = KEYS[1]
+local pen = KEYS[2]
+local now = now_us(ARGV[1])
+local window = tonumber(ARGV[2])
+local rate = tonumber(ARGV[3])
+local n = tonumber(ARGV[4])
+local warn_after = tonumber(ARGV[6])
+local ban_after = tonumber(ARGV[7])
+local ban_for = tonumber(ARGV[8])
+local memory = tonumber(ARGV[9])
+
+local state = redis.call('HMGET', pen, 'v', 'l', 'b')
+local v = tonumber(state[1]) or 0
+local last = tonumber(state[2]) or 0
+local ban_end = tonumber(state[3]) or 0
+if v > 0 and now - last >= memory then
+  v = 0
+end
+
+local asked = n
+if asked == 0 then
+  asked = 1
+end
+
+if ban_end > now then
+  local count = live_count(log, now, window)
+  local retry = retry_after(log, now, window, rate, count, asked)
+  local ban_left = ban_end - now
+  if ban_left > retry then
+    retry = ban_left
+  end
+  return {0, count, retry, reset_after(log, now, window), v, 2, ban_left}
+end
+
+if n == 0 then
+  local count = live_count(log, now, window)
+  local allowed = 1
+  local flags = 0
+  if count + 1 > rate then
+    allowed = 0
+    if warn_after > 0 and v >= warn_after then
+      flags = 1
+    end
+  end
+  return {allowed, count, retry_after(log, now, window, rate, count, 1), reset_after(log, now, window), v, flags, 0}
+end
+
+trim(log, now, window)
+local count = redis.call('ZCARD', log)
+if count + n <= rate then
+  record(log, now, window, n, ARGV[5])
+  return {1, count + n, 0, window, v, 0, 0}
+end
+
+v = v + 1
+local flags = 0
+local ban_left = 0
+local keep = memory
+if v >= ban_after then
+  ban_end = now + ban_for
+  ban_left = ban_for
+  flags = 2
+  if ban_for > keep then
+    keep = ban_for
+  end
+elseif warn_after > 0 and v >= warn_after then
+  flags = 1
+end
+redis.call('HSET', pen, 'v', string.format('%d', v), 'l', string.format('%d', now), 'b', string.format('%d', ban_end))
+redis.call('PEXPIRE', pen, math.ceil(keep / 1000) + 1000)
+
+local retry = retry_after(log, now, window, rate, count, n)
+if ban_left > retry then
+  retry = ban_left
+end
+return {0, count, retry, reset_after(log, now, window), v, flags, ban_left}

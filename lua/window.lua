@@ -1,0 +1,81 @@
+-- window.lua: functions shared by sliding.lua and penalty.lua; the Go side
+-- prepends this file to each of them, so it defines no entry point itself.
+--
+-- Every time is a whole number of microseconds since the Unix epoch. Numbers
+-- that go into a key, a member or a score are formatted with '%d', never with
+-- tostring or '..': real Redis prints Lua numbers as '%.14g', which turns a
+-- microsecond timestamp into '1.7953441438916e+15'.
+
+-- now_us returns the time the caller passed, or Redis' own TIME when the
+-- caller passed an empty string (one clock for every application instance).
+local function now_us(arg)
+  if arg ~= '' then
+    return tonumber(arg)
+  end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- live_min is the ZSET score range bound that excludes events that have left
+-- the window: an event at t0 counts at now while now - t0 < window.
+local function live_min(now, window)
+  return string.format('(%d', now - window)
+end
+
+-- live_count counts the events still in the window.
+local function live_count(log, now, window)
+  return redis.call('ZCOUNT', log, live_min(now, window), '+inf')
+end
+
+-- retry_after returns how long until enough events leave the window for n
+-- more to fit (0 when they fit now). When the k-th oldest live event leaves,
+-- at most rate - n remain.
+local function retry_after(log, now, window, rate, count, n)
+  local k = count + n - rate
+  if k <= 0 then
+    return 0
+  end
+  if n > rate then
+    return window
+  end
+  local r = redis.call('ZRANGEBYSCORE', log, live_min(now, window), '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
+  return tonumber(r[2]) + window - now
+end
+
+-- reset_after returns how long until the window holds no events.
+local function reset_after(log, now, window)
+  local r = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
+  if r[2] == nil then
+    return 0
+  end
+  local left = tonumber(r[2]) + window - now
+  if left < 0 then
+    return 0
+  end
+  return left
+end
+
+-- record drops the events that left the window, then adds n events at now
+-- with distinct members: the caller's id (random per Limiter, then a
+-- per-Limiter counter), and for n > 1 a ':' and the event's index.
+local function record(log, now, window, n, id)
+  if n == 1 then
+    redis.call('ZADD', log, now, id)
+  else
+    local batch = {}
+    for i = 1, n do
+      batch[#batch + 1] = now
+      batch[#batch + 1] = id .. string.format(':%d', i)
+      if #batch >= 2000 or i == n then
+        redis.call('ZADD', log, unpack(batch))
+        batch = {}
+      end
+    end
+  end
+  redis.call('PEXPIRE', log, math.ceil(window / 1000) + 1000)
+end
+
+-- trim removes the events that have left the window.
+local function trim(log, now, window)
+  redis.call('ZREMRANGEBYSCORE', log, '-inf', string.format('%d', now - window))
+end

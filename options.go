@@ -1,0 +1,134 @@
+package ratelimit
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+)
+
+// Defaults used where an Options field is zero.
+const (
+	DefaultTimeout    = 100 * time.Millisecond
+	DefaultTripAfter  = 5
+	DefaultProbeAfter = 5 * time.Second
+)
+
+// Clock tells the current time. Pass one as Options.Clock to make decisions
+// at times of your choosing (package ratelimittest has a fake).
+type Clock interface {
+	Now() time.Time
+}
+
+// Options configure a Limiter. The zero value is a sensible configuration:
+// each field documents its default.
+type Options struct {
+	// Clock, when set, is the only time source: the local path reads it and
+	// the remote path passes its time to the scripts. When nil, the remote
+	// path uses Redis' own TIME inside the script (one clock for every
+	// application instance, immune to skew between them) and the local path
+	// the process clock.
+	Clock Clock
+	// Timeout is the budget of one Redis call; a call that takes longer is
+	// decided locally. The default is DefaultTimeout (100ms).
+	Timeout time.Duration
+	// TripAfter is the number of consecutive failed Redis calls that opens
+	// the circuit breaker. The default is DefaultTripAfter (5).
+	TripAfter int
+	// ProbeAfter is how long the breaker stays open before it lets one call
+	// probe Redis again. The default is DefaultProbeAfter (5s).
+	ProbeAfter time.Duration
+	// LocalCapacity is the number of keys the local limiter keeps logs for
+	// (and, separately, violation records and bans for), least recently used
+	// first out. The default is DefaultLocalCapacity (100,000).
+	LocalCapacity int
+	// KeyPrefix starts every Redis key; it may not contain braces. The
+	// default is DefaultKeyPrefix ("rl:").
+	KeyPrefix string
+	// Degraded says how rules are decided while Redis cannot be used, unless
+	// a Rule says otherwise. The default is DegradedLocal.
+	Degraded DegradedPolicy
+	// DegradedShare scales the rate each process enforces while degraded:
+	// with N replicas each deciding alone, a share of 1/N keeps the total
+	// near the rule's rate. The degraded Rate is ceil(Rate × share), at least
+	// 1; an AllowN above it is rejected. It must be in (0, 1]; the default
+	// is 1.
+	DegradedShare float64
+	// Logger receives breaker state changes, Redis failures (each kind at
+	// most once per LogInterval) and misconfiguration such as NOAUTH, which
+	// is logged as an error. The default is slog.Default().
+	Logger *slog.Logger
+	// LogInterval is the least time between two log lines of one kind, so an
+	// outage does not flood the log. The default is 10s.
+	LogInterval time.Duration
+	// OnBreakerChange, when set, is called after each state change of the
+	// circuit breaker, in order, from a goroutine of the Limiter's and never
+	// under a lock of its: it may call back into the Limiter.
+	OnBreakerChange func(from, to BreakerState)
+}
+
+// settings is a validated Options with defaults filled in.
+type settings struct {
+	Options
+	share float64
+}
+
+func (o Options) settings() (settings, error) {
+	s := settings{Options: o}
+	switch {
+	case o.Timeout < 0:
+		return s, fmt.Errorf("%w: Timeout %v is negative", ErrInvalidOptions, o.Timeout)
+	case o.TripAfter < 0:
+		return s, fmt.Errorf("%w: TripAfter %d is negative", ErrInvalidOptions, o.TripAfter)
+	case o.ProbeAfter < 0:
+		return s, fmt.Errorf("%w: ProbeAfter %v is negative", ErrInvalidOptions, o.ProbeAfter)
+	case o.LocalCapacity < 0:
+		return s, fmt.Errorf("%w: LocalCapacity %d is negative", ErrInvalidOptions, o.LocalCapacity)
+	case o.Degraded < DegradedDefault || o.Degraded > DegradedDeny:
+		return s, fmt.Errorf("%w: unknown Degraded policy %d", ErrInvalidOptions, o.Degraded)
+	case math.IsNaN(o.DegradedShare) || o.DegradedShare < 0 || o.DegradedShare > 1:
+		return s, fmt.Errorf("%w: DegradedShare %v is outside (0, 1]", ErrInvalidOptions, o.DegradedShare)
+	case o.LogInterval < 0:
+		return s, fmt.Errorf("%w: LogInterval %v is negative", ErrInvalidOptions, o.LogInterval)
+	}
+	if err := checkKeyPrefix(o.KeyPrefix); err != nil {
+		return s, err
+	}
+	if s.Timeout == 0 {
+		s.Timeout = DefaultTimeout
+	}
+	if s.TripAfter == 0 {
+		s.TripAfter = DefaultTripAfter
+	}
+	if s.ProbeAfter == 0 {
+		s.ProbeAfter = DefaultProbeAfter
+	}
+	if s.LocalCapacity == 0 {
+		s.LocalCapacity = DefaultLocalCapacity
+	}
+	if s.KeyPrefix == "" {
+		s.KeyPrefix = DefaultKeyPrefix
+	}
+	if s.Degraded == DegradedDefault {
+		s.Degraded = DegradedLocal
+	}
+	s.share = o.DegradedShare
+	if s.share == 0 {
+		s.share = 1
+	}
+	if s.Logger == nil {
+		s.Logger = slog.Default()
+	}
+	if s.LogInterval == 0 {
+		s.LogInterval = 10 * time.Second
+	}
+	return s, nil
+}
+
+// degradedRate is the rate one process enforces while Redis cannot be used.
+func (s *settings) degradedRate(rate int64) int64 {
+	if s.share == 1 {
+		return rate
+	}
+	return max(1, int64(math.Ceil(float64(rate)*s.share)))
+}

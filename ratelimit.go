@@ -1,0 +1,347 @@
+package ratelimit
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/sony/gobreaker/v2"
+)
+
+// Limiter decides whether callers may proceed. It keeps an exact sliding
+// log per (rule, key) in Redis, or in process when it has no Redis or Redis
+// cannot be used. Every method is safe for concurrent use.
+type Limiter struct {
+	set     settings
+	local   *localStore
+	breaker *breaker
+	changes *changeQueue
+	log     *throttledLog
+
+	remote bool                      // a Redis is configured
+	conn   atomic.Pointer[redisConn] // nil until a client exists
+	owned  bool                      // Close closes the client
+
+	id  string        // random per Limiter: the start of every member it writes
+	seq atomic.Uint64 // the rest of the member
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	done      chan struct{}  // closed by Close
+	workers   sync.WaitGroup // goroutines that Close waits for
+}
+
+// redisConn holds a client; an atomic pointer to it can be swapped in once
+// Dial has connected.
+type redisConn struct{ client rueidis.Client }
+
+// New returns a Limiter that keeps its state in Redis through client. It
+// never contacts Redis itself: the first call does. With a nil client it
+// returns a local-only limiter, whose results are never Degraded.
+//
+// The client stays the caller's: Close does not close it. Its
+// ClientOption.Dialer.Timeout bounds how long a reconnect may hold calls up
+// (rueidis' default is 5s, longer than Options.Timeout); set it to about
+// Options.Timeout, as Dial does.
+func New(client rueidis.Client, opts Options) (*Limiter, error) {
+	l, err := newLimiter(opts, client != nil)
+	if err != nil {
+		return nil, err
+	}
+	if client != nil {
+		l.conn.Store(&redisConn{client: client})
+	}
+	return l, nil
+}
+
+func newLimiter(opts Options, remote bool) (*Limiter, error) {
+	set, err := opts.settings()
+	if err != nil {
+		return nil, err
+	}
+	var raw [9]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return nil, fmt.Errorf("ratelimit: drawing the limiter id: %w", err)
+	}
+	l := &Limiter{
+		set:     set,
+		local:   newLocalStore(set.LocalCapacity),
+		changes: newChangeQueue(),
+		log:     newThrottledLog(set.Logger, set.LogInterval),
+		remote:  remote,
+		id:      base64.RawURLEncoding.EncodeToString(raw[:]),
+		done:    make(chan struct{}),
+	}
+	l.breaker = newBreaker(&l.set, l.changes)
+	if remote {
+		l.workers.Add(1)
+		go func() {
+			defer l.workers.Done()
+			l.changes.run(l.done, l.announce)
+		}()
+	}
+	return l, nil
+}
+
+// announce reports a breaker state change to the log and the user's hook.
+func (l *Limiter) announce(c stateChange) {
+	level, msg := slog.LevelInfo, "ratelimit: redis circuit breaker half-open; probing redis"
+	switch c.to {
+	case BreakerOpen:
+		level, msg = slog.LevelWarn, "ratelimit: redis circuit breaker open; deciding locally"
+	case BreakerClosed:
+		msg = "ratelimit: redis circuit breaker closed; deciding on redis again"
+	}
+	l.set.Logger.Log(context.Background(), level, msg, "from", c.from.String(), "to", c.to.String())
+	if l.set.OnBreakerChange != nil {
+		l.set.OnBreakerChange(c.from, c.to)
+	}
+}
+
+// Allow reports whether one event for key may happen now under rule, and
+// records it if so. It is AllowN(ctx, rule, key, 1).
+func (l *Limiter) Allow(ctx context.Context, rule Rule, key string) (Result, error) {
+	return l.decide(ctx, &rule, key, 1, false)
+}
+
+// AllowN reports whether n events for key may happen now under rule, and
+// records all n if so; a rejected call records nothing. n must be between 1
+// and rule.Limit.Rate (ErrInvalidN otherwise).
+//
+// A rejection is a Result with Allowed == false and a nil error. Errors are
+// invalid input, ErrClosed, the caller's ctx ending (ctx.Err()), and Redis
+// error replies that mean misuse (ErrRedis); an unreachable, slow or
+// overloaded Redis is no error: the call is decided by Options.Degraded and
+// the Result is Degraded.
+func (l *Limiter) AllowN(ctx context.Context, rule Rule, key string, n int) (Result, error) {
+	return l.decide(ctx, &rule, key, int64(n), false)
+}
+
+// Peek reports what Allow would answer now, recording nothing and counting
+// no violation. Its Remaining is Rate - count.
+func (l *Limiter) Peek(ctx context.Context, rule Rule, key string) (Result, error) {
+	return l.decide(ctx, &rule, key, 1, true)
+}
+
+func (l *Limiter) decide(ctx context.Context, r *Rule, key string, n int64, peek bool) (Result, error) {
+	if l.closed.Load() {
+		return Result{}, ErrClosed
+	}
+	p, err := r.compile()
+	if err != nil {
+		return Result{}, err
+	}
+	if n < 1 || n > p.rate {
+		return Result{}, fmt.Errorf("%w: n = %d is outside 1..%d, the Rate of rule %q", ErrInvalidN, n, p.rate, r.Name)
+	}
+	k, err := localKey(r.Name, key)
+	if err != nil {
+		return Result{}, err
+	}
+	if !l.remote {
+		d := l.local.decide(k, &p, p.rate, l.localNow(), n, peek)
+		return d.result(p.rate, false), nil
+	}
+	conn := l.conn.Load()
+	if conn == nil || l.breaker.resting() {
+		return l.degraded(r, &p, k, n, peek), nil
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	d, err := l.breaker.cb.Execute(func() (decision, error) {
+		return l.remoteDecide(ctx, conn.client, k, &p, n, peek)
+	})
+	if err == nil {
+		if !peek {
+			l.local.mirror(k, &p, l.localNow(), n, &d)
+		}
+		return d.result(p.rate, false), nil
+	}
+	var ce *callError
+	switch {
+	case errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests):
+	case !errors.As(err, &ce):
+		return Result{}, err
+	case ce.kind == callerGone:
+		return Result{}, ce.err
+	case ce.kind == misuse:
+		l.log.log(logMisuse, slog.LevelError, "ratelimit: redis refused the script", "rule", r.Name, "err", ce.err)
+		return Result{}, fmt.Errorf("%w: rule %q: %w", ErrRedis, r.Name, ce.err)
+	default:
+		l.logOutage(ce.err)
+	}
+	return l.degraded(r, &p, k, n, peek), nil
+}
+
+// logOutage logs a failed Redis call: as an error when it means the client
+// is misconfigured, as a warning otherwise.
+func (l *Limiter) logOutage(err error) {
+	if isAuthFailure(err) {
+		l.log.log(logAuth, slog.LevelError, "ratelimit: redis refused the credentials; deciding locally", "err", err)
+		return
+	}
+	l.log.log(logOutage, slog.LevelWarn, "ratelimit: redis call failed; deciding locally", "err", err)
+}
+
+// remoteDecide runs the rule's script for one call.
+func (l *Limiter) remoteDecide(ctx context.Context, c rueidis.Client, k lkey, p *plan, n int64, peek bool) (decision, error) {
+	logKey, penKey := redisKeys(l.set.KeyPrefix, k)
+	keys := [2]string{logKey, penKey}
+	var argv [9]string
+	var now int64
+	if l.set.Clock != nil {
+		now = l.set.Clock.Now().UnixMicro()
+	}
+	if peek {
+		n = 0
+	}
+	args := remoteArgs(&argv, p, now, l.set.Clock != nil, n, l.id, l.seq.Add(1))
+	s, nk := slidingScript, 1
+	if p.penalize {
+		s, nk = penaltyScript, 2
+	}
+	callCtx, cancel := l.callContext(ctx)
+	resp := s.exec(callCtx, c, keys[:nk], args)
+	cancel()
+	if err := resp.Error(); err != nil {
+		return decision{}, classify(ctx, err)
+	}
+	d, err := parseReply(resp)
+	if err != nil {
+		return decision{}, &callError{kind: misuse, err: err}
+	}
+	return d, nil
+}
+
+// callContext bounds one Redis call by Options.Timeout, or by the caller's
+// earlier deadline.
+func (l *Limiter) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= l.set.Timeout {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, l.set.Timeout)
+}
+
+// degraded decides a call without Redis, as the rule's degraded policy says.
+func (l *Limiter) degraded(r *Rule, p *plan, k lkey, n int64, peek bool) Result {
+	rate := l.set.degradedRate(p.rate)
+	policy := r.Degraded
+	if policy == DegradedDefault {
+		policy = l.set.Degraded
+	}
+	switch policy {
+	case DegradedAllow:
+		remaining := rate
+		if !peek {
+			remaining = max(0, rate-n)
+		}
+		return Result{Allowed: true, Limit: int(rate), Remaining: int(remaining), Degraded: true}
+	case DegradedDeny:
+		return Result{Limit: int(rate), RetryAfter: l.breaker.untilProbe(), Degraded: true}
+	}
+	d := l.local.decide(k, p, rate, l.localNow(), n, peek)
+	return d.result(rate, true)
+}
+
+// localNow is the time of the local path, in µs.
+func (l *Limiter) localNow() int64 {
+	if l.set.Clock != nil {
+		return l.set.Clock.Now().UnixMicro()
+	}
+	return time.Now().UnixMicro()
+}
+
+// result turns a decision under limit into a Result.
+func (d *decision) result(limit int64, degraded bool) Result {
+	remaining := limit - d.count
+	if d.banned || remaining < 0 {
+		remaining = 0
+	}
+	r := Result{
+		Allowed:    d.allowed,
+		Limit:      int(limit),
+		Remaining:  int(remaining),
+		ResetAfter: time.Duration(d.reset) * time.Microsecond,
+		Violations: int(d.violations),
+		Warned:     d.warned,
+		Banned:     d.banned,
+		Degraded:   degraded,
+	}
+	if !d.allowed {
+		r.RetryAfter = time.Duration(d.retry) * time.Microsecond
+	}
+	return r
+}
+
+// Reset forgets everything about key under rule: its log, its violations
+// and its ban, in Redis and in the local limiter. When Redis cannot be used
+// it still clears the local state, and returns an error wrapping
+// ErrUnavailable and the cause: Redis still holds the old state.
+func (l *Limiter) Reset(ctx context.Context, rule Rule, key string) error {
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	if _, err := rule.compile(); err != nil {
+		return err
+	}
+	k, err := localKey(rule.Name, key)
+	if err != nil {
+		return err
+	}
+	l.local.reset(k)
+	if !l.remote {
+		return nil
+	}
+	conn := l.conn.Load()
+	if conn == nil {
+		return fmt.Errorf("%w: not connected yet; redis may still hold the old state of %q", ErrUnavailable, key)
+	}
+	if l.breaker.resting() {
+		return fmt.Errorf("%w: circuit breaker open; redis may still hold the old state of %q", ErrUnavailable, key)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	logKey, penKey := redisKeys(l.set.KeyPrefix, k)
+	_, err = l.breaker.cb.Execute(func() (decision, error) {
+		callCtx, cancel := l.callContext(ctx)
+		defer cancel()
+		c := conn.client
+		if err := c.Do(callCtx, c.B().Del().Key(logKey, penKey).Build()).Error(); err != nil {
+			return decision{}, classify(ctx, err)
+		}
+		return decision{}, nil
+	})
+	if err == nil {
+		return nil
+	}
+	var ce *callError
+	switch {
+	case errors.As(err, &ce) && ce.kind == callerGone:
+		return ce.err
+	case errors.As(err, &ce) && ce.kind == misuse:
+		return fmt.Errorf("%w: reset of rule %q: %w", ErrRedis, rule.Name, ce.err)
+	}
+	return fmt.Errorf("%w: redis may still hold the old state of %q: %w", ErrUnavailable, key, err)
+}
+
+// Close stops the Limiter's goroutines and, for a Limiter made by Dial,
+// closes its client. Later calls return ErrClosed. Close is idempotent.
+func (l *Limiter) Close() {
+	l.closeOnce.Do(func() {
+		l.closed.Store(true)
+		close(l.done)
+		l.workers.Wait()
+		if conn := l.conn.Load(); conn != nil && l.owned {
+			conn.client.Close()
+		}
+	})
+}

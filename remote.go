@@ -1,0 +1,199 @@
+package ratelimit
+
+import (
+	"context"
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/redis/rueidis"
+)
+
+var (
+	//go:embed lua/window.lua
+	windowLua string
+	//go:embed lua/sliding.lua
+	slidingLua string
+	//go:embed lua/penalty.lua
+	penaltyLua string
+)
+
+var (
+	slidingScript = newScript(windowLua + slidingLua)
+	penaltyScript = newScript(windowLua + penaltyLua)
+)
+
+// script is a Lua script sent with EVALSHA, and with EVAL when the server
+// does not have it (first use, SCRIPT FLUSH, a restart). Unlike
+// rueidis.Lua.Exec it takes its keys and arguments in arrays the caller
+// keeps on its stack, so a call allocates nothing for them. EVALSHA is a
+// write, so rueidis never retries it: a lost reply cannot double-count.
+type script struct {
+	src string
+	sha string
+}
+
+func newScript(src string) *script {
+	sum := sha1.Sum([]byte(src))
+	return &script{src: src, sha: hex.EncodeToString(sum[:])}
+}
+
+func (s *script) exec(ctx context.Context, c rueidis.Client, keys []string, args []string) rueidis.RedisResult {
+	resp := c.Do(ctx, c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+	if err, ok := rueidis.IsRedisErr(resp.Error()); ok && err.IsNoScript() {
+		resp = c.Do(ctx, c.B().Eval().Script(s.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+	}
+	return resp
+}
+
+// decision is what either path decided, in microseconds.
+type decision struct {
+	allowed    bool
+	warned     bool
+	banned     bool
+	count      int64 // events in the window after the call
+	retry      int64 // µs until the same call could pass
+	reset      int64 // µs until the window is empty
+	violations int64 // remembered for the key
+	banLeft    int64 // µs until the ban ends
+}
+
+// remoteArgs encodes a call's script arguments in one string and slices it,
+// so that a call costs one allocation for all of them.
+func remoteArgs(args *[9]string, p *plan, now int64, useNow bool, n int64, id string, seq uint64) []string {
+	var buf [192]byte
+	var ends [9]int
+	b := buf[:0]
+	if useNow {
+		b = strconv.AppendInt(b, now, 10)
+	}
+	ends[0] = len(b)
+	b = strconv.AppendInt(b, p.window, 10)
+	ends[1] = len(b)
+	b = strconv.AppendInt(b, p.rate, 10)
+	ends[2] = len(b)
+	b = strconv.AppendInt(b, n, 10)
+	ends[3] = len(b)
+	b = append(b, id...)
+	b = strconv.AppendUint(b, seq, 10)
+	ends[4] = len(b)
+	count := 5
+	if p.penalize {
+		b = strconv.AppendInt(b, p.penalty.warnAfter, 10)
+		ends[5] = len(b)
+		b = strconv.AppendInt(b, p.penalty.banAfter, 10)
+		ends[6] = len(b)
+		b = strconv.AppendInt(b, p.penalty.banFor, 10)
+		ends[7] = len(b)
+		b = strconv.AppendInt(b, p.penalty.memory, 10)
+		ends[8] = len(b)
+		count = 9
+	}
+	s := string(b)
+	start := 0
+	for i := 0; i < count; i++ {
+		args[i] = s[start:ends[i]]
+		start = ends[i]
+	}
+	return args[:count]
+}
+
+// parseReply reads the scripts' reply {allowed, count, retry_us, reset_us,
+// violations, flags, ban_left_us}.
+func parseReply(resp rueidis.RedisResult) (decision, error) {
+	arr, err := resp.ToArray()
+	if err != nil {
+		return decision{}, err
+	}
+	if len(arr) != 7 {
+		return decision{}, errors.New("unexpected script reply")
+	}
+	var v [7]int64
+	for i := range arr {
+		if v[i], err = arr[i].AsInt64(); err != nil {
+			return decision{}, err
+		}
+	}
+	return decision{
+		allowed:    v[0] == 1,
+		count:      v[1],
+		retry:      v[2],
+		reset:      v[3],
+		violations: v[4],
+		warned:     v[5]&1 != 0,
+		banned:     v[5]&2 != 0,
+		banLeft:    v[6],
+	}, nil
+}
+
+// failure says how a failed Redis call counts.
+type failure int
+
+const (
+	// outage: Redis cannot serve now (network error, timeout, LOADING, ...);
+	// the breaker counts it and the call is decided locally.
+	outage failure = iota
+	// misuse: Redis answered with an error that retrying will not cure
+	// (WRONGTYPE, a script error); the caller gets it, the breaker counts
+	// it as an answer.
+	misuse
+	// callerGone: the caller's own context ended; neither Redis' fault nor
+	// the breaker's business.
+	callerGone
+)
+
+// callError is a failed Redis call and how it counts.
+type callError struct {
+	kind failure
+	err  error
+}
+
+func (e *callError) Error() string { return e.err.Error() }
+func (e *callError) Unwrap() error { return e.err }
+
+// unavailableCodes are error replies that mean the server cannot serve now
+// rather than that the request was wrong.
+var unavailableCodes = []string{
+	"LOADING", "BUSY", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN",
+	"OOM", "MISCONF", "NOREPLICAS", "NOAUTH", "NOPERM", "WRONGPASS",
+}
+
+// authCodes are the outages that mean misconfiguration: logged as errors.
+var authCodes = []string{"NOAUTH", "NOPERM", "WRONGPASS"}
+
+func replyCode(msg string) string {
+	if i := strings.IndexByte(msg, ' '); i >= 0 {
+		return msg[:i]
+	}
+	return msg
+}
+
+func hasCode(codes []string, code string) bool {
+	for _, c := range codes {
+		if c == code {
+			return true
+		}
+	}
+	return false
+}
+
+// classify says how err, from a call made under the caller's ctx, counts.
+func classify(ctx context.Context, err error) *callError {
+	if ctx.Err() != nil {
+		return &callError{kind: callerGone, err: ctx.Err()}
+	}
+	if re, ok := rueidis.IsRedisErr(err); ok && !hasCode(unavailableCodes, replyCode(re.Error())) {
+		return &callError{kind: misuse, err: err}
+	}
+	return &callError{kind: outage, err: err}
+}
+
+// isAuthFailure reports whether err is an error reply that means the client
+// is not allowed in: a misconfiguration that must be loud.
+func isAuthFailure(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	return ok && hasCode(authCodes, replyCode(re.Error()))
+}

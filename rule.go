@@ -1,0 +1,103 @@
+package ratelimit
+
+import (
+	"fmt"
+	"time"
+)
+
+// MaxRuleNameLength is the longest Rule.Name accepted, in bytes.
+const MaxRuleNameLength = 256
+
+// maxMicros bounds every duration a rule holds (about 35 years), so that
+// sums of times stay exact as float64 inside Lua.
+const maxMicros = 1 << 50
+
+// maxRate bounds Limit.Rate: the exact log keeps one entry per event.
+const maxRate = 1<<31 - 1
+
+// Rule names one limit and, optionally, the penalty for breaking it. State is
+// kept per (Name, key): changing a rule's Limit or Penalty under the same Name
+// applies at once to the existing log.
+type Rule struct {
+	// Name is the rule's namespace, e.g. "coupon:claim": non-empty, at most
+	// MaxRuleNameLength bytes, any bytes allowed.
+	Name string
+	// Limit is the rate the rule enforces.
+	Limit Limit
+	// Penalty, when not nil, escalates repeat offenders from rejections to
+	// warnings to bans.
+	Penalty *Penalty
+	// Degraded says how this rule is decided while Redis is unavailable.
+	// The zero value uses Options.Degraded.
+	Degraded DegradedPolicy
+}
+
+// plan is a validated Rule in the units both paths work in.
+type plan struct {
+	rate     int64 // events per window
+	window   int64 // µs
+	penalty  penaltyPlan
+	penalize bool
+}
+
+// compile checks r and converts it into a plan; it does not allocate unless
+// r is invalid.
+func (r *Rule) compile() (plan, error) {
+	switch {
+	case r.Name == "":
+		return plan{}, fmt.Errorf("%w: empty name", ErrInvalidRule)
+	case len(r.Name) > MaxRuleNameLength:
+		return plan{}, fmt.Errorf("%w: name is %d bytes, longer than %d", ErrInvalidRule, len(r.Name), MaxRuleNameLength)
+	case r.Limit.Rate < 1:
+		return plan{}, fmt.Errorf("%w: rule %q: Rate %d is below 1", ErrInvalidRule, r.Name, r.Limit.Rate)
+	case r.Limit.Rate > maxRate:
+		return plan{}, fmt.Errorf("%w: rule %q: Rate %d is above %d", ErrInvalidRule, r.Name, r.Limit.Rate, maxRate)
+	case r.Limit.Window < time.Microsecond:
+		return plan{}, fmt.Errorf("%w: rule %q: Window %v is shorter than 1µs", ErrInvalidRule, r.Name, r.Limit.Window)
+	case r.Limit.Window.Microseconds() > maxMicros:
+		return plan{}, fmt.Errorf("%w: rule %q: Window %v is too long", ErrInvalidRule, r.Name, r.Limit.Window)
+	case r.Degraded < DegradedDefault || r.Degraded > DegradedDeny:
+		return plan{}, fmt.Errorf("%w: rule %q: unknown Degraded policy %d", ErrInvalidRule, r.Name, r.Degraded)
+	}
+	p := plan{rate: int64(r.Limit.Rate), window: r.Limit.Window.Microseconds()}
+	if r.Penalty != nil {
+		pp, err := r.Penalty.compile()
+		if err != nil {
+			return plan{}, fmt.Errorf("%w: rule %q: %s", ErrInvalidRule, r.Name, err)
+		}
+		p.penalty, p.penalize = pp, true
+	}
+	return p, nil
+}
+
+// DegradedPolicy says how a rule is decided while Redis cannot be used.
+type DegradedPolicy int
+
+const (
+	// DegradedDefault, in a Rule, defers to Options.Degraded; in Options it
+	// means DegradedLocal.
+	DegradedDefault DegradedPolicy = iota
+	// DegradedLocal decides with the in-process sliding log, under the same
+	// rule and penalty, at the degraded share of the rate.
+	DegradedLocal
+	// DegradedAllow lets every call through and records nothing (fail open,
+	// on purpose).
+	DegradedAllow
+	// DegradedDeny rejects every call until Redis is back (fail closed).
+	DegradedDeny
+)
+
+// String returns the policy's name.
+func (p DegradedPolicy) String() string {
+	switch p {
+	case DegradedDefault:
+		return "default"
+	case DegradedLocal:
+		return "local"
+	case DegradedAllow:
+		return "allow"
+	case DegradedDeny:
+		return "deny"
+	}
+	return fmt.Sprintf("DegradedPolicy(%d)", int(p))
+}
