@@ -62,3 +62,14 @@ func newLimiter(t testing.TB, c rueidis.Client, opts ratelimit.Options) *ratelim
 }
 
 func newClock() *ratelimittest.Clock { return ratelimittest.NewClock(epoch) }
+
+// testOptions are the options of tests about decisions, not outages: a fake
+// clock, and a Timeout long enough that a loaded machine (or -race) never
+// turns a slow call into a degraded decision.
+func testOptions(clk ratelimit.Clock) ratelimit.Options {
+	return ratelimit.Options{Clock: clk, Timeout: 10 * time.Second}
+}
+
+func ratelimitClientOption(addrs ...string) rueidis.ClientOption {
+	return rueidis.ClientOption{InitAddress: addrs, DisableCache: true}
+}

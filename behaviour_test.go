@@ -255,7 +255,7 @@ func TestBehaviour(t *testing.T) {
 			for _, c := range behaviourCases {
 				t.Run(c.name, func(t *testing.T) {
 					clk := newClock()
-					l := b.new(t, ratelimit.Options{Clock: clk})
+					l := b.new(t, testOptions(clk))
 					runSteps(t, l, clk.Set, c)
 				})
 			}

@@ -1,0 +1,374 @@
+package ratelimit_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// syncBuffer is a log sink that many goroutines may write to.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// stateLog records the breaker's state changes as the hook reports them.
+type stateLog struct {
+	mu      sync.Mutex
+	changes []string
+}
+
+func (s *stateLog) hook(from, to ratelimit.BreakerState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.changes = append(s.changes, from.String()+"->"+to.String())
+}
+
+func (s *stateLog) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Join(s.changes, " ")
+}
+
+// outageOptions trip the breaker after two failures and probe again soon.
+func outageOptions(clk ratelimit.Clock, logs *syncBuffer, states *stateLog) ratelimit.Options {
+	opts := ratelimit.Options{
+		Clock:      clk,
+		Timeout:    time.Second,
+		TripAfter:  2,
+		ProbeAfter: 20 * time.Millisecond,
+		Logger:     slog.New(slog.NewTextHandler(logs, nil)),
+	}
+	if states != nil {
+		opts.OnBreakerChange = states.hook
+	}
+	return opts
+}
+
+// eventually polls cond every few milliseconds for up to 10s: a bound on a
+// hang, not a speed check.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func mustAllow(t *testing.T, l *ratelimit.Limiter, rule ratelimit.Rule, key string) R {
+	t.Helper()
+	r, err := l.Allow(context.Background(), rule, key)
+	if err != nil {
+		t.Fatalf("Allow(%q, %q): %v", rule.Name, key, err)
+	}
+	return r
+}
+
+func TestOutageFallsBackAndRecovers(t *testing.T) {
+	mr := miniredis.RunT(t)
+	var logs syncBuffer
+	var states stateLog
+	clk := newClock()
+	l := newLimiter(t, newClient(t, mr.Addr()), outageOptions(clk, &logs, &states))
+	rule := ratelimit.Rule{Name: "outage", Limit: ratelimit.PerMinute(5)}
+
+	for i := 0; i < 2; i++ {
+		if r := mustAllow(t, l, rule, "k"); !r.Allowed || r.Degraded {
+			t.Fatalf("call %d before the outage = %+v", i, r)
+		}
+	}
+
+	mr.Close()
+	// The local log mirrors the two events Redis allowed: three more fit.
+	var allowed int
+	for i := 0; i < 10; i++ {
+		clk.Advance(time.Second)
+		r := mustAllow(t, l, rule, "k")
+		if !r.Degraded || r.Limit != 5 {
+			t.Fatalf("call %d during the outage = %+v, want Degraded", i, r)
+		}
+		if r.Allowed {
+			allowed++
+		} else if r.RetryAfter <= 0 {
+			t.Fatalf("a degraded rejection without RetryAfter: %+v", r)
+		}
+	}
+	if allowed != 3 {
+		t.Fatalf("allowed %d calls during the outage, want 3", allowed)
+	}
+	eventually(t, "breaker opened", func() bool { return strings.Contains(states.String(), "closed->open") })
+
+	if err := mr.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "decisions back on redis", func() bool {
+		return !mustAllow(t, l, rule, "probe").Degraded
+	})
+	// Redis still holds its two events; local decisions were not written back.
+	if r := mustAllow(t, l, rule, "k"); !r.Allowed || r.Degraded || r.Remaining != 2 {
+		t.Fatalf("first call on the original key after recovery = %+v, want allowed on redis with Remaining 2", r)
+	}
+	eventually(t, "breaker closed", func() bool {
+		return strings.HasSuffix(states.String(), "open->half-open half-open->closed")
+	})
+	for _, want := range []string{"redis circuit breaker open", "redis circuit breaker closed"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, logs.String())
+		}
+	}
+}
+
+func TestOutageKeepsBansAndPenalties(t *testing.T) {
+	mr := miniredis.RunT(t)
+	clk := newClock()
+	var logs syncBuffer
+	l := newLimiter(t, newClient(t, mr.Addr()), outageOptions(clk, &logs, nil))
+	rule := ratelimit.Rule{Name: "ban", Limit: ratelimit.PerMinute(1), Penalty: &ratelimit.Penalty{WarnAfter: 1, BanAfter: 2, BanFor: time.Hour}}
+	mustAllow(t, l, rule, "bad")
+	mustAllow(t, l, rule, "bad")
+	if r := mustAllow(t, l, rule, "bad"); !r.Banned || r.Degraded {
+		t.Fatalf("third call = %+v, want banned on redis", r)
+	}
+	mustAllow(t, l, rule, "warned") // one event
+	if r := mustAllow(t, l, rule, "warned"); !r.Warned {
+		t.Fatalf("want a warning, got %+v", r)
+	}
+	mr.Close()
+	clk.Advance(10 * time.Minute)
+	if r := mustAllow(t, l, rule, "bad"); !r.Banned || !r.Degraded || r.RetryAfter != 50*time.Minute || r.Violations != 2 {
+		t.Fatalf("degraded call on a key banned in redis = %+v, want banned for 50m more", r)
+	}
+	// The warned key's violation travelled too: its next violation bans it.
+	mustAllow(t, l, rule, "warned") // 10 minutes later: the window is free again
+	if r := mustAllow(t, l, rule, "warned"); !r.Banned || !r.Degraded || r.Violations != 2 {
+		t.Fatalf("degraded second violation = %+v, want banned", r)
+	}
+}
+
+func TestUnavailableRepliesFallBack(t *testing.T) {
+	for _, reply := range []string{
+		"LOADING Redis is loading the dataset in memory",
+		"BUSY Redis is busy running a script",
+		"READONLY You can't write against a read only replica.",
+		"MASTERDOWN Link with MASTER is down",
+		"CLUSTERDOWN The cluster is down",
+		"TRYAGAIN Multiple keys request during rehashing of slot",
+		"OOM command not allowed when used memory > 'maxmemory'.",
+		"NOAUTH Authentication required.",
+		"NOPERM this user has no permissions to run the 'evalsha' command",
+	} {
+		code := strings.Fields(reply)[0]
+		t.Run(code, func(t *testing.T) {
+			mr := miniredis.RunT(t)
+			var logs syncBuffer
+			var states stateLog
+			l := newLimiter(t, newClient(t, mr.Addr()), outageOptions(newClock(), &logs, &states))
+			rule := ratelimit.Rule{Name: "reply", Limit: ratelimit.PerMinute(2)}
+			mustAllow(t, l, rule, "k")
+			mr.SetError(reply)
+			for i := 0; i < 3; i++ {
+				r := mustAllow(t, l, rule, "k")
+				if !r.Degraded || r.Allowed != (i == 0) {
+					t.Fatalf("call %d with every reply %q = %+v", i, code, r)
+				}
+			}
+			eventually(t, "breaker opened", func() bool { return strings.Contains(states.String(), "closed->open") })
+			wantLevel := "level=WARN"
+			if code == "NOAUTH" || code == "NOPERM" {
+				wantLevel = "level=ERROR"
+			}
+			if !strings.Contains(logs.String(), wantLevel) || !strings.Contains(logs.String(), code) {
+				t.Errorf("log for %s lacks %s:\n%s", code, wantLevel, logs.String())
+			}
+		})
+	}
+}
+
+func TestMisuseIsAnErrorAndKeepsTheBreakerClosed(t *testing.T) {
+	mr := miniredis.RunT(t)
+	var logs syncBuffer
+	var states stateLog
+	l := newLimiter(t, newClient(t, mr.Addr()), outageOptions(newClock(), &logs, &states))
+	rule := ratelimit.Rule{Name: "m", Limit: ratelimit.PerMinute(2)}
+	mustAllow(t, l, rule, "k")
+	// Another program overwrites the log with a string.
+	mr.Del("rl:v1:{1:m:=k}:l")
+	if err := mr.Set("rl:v1:{1:m:=k}:l", "not a sorted set"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		r, err := l.Allow(context.Background(), rule, "k")
+		if !errors.Is(err, ratelimit.ErrRedis) || !strings.Contains(err.Error(), "WRONGTYPE") || r.Degraded {
+			t.Fatalf("call %d on a WRONGTYPE key = %+v, %v; want ErrRedis", i, r, err)
+		}
+	}
+	if r := mustAllow(t, l, rule, "other"); r.Degraded || !r.Allowed {
+		t.Fatalf("another key after misuse = %+v, want decided on redis", r)
+	}
+	if s := states.String(); s != "" {
+		t.Fatalf("misuse changed the breaker: %s", s)
+	}
+}
+
+func TestCallerContextEnded(t *testing.T) {
+	mr := miniredis.RunT(t)
+	var logs syncBuffer
+	var states stateLog
+	l := newLimiter(t, newClient(t, mr.Addr()), outageOptions(newClock(), &logs, &states))
+	rule := ratelimit.Rule{Name: "ctx", Limit: ratelimit.PerMinute(2)}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := 0; i < 5; i++ {
+		if _, err := l.Allow(ctx, rule, "k"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Allow with a cancelled context: %v, want context.Canceled", err)
+		}
+	}
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel2()
+	if _, err := l.Allow(expired, rule, "k"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Allow with an expired deadline: %v, want context.DeadlineExceeded", err)
+	}
+	if err := l.Reset(ctx, rule, "k"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Reset with a cancelled context: %v", err)
+	}
+	if r := mustAllow(t, l, rule, "k"); r.Degraded || r.Remaining != 1 {
+		t.Fatalf("after cancelled calls = %+v, want the first event recorded on redis", r)
+	}
+	if s := states.String(); s != "" {
+		t.Fatalf("the caller's context changed the breaker: %s", s)
+	}
+}
+
+func TestResetDuringOutage(t *testing.T) {
+	mr := miniredis.RunT(t)
+	var logs syncBuffer
+	clk := newClock()
+	l := newLimiter(t, newClient(t, mr.Addr()), outageOptions(clk, &logs, nil))
+	rule := ratelimit.Rule{Name: "reset", Limit: ratelimit.PerMinute(1)}
+	mustAllow(t, l, rule, "k")
+	mr.Close()
+	if r := mustAllow(t, l, rule, "k"); r.Allowed || !r.Degraded {
+		t.Fatalf("degraded call on a full key = %+v", r)
+	}
+	err := l.Reset(context.Background(), rule, "k")
+	if !errors.Is(err, ratelimit.ErrUnavailable) {
+		t.Fatalf("Reset during an outage: %v, want ErrUnavailable", err)
+	}
+	if r := mustAllow(t, l, rule, "k"); !r.Allowed || !r.Degraded {
+		t.Fatalf("degraded call after Reset = %+v, want allowed: the local state was cleared", r)
+	}
+}
+
+func TestDegradedPolicies(t *testing.T) {
+	ctx := context.Background()
+	rule := ratelimit.Rule{Name: "p", Limit: ratelimit.PerMinute(10)}
+	for _, c := range []struct {
+		name     string
+		opts     ratelimit.Options
+		rule     ratelimit.Rule
+		n        int
+		want     R
+		wantDeny bool // RetryAfter is the time to the next probe: only its sign is checked
+	}{
+		{name: "local at share 1", rule: rule, n: 10, want: R{Allowed: true, Limit: 10, Remaining: 0, ResetAfter: time.Minute, Degraded: true}},
+		{name: "local at share 0.25", opts: ratelimit.Options{DegradedShare: 0.25}, rule: rule, n: 3, want: R{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: time.Minute, Degraded: true}},
+		{name: "above the share is a rejection", opts: ratelimit.Options{DegradedShare: 0.25}, rule: rule, n: 4, want: R{Limit: 3, Remaining: 3, RetryAfter: time.Minute, Degraded: true}},
+		{name: "a tiny share keeps 1", opts: ratelimit.Options{DegradedShare: 0.001}, rule: rule, n: 1, want: R{Allowed: true, Limit: 1, ResetAfter: time.Minute, Degraded: true}},
+		{name: "allow all", opts: ratelimit.Options{Degraded: ratelimit.DegradedAllow}, rule: rule, n: 10, want: R{Allowed: true, Limit: 10, Degraded: true}},
+		{name: "deny all", opts: ratelimit.Options{Degraded: ratelimit.DegradedDeny}, rule: rule, n: 1, want: R{Limit: 10, Degraded: true}, wantDeny: true},
+		{name: "a rule overrides the limiter", opts: ratelimit.Options{Degraded: ratelimit.DegradedAllow},
+			rule: ratelimit.Rule{Name: "p", Limit: ratelimit.PerMinute(10), Degraded: ratelimit.DegradedDeny}, n: 1, want: R{Limit: 10, Degraded: true}, wantDeny: true},
+		{name: "a rule asks for local", opts: ratelimit.Options{Degraded: ratelimit.DegradedDeny},
+			rule: ratelimit.Rule{Name: "p", Limit: ratelimit.PerMinute(10), Degraded: ratelimit.DegradedLocal}, n: 2, want: R{Allowed: true, Limit: 10, Remaining: 8, ResetAfter: time.Minute, Degraded: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mr := miniredis.RunT(t)
+			c.opts.Clock = newClock()
+			c.opts.Logger = slog.New(slog.NewTextHandler(&syncBuffer{}, nil))
+			l := newLimiter(t, newClient(t, mr.Addr()), c.opts)
+			mr.Close()
+			for i := 0; i < 2; i++ { // the second call finds the breaker counting
+				got, err := l.AllowN(ctx, c.rule, "k"+c.name, c.n)
+				if err != nil {
+					t.Fatalf("AllowN: %v", err)
+				}
+				if c.wantDeny {
+					if got.Allowed || got.RetryAfter <= 0 {
+						t.Fatalf("deny policy gave %+v", got)
+					}
+					got.RetryAfter = 0
+				}
+				if i == 0 && got != c.want {
+					t.Fatalf("got  %+v\nwant %+v", got, c.want)
+				}
+			}
+		})
+	}
+}
+
+func TestDialWhileRedisIsDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+
+	var logs syncBuffer
+	l, err := ratelimit.Dial(ratelimitClientOption(addr), outageOptions(newClock(), &logs, nil))
+	if err != nil {
+		t.Fatalf("Dial with redis down: %v", err)
+	}
+	defer l.Close()
+	rule := ratelimit.Rule{Name: "dial", Limit: ratelimit.PerMinute(3)}
+	if r := mustAllow(t, l, rule, "k"); !r.Allowed || !r.Degraded || r.Remaining != 2 {
+		t.Fatalf("first call with redis down = %+v, want a local decision", r)
+	}
+	if err := l.Reset(context.Background(), rule, "k"); !errors.Is(err, ratelimit.ErrUnavailable) {
+		t.Fatalf("Reset before connecting: %v, want ErrUnavailable", err)
+	}
+
+	mr := miniredis.NewMiniRedis()
+	if err := mr.StartAddr(addr); err != nil {
+		t.Skipf("port %s taken again before miniredis could bind it: %v", addr, err)
+	}
+	defer mr.Close()
+	eventually(t, "dialled in the background", func() bool { return !mustAllow(t, l, rule, "probe").Degraded })
+	if r := mustAllow(t, l, rule, "k"); !r.Allowed || r.Degraded || r.Remaining != 2 {
+		t.Fatalf("first call on redis = %+v", r)
+	}
+	l.Close()
+	if _, err := l.Allow(context.Background(), rule, "k"); !errors.Is(err, ratelimit.ErrClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+}
+
+func TestDialNeedsAnAddress(t *testing.T) {
+	if _, err := ratelimit.Dial(ratelimitClientOption(), ratelimit.Options{}); !errors.Is(err, ratelimit.ErrInvalidOptions) {
+		t.Fatalf("Dial without an address: %v, want ErrInvalidOptions", err)
+	}
+}
