@@ -1,0 +1,145 @@
+package ratelimit_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
+	"github.com/redis/rueidis"
+)
+
+// exampleRedis starts an in-process Redis for the examples; a real program
+// connects to its own Redis instead.
+func exampleRedis() (*miniredis.Miniredis, rueidis.Client) {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		panic(err)
+	}
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true})
+	if err != nil {
+		panic(err)
+	}
+	return mr, client
+}
+
+func Example() {
+	mr, client := exampleRedis()
+	defer mr.Close()
+	defer client.Close()
+
+	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	limiter, err := ratelimit.New(client, ratelimit.Options{Clock: clock})
+	if err != nil {
+		panic(err)
+	}
+	defer limiter.Close()
+
+	claim := ratelimit.Rule{Name: "coupon:claim", Limit: ratelimit.PerMinute(3)}
+	for i := 1; i <= 4; i++ {
+		res, err := limiter.Allow(context.Background(), claim, "user-42")
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("call %d: allowed=%v remaining=%d retry after %v\n", i, res.Allowed, res.Remaining, res.RetryAfter)
+		clock.Advance(10 * time.Second)
+	}
+	// Output:
+	// call 1: allowed=true remaining=2 retry after 0s
+	// call 2: allowed=true remaining=1 retry after 0s
+	// call 3: allowed=true remaining=0 retry after 0s
+	// call 4: allowed=false remaining=0 retry after 30s
+}
+
+func ExamplePenalty() {
+	mr, client := exampleRedis()
+	defer mr.Close()
+	defer client.Close()
+
+	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	limiter, err := ratelimit.New(client, ratelimit.Options{Clock: clock})
+	if err != nil {
+		panic(err)
+	}
+	defer limiter.Close()
+
+	rule := ratelimit.Rule{
+		Name:    "login",
+		Limit:   ratelimit.PerMinute(5),
+		Penalty: &ratelimit.Penalty{WarnAfter: 3, BanAfter: 5, BanFor: 30 * time.Minute},
+	}
+	for i := 1; i <= 11; i++ {
+		res, _ := limiter.Allow(context.Background(), rule, "203.0.113.7")
+		fmt.Printf("call %2d: allowed=%-5v violations=%d warned=%-5v banned=%-5v retry after %v\n",
+			i, res.Allowed, res.Violations, res.Warned, res.Banned, res.RetryAfter)
+		clock.Advance(time.Second)
+	}
+	// Output:
+	// call  1: allowed=true  violations=0 warned=false banned=false retry after 0s
+	// call  2: allowed=true  violations=0 warned=false banned=false retry after 0s
+	// call  3: allowed=true  violations=0 warned=false banned=false retry after 0s
+	// call  4: allowed=true  violations=0 warned=false banned=false retry after 0s
+	// call  5: allowed=true  violations=0 warned=false banned=false retry after 0s
+	// call  6: allowed=false violations=1 warned=false banned=false retry after 55s
+	// call  7: allowed=false violations=2 warned=false banned=false retry after 54s
+	// call  8: allowed=false violations=3 warned=true  banned=false retry after 53s
+	// call  9: allowed=false violations=4 warned=true  banned=false retry after 52s
+	// call 10: allowed=false violations=5 warned=false banned=true  retry after 30m0s
+	// call 11: allowed=false violations=5 warned=false banned=true  retry after 29m59s
+}
+
+// When Redis cannot be used, decisions continue from the local fallback,
+// which remembers what Redis allowed, and are marked Degraded.
+func Example_fallback() {
+	mr, client := exampleRedis()
+	defer client.Close()
+
+	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	limiter, err := ratelimit.New(client, ratelimit.Options{
+		Clock:      clock,
+		TripAfter:  1,
+		ProbeAfter: 10 * time.Millisecond,
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer limiter.Close()
+
+	rule := ratelimit.Rule{Name: "search", Limit: ratelimit.PerMinute(3)}
+	show := func(what string) ratelimit.Result {
+		res, err := limiter.Allow(context.Background(), rule, "user-7")
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("%-14s allowed=%-5v remaining=%d degraded=%v\n", what, res.Allowed, res.Remaining, res.Degraded)
+		return res
+	}
+	show("redis up:")
+	mr.Close()
+	show("redis down:")
+	show("redis down:")
+	show("redis down:")
+	if err := mr.Restart(); err != nil {
+		panic(err)
+	}
+	defer mr.Close()
+	clock.Advance(time.Minute)
+	for {
+		if res, _ := limiter.Peek(context.Background(), rule, "probe"); !res.Degraded {
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // the breaker probes Redis again
+	}
+	show("redis back:")
+	// Output:
+	// redis up:      allowed=true  remaining=2 degraded=false
+	// redis down:    allowed=true  remaining=1 degraded=true
+	// redis down:    allowed=true  remaining=0 degraded=true
+	// redis down:    allowed=false remaining=0 degraded=true
+	// redis back:    allowed=true  remaining=2 degraded=false
+}
