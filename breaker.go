@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,13 +71,14 @@ func newBreaker(s *settings, changes *changeQueue) *breaker {
 			b.state.Store(int32(fromGobreaker(to)))
 			changes.push(fromGobreaker(from), fromGobreaker(to))
 		},
+		// The request functions return a *callError unwrapped, or nil.
 		IsSuccessful: func(err error) bool {
-			var ce *callError
-			return err == nil || errors.As(err, &ce) && ce.kind == misuse
+			ce, ok := err.(*callError)
+			return err == nil || ok && ce.kind == misuse
 		},
 		IsExcluded: func(err error) bool {
-			var ce *callError
-			return errors.As(err, &ce) && ce.kind == callerGone
+			ce, ok := err.(*callError)
+			return ok && ce.kind == callerGone
 		},
 	})
 	return b

@@ -47,30 +47,48 @@ func localKey(rule, key string) (lkey, error) {
 // one Redis Cluster slot while different pairs spread over the slots. Both
 // strings share one allocation.
 func redisKeys(prefix string, k lkey) (log, pen string) {
-	ruleLen := escapedLen(k.rule)
-	var lenBuf [20]byte
-	lenText := strconv.AppendInt(lenBuf[:0], int64(ruleLen), 10)
-	one := len(prefix) + len(layoutVersion) + 2 + len(lenText) + 1 + ruleLen + 2 + escapedLen(k.key) + 3
+	one := keyLen(prefix, k)
 	var b strings.Builder
 	b.Grow(2 * one)
-	for _, suffix := range [2]string{"}:l", "}:p"} {
-		b.WriteString(prefix)
-		b.WriteString(layoutVersion)
-		b.WriteString(":{")
-		b.Write(lenText)
-		b.WriteByte(':')
-		writeEscaped(&b, k.rule)
-		b.WriteByte(':')
-		if k.hashed {
-			b.WriteByte('#')
-		} else {
-			b.WriteByte('=')
-		}
-		writeEscaped(&b, k.key)
-		b.WriteString(suffix)
-	}
+	writeKey(&b, prefix, k, 'l')
+	writeKey(&b, prefix, k, 'p')
 	both := b.String()
 	return both[:one], both[one:]
+}
+
+// keyLen is the length of either Redis key of k.
+func keyLen(prefix string, k lkey) int {
+	ruleLen := escapedLen(k.rule)
+	return len(prefix) + len(layoutVersion) + 2 + decimalLen(int64(ruleLen)) + 1 + ruleLen + 2 + escapedLen(k.key) + 3
+}
+
+// writeKey writes the Redis key of k that ends in kind ('l' or 'p').
+func writeKey(b *strings.Builder, prefix string, k lkey, kind byte) {
+	var lenBuf [20]byte
+	b.WriteString(prefix)
+	b.WriteString(layoutVersion)
+	b.WriteString(":{")
+	b.Write(strconv.AppendInt(lenBuf[:0], int64(escapedLen(k.rule)), 10))
+	b.WriteByte(':')
+	writeEscaped(b, k.rule)
+	b.WriteByte(':')
+	if k.hashed {
+		b.WriteByte('#')
+	} else {
+		b.WriteByte('=')
+	}
+	writeEscaped(b, k.key)
+	b.WriteString("}:")
+	b.WriteByte(kind)
+}
+
+func decimalLen(n int64) int {
+	d := 1
+	for n >= 10 {
+		n /= 10
+		d++
+	}
+	return d
 }
 
 func escapedLen(s string) int {

@@ -25,6 +25,8 @@ type Limiter struct {
 	changes *changeQueue
 	log     *throttledLog
 
+	deadlines *sharedDeadline // bounds Redis calls by Options.Timeout
+
 	remote bool                      // a Redis is configured
 	conn   atomic.Pointer[redisConn] // nil until a client exists
 	owned  bool                      // Close closes the client
@@ -71,13 +73,14 @@ func newLimiter(opts Options, remote bool) (*Limiter, error) {
 		return nil, fmt.Errorf("ratelimit: drawing the limiter id: %w", err)
 	}
 	l := &Limiter{
-		set:     set,
-		local:   newLocalStore(set.LocalCapacity),
-		changes: newChangeQueue(),
-		log:     newThrottledLog(set.Logger, set.LogInterval),
-		remote:  remote,
-		id:      base64.RawURLEncoding.EncodeToString(raw[:]),
-		done:    make(chan struct{}),
+		set:       set,
+		local:     newLocalStore(set.LocalCapacity),
+		changes:   newChangeQueue(),
+		log:       newThrottledLog(set.Logger, set.LogInterval),
+		deadlines: newSharedDeadline(set.Timeout),
+		remote:    remote,
+		id:        base64.RawURLEncoding.EncodeToString(raw[:]),
+		done:      make(chan struct{}),
 	}
 	l.breaker = newBreaker(&l.set, l.changes)
 	if remote {
@@ -193,9 +196,6 @@ func (l *Limiter) logOutage(err error) {
 
 // remoteDecide runs the rule's script for one call.
 func (l *Limiter) remoteDecide(ctx context.Context, c rueidis.Client, k lkey, p *plan, n int64, peek bool) (decision, error) {
-	logKey, penKey := redisKeys(l.set.KeyPrefix, k)
-	keys := [2]string{logKey, penKey}
-	var argv [9]string
 	var now int64
 	if l.set.Clock != nil {
 		now = l.set.Clock.Now().UnixMicro()
@@ -203,14 +203,14 @@ func (l *Limiter) remoteDecide(ctx context.Context, c rueidis.Client, k lkey, p 
 	if peek {
 		n = 0
 	}
-	args := remoteArgs(&argv, p, now, l.set.Clock != nil, n, l.id, l.seq.Add(1))
+	var keys [2]string
+	var argv [9]string
+	args := encodeCall(&keys, &argv, l.set.KeyPrefix, k, p, now, l.set.Clock != nil, n, l.id, l.seq.Add(1))
 	s, nk := slidingScript, 1
 	if p.penalize {
 		s, nk = penaltyScript, 2
 	}
-	callCtx, cancel := l.callContext(ctx)
-	resp := s.exec(callCtx, c, keys[:nk], args)
-	cancel()
+	resp := s.exec(l.callContext(ctx), c, keys[:nk], args)
 	if err := resp.Error(); err != nil {
 		return decision{}, classify(ctx, err)
 	}
@@ -222,12 +222,14 @@ func (l *Limiter) remoteDecide(ctx context.Context, c rueidis.Client, k lkey, p 
 }
 
 // callContext bounds one Redis call by Options.Timeout, or by the caller's
-// earlier deadline.
-func (l *Limiter) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+// earlier deadline. The caller's cancellation is seen at once when its
+// deadline is the earlier; otherwise the call ends when Redis answers or the
+// budget runs out, and the cancellation is reported then.
+func (l *Limiter) callContext(ctx context.Context) context.Context {
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= l.set.Timeout {
-		return ctx, func() {}
+		return ctx
 	}
-	return context.WithTimeout(ctx, l.set.Timeout)
+	return l.deadlines.context()
 }
 
 // degraded decides a call without Redis, as the rule's degraded policy says.
@@ -312,10 +314,8 @@ func (l *Limiter) Reset(ctx context.Context, rule Rule, key string) error {
 	}
 	logKey, penKey := redisKeys(l.set.KeyPrefix, k)
 	_, err = l.breaker.cb.Execute(func() (decision, error) {
-		callCtx, cancel := l.callContext(ctx)
-		defer cancel()
 		c := conn.client
-		if err := c.Do(callCtx, c.B().Del().Key(logKey, penKey).Build()).Error(); err != nil {
+		if err := c.Do(l.callContext(ctx), c.B().Del().Key(logKey, penKey).Build()).Error(); err != nil {
 			return decision{}, classify(ctx, err)
 		}
 		return decision{}, nil

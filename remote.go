@@ -61,39 +61,42 @@ type decision struct {
 	banLeft    int64 // µs until the ban ends
 }
 
-// remoteArgs encodes a call's script arguments in one string and slices it,
-// so that a call costs one allocation for all of them.
-func remoteArgs(args *[9]string, p *plan, now int64, useNow bool, n int64, id string, seq uint64) []string {
-	var buf [192]byte
+// encodeCall writes the Redis keys of k and the script arguments of one
+// call into one string and slices it into keys and args, so that a call
+// costs one allocation for all of them. It returns args cut to the script's
+// arity.
+func encodeCall(keys *[2]string, args *[9]string, prefix string, k lkey, p *plan, now int64, useNow bool, n int64, id string, seq uint64) []string {
+	one := keyLen(prefix, k)
+	var b strings.Builder
+	b.Grow(2*one + len(id) + 9*20)
+	writeKey(&b, prefix, k, 'l')
+	writeKey(&b, prefix, k, 'p')
 	var ends [9]int
-	b := buf[:0]
+	var num [20]byte
 	if useNow {
-		b = strconv.AppendInt(b, now, 10)
+		b.Write(strconv.AppendInt(num[:0], now, 10))
 	}
-	ends[0] = len(b)
-	b = strconv.AppendInt(b, p.window, 10)
-	ends[1] = len(b)
-	b = strconv.AppendInt(b, p.rate, 10)
-	ends[2] = len(b)
-	b = strconv.AppendInt(b, n, 10)
-	ends[3] = len(b)
-	b = append(b, id...)
-	b = strconv.AppendUint(b, seq, 10)
-	ends[4] = len(b)
+	ends[0] = b.Len()
+	b.Write(strconv.AppendInt(num[:0], p.window, 10))
+	ends[1] = b.Len()
+	b.Write(strconv.AppendInt(num[:0], p.rate, 10))
+	ends[2] = b.Len()
+	b.Write(strconv.AppendInt(num[:0], n, 10))
+	ends[3] = b.Len()
+	b.WriteString(id)
+	b.Write(strconv.AppendUint(num[:0], seq, 10))
+	ends[4] = b.Len()
 	count := 5
 	if p.penalize {
-		b = strconv.AppendInt(b, p.penalty.warnAfter, 10)
-		ends[5] = len(b)
-		b = strconv.AppendInt(b, p.penalty.banAfter, 10)
-		ends[6] = len(b)
-		b = strconv.AppendInt(b, p.penalty.banFor, 10)
-		ends[7] = len(b)
-		b = strconv.AppendInt(b, p.penalty.memory, 10)
-		ends[8] = len(b)
+		for i, v := range [4]int64{p.penalty.warnAfter, p.penalty.banAfter, p.penalty.banFor, p.penalty.memory} {
+			b.Write(strconv.AppendInt(num[:0], v, 10))
+			ends[5+i] = b.Len()
+		}
 		count = 9
 	}
-	s := string(b)
-	start := 0
+	s := b.String()
+	keys[0], keys[1] = s[:one], s[one:2*one]
+	start := 2 * one
 	for i := 0; i < count; i++ {
 		args[i] = s[start:ends[i]]
 		start = ends[i]

@@ -1,0 +1,90 @@
+package ratelimit_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/redistest"
+)
+
+// benchKeys is the number of distinct keys of the many-keys benchmarks.
+const benchKeys = 10_000
+
+var benchKeyNames = func() []string {
+	keys := make([]string, benchKeys)
+	for i := range keys {
+		keys[i] = "user-" + strconv.Itoa(i)
+	}
+	return keys
+}()
+
+// benchRules: a plain rule that mostly allows, a hot rule that mostly
+// rejects, and a penalty rule.
+var (
+	benchPlain   = ratelimit.Rule{Name: "bench", Limit: ratelimit.PerSecond(1_000_000)}
+	benchHot     = ratelimit.Rule{Name: "hot", Limit: ratelimit.PerMinute(10)}
+	benchPenalty = ratelimit.Rule{Name: "bench-penalty", Limit: ratelimit.PerSecond(1_000_000),
+		Penalty: &ratelimit.Penalty{WarnAfter: 5, BanAfter: 1 << 30, BanFor: time.Second}}
+)
+
+func benchOptions() ratelimit.Options {
+	return ratelimit.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+// runAllow measures Allow over the given keys, round robin per goroutine.
+// A degraded decision on a limiter with Redis fails the benchmark: it would
+// measure the fallback instead.
+func runAllow(b *testing.B, l *ratelimit.Limiter, rule ratelimit.Rule, keys []string) {
+	ctx := context.Background()
+	var next, degraded atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(next.Add(7919))
+		for pb.Next() {
+			i++
+			r, err := l.Allow(ctx, rule, keys[i%len(keys)])
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if r.Degraded {
+				degraded.Add(1)
+			}
+		}
+	})
+	if n := degraded.Load(); n > 0 {
+		b.Fatalf("%d of %d decisions were degraded: the numbers measure the fallback", n, b.N)
+	}
+}
+
+func benchSuite(b *testing.B, l *ratelimit.Limiter) {
+	hot := []string{"hot"}
+	b.Run("many-keys", func(b *testing.B) { runAllow(b, l, benchPlain, benchKeyNames) })
+	b.Run("many-keys-penalty", func(b *testing.B) { runAllow(b, l, benchPenalty, benchKeyNames) })
+	b.Run("hot-key-rejected", func(b *testing.B) { runAllow(b, l, benchHot, hot) })
+}
+
+func BenchmarkAllowLocal(b *testing.B) {
+	benchSuite(b, newLimiter(b, nil, benchOptions()))
+}
+
+func BenchmarkAllowMiniredis(b *testing.B) {
+	mr := miniredis.RunT(b)
+	benchSuite(b, newLimiter(b, newClient(b, mr.Addr()), benchOptions()))
+}
+
+func BenchmarkAllowRedis(b *testing.B) {
+	if !haveRedis(b) {
+		b.Skip("no redis-server")
+	}
+	server := redistest.Start(b, redistest.Options{})
+	benchSuite(b, newLimiter(b, newClient(b, server.Addr()), benchOptions()))
+}
