@@ -1,0 +1,96 @@
+package ratelimit
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestRedisKeysAreInjective(t *testing.T) {
+	long := strings.Repeat("L", MaxKeyLength+1)
+	pairs := [][2]string{
+		{"x", "a:b"}, {"x:a", "b"}, {"x:", "ab"}, {"x", ":ab"},
+		{"r", "}"}, {"r", "%7D"}, {"r", "%"}, {"r", "%25"},
+		{"}", "k"}, {"%7D", "k"}, {"r", "{k}"}, {"r", "k\x00"}, {"r", "k"},
+		{"1:r", "k"}, {"r", "=k"}, {"r", "#k"},
+		{"r", long}, {"r", long + "x"},
+	}
+	seen := map[string][2]string{}
+	for _, p := range pairs {
+		k, err := localKey(p[0], p[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		log, pen := redisKeys("rl:", k)
+		if other, dup := seen[log]; dup {
+			t.Errorf("rule %q key %q and rule %q key %q share the key %q", p[0], p[1], other[0], other[1], log)
+		}
+		seen[log] = p
+		if !strings.HasSuffix(log, "}:l") || !strings.HasSuffix(pen, "}:p") || log[:len(log)-1] != pen[:len(pen)-1] {
+			t.Errorf("keys %q and %q are not one pair", log, pen)
+		}
+		if got := hashTag(log); strings.Contains(got, "}") || got != hashTag(pen) || got == "" {
+			t.Errorf("hash tags %q and %q of %q", hashTag(log), hashTag(pen), log)
+		}
+	}
+}
+
+// hashTag returns what Redis Cluster hashes: the text between the first
+// '{' and the first '}' after it.
+func hashTag(key string) string {
+	open := strings.IndexByte(key, '{')
+	close := strings.IndexByte(key[open+1:], '}')
+	return key[open+1 : open+1+close]
+}
+
+func TestRedisKeysLayout(t *testing.T) {
+	for _, c := range []struct {
+		rule, key, log string
+	}{
+		{"coupon:claim", "user-42", "rl:v1:{12:coupon:claim:=user-42}:l"},
+		{"r}", "a%b", "rl:v1:{4:r%7D:=a%25b}:l"},
+		{"r", strings.Repeat("k", MaxKeyLength), "rl:v1:{1:r:=" + strings.Repeat("k", MaxKeyLength) + "}:l"},
+	} {
+		k, _ := localKey(c.rule, c.key)
+		if log, _ := redisKeys("rl:", k); log != c.log {
+			t.Errorf("rule %q key %q: log key %q, want %q", c.rule, c.key, log, c.log)
+		}
+	}
+	k, _ := localKey("r", strings.Repeat("k", MaxKeyLength+1))
+	log, _ := redisKeys("app:", k)
+	if !strings.HasPrefix(log, "app:v1:{1:r:#") || len(log) != len("app:v1:{1:r:#}:l")+64 {
+		t.Errorf("a long key's log key is %q, want its SHA-256 in hex", log)
+	}
+}
+
+func TestEncodeCallMatchesRedisKeys(t *testing.T) {
+	k, _ := localKey("a%b}", "k{}")
+	p := plan{rate: 7, window: 1_000_000, penalize: true, penalty: penaltyPlan{warnAfter: 1, banAfter: 2, banFor: 3, memory: 4}}
+	var keys [2]string
+	var argv [9]string
+	args := encodeCall(&keys, &argv, "rl:", k, &p, 1795344143891600, true, 2, "ID", 99)
+	log, pen := redisKeys("rl:", k)
+	if keys != [2]string{log, pen} {
+		t.Errorf("keys %q, want %q and %q", keys, log, pen)
+	}
+	want := []string{"1795344143891600", "1000000", "7", "2", "ID99", "1", "2", "3", "4"}
+	if strings.Join(args, "|") != strings.Join(want, "|") {
+		t.Errorf("args %q, want %q", args, want)
+	}
+	p.penalize = false
+	if args := encodeCall(&keys, &argv, "rl:", k, &p, 0, false, 0, "ID", 1); strings.Join(args, "|") != "|1000000|7|0|ID1" {
+		t.Errorf("args without a clock or penalty: %q", args)
+	}
+}
+
+func TestCheckKeyPrefix(t *testing.T) {
+	for _, prefix := range []string{"", "rl:", "app:rate:"} {
+		if err := checkKeyPrefix(prefix); err != nil {
+			t.Errorf("prefix %q: %v", prefix, err)
+		}
+	}
+	for _, prefix := range []string{"{", "}", "a{b}:"} {
+		if err := checkKeyPrefix(prefix); err == nil {
+			t.Errorf("prefix %q accepted", prefix)
+		}
+	}
+}

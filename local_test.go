@@ -1,0 +1,91 @@
+package ratelimit
+
+import (
+	"strconv"
+	"testing"
+	"time"
+)
+
+func TestSlidingLogKeepsTimeOrder(t *testing.T) {
+	var l slidingLog
+	for _, at := range []int64{10, 30, 20, 30, 5, 40} {
+		l.add(at, 1)
+	}
+	want := []event{{5, 1}, {10, 1}, {20, 1}, {30, 2}, {40, 1}}
+	if got := l.events[l.head:]; len(got) != len(want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	for i, e := range l.events[l.head:] {
+		if e != want[i] {
+			t.Fatalf("events %v, want %v", l.events[l.head:], want)
+		}
+	}
+	l.trim(29, 10) // keeps t0 > 19
+	if l.count() != 4 || l.retryAfter(29, 10, 4, 1) != 1 || l.resetAfter(29, 10) != 21 {
+		t.Fatalf("after trim: count %d retry %d reset %d", l.count(), l.retryAfter(29, 10, 4, 1), l.resetAfter(29, 10))
+	}
+	l.bound(2)
+	if l.count() != 2 || l.events[l.head] != (event{30, 1}) {
+		t.Fatalf("bound(2) left %v", l.events[l.head:])
+	}
+}
+
+func TestSlidingLogReusesItsRoom(t *testing.T) {
+	var l slidingLog
+	for at := int64(0); at < 64; at++ {
+		l.trim(at, 8)
+		l.add(at, 1)
+	}
+	room := cap(l.events)
+	at := int64(1000)
+	allocs := testing.AllocsPerRun(100, func() {
+		for i := 0; i < 64; i++ {
+			l.trim(at, 8)
+			l.add(at, 1)
+			at++
+		}
+	})
+	if allocs != 0 || cap(l.events) != room {
+		t.Fatalf("a steady log allocated %v times (room %d -> %d)", allocs, room, cap(l.events))
+	}
+}
+
+// TestBansSurviveAFloodOfKeys fills the local limiter far past its capacity
+// with new keys and with new violators: an active ban must not be evicted by
+// either.
+func TestBansSurviveAFloodOfKeys(t *testing.T) {
+	s := newLocalStore(64)
+	p := plan{rate: 1, window: int64(time.Minute / time.Microsecond), penalize: true,
+		penalty: penaltyPlan{banAfter: 1, banFor: int64(time.Hour / time.Microsecond), memory: int64(time.Hour / time.Microsecond)}}
+	plain := plan{rate: 1, window: p.window}
+	lenient := p
+	lenient.penalty.banAfter = 1000
+	bad := lkey{rule: "login", key: "bad"}
+	s.decide(bad, &p, 1, 0, 1, false)
+	if d := s.decide(bad, &p, 1, 0, 1, false); !d.banned {
+		t.Fatalf("second call %+v, want banned", d)
+	}
+	for i := 0; i < 10_000; i++ {
+		s.decide(lkey{rule: "search", key: "k" + strconv.Itoa(i)}, &plain, 1, 1, 1, false)
+		violator := lkey{rule: "other", key: "v" + strconv.Itoa(i)}
+		s.decide(violator, &lenient, 1, 1, 1, false)
+		if d := s.decide(violator, &lenient, 1, 1, 1, false); d.violations != 1 || d.banned {
+			t.Fatalf("a violator's second call: %+v", d)
+		}
+	}
+	if d := s.decide(bad, &p, 1, 2, 1, true); !d.banned {
+		t.Fatalf("after the flood the ban is gone: %+v", d)
+	}
+	logs, strikes, bans := s.size()
+	if logs > 64 || strikes > 64 || bans > 64 {
+		t.Fatalf("the store grew past its capacity: %d logs, %d strikes, %d bans", logs, strikes, bans)
+	}
+}
+
+func TestLocalStoreSharding(t *testing.T) {
+	for _, c := range []struct{ capacity, shards int }{{1, 1}, {100, 1}, {127, 1}, {128, 2}, {256, 4}, {100_000, 128}, {10_000_000, 128}} {
+		if got := len(newLocalStore(c.capacity).shards); got != c.shards {
+			t.Errorf("capacity %d: %d shards, want %d", c.capacity, got, c.shards)
+		}
+	}
+}
