@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,15 @@ func fromGobreaker(s gobreaker.State) BreakerState {
 	return BreakerClosed
 }
 
+// BreakerChange is one state change of a circuit breaker.
+type BreakerChange struct {
+	// Breaker names the breaker: "redis" for a single Redis, "slots
+	// 0-63" and so on for the breakers of a Redis Cluster's slot ranges.
+	Breaker string
+	// From and To are the states before and after the change.
+	From, To BreakerState
+}
+
 // breaker wraps a gobreaker with a lock-free check of its state: while it is
 // open and not yet due for a probe, calls skip the gobreaker (and its mutex)
 // altogether.
@@ -55,21 +65,21 @@ type breaker struct {
 	changes    *changeQueue
 }
 
-func newBreaker(s *settings, changes *changeQueue) *breaker {
+func newBreaker(name string, s *settings, changes *changeQueue) *breaker {
 	b := &breaker{probeAfter: s.ProbeAfter, changes: changes}
 	trip := uint32(s.TripAfter)
 	b.cb = gobreaker.NewCircuitBreaker[decision](gobreaker.Settings{
-		Name:        "redis",
+		Name:        name,
 		MaxRequests: 1,
 		Timeout:     s.ProbeAfter,
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= trip },
 		// Runs under the gobreaker's mutex: only atomics and a queue here.
-		OnStateChange: func(_ string, from, to gobreaker.State) {
+		OnStateChange: func(name string, from, to gobreaker.State) {
 			if to == gobreaker.StateOpen {
 				b.openedAt.Store(time.Now().UnixNano())
 			}
 			b.state.Store(int32(fromGobreaker(to)))
-			changes.push(fromGobreaker(from), fromGobreaker(to))
+			changes.push(BreakerChange{Breaker: name, From: fromGobreaker(from), To: fromGobreaker(to)})
 		},
 		// The request functions return a *callError unwrapped, or nil.
 		IsSuccessful: func(err error) bool {
@@ -99,14 +109,11 @@ func (b *breaker) untilProbe() time.Duration {
 	return max(left, time.Millisecond)
 }
 
-// stateChange is one transition of the breaker.
-type stateChange struct{ from, to BreakerState }
-
 // changeQueue hands breaker state changes from under the gobreaker's mutex
 // to a goroutine that calls the user's hook and logs them, in order.
 type changeQueue struct {
 	mu      sync.Mutex // guards pending
-	pending []stateChange
+	pending []BreakerChange
 	wake    chan struct{}
 }
 
@@ -114,9 +121,9 @@ func newChangeQueue() *changeQueue {
 	return &changeQueue{wake: make(chan struct{}, 1)}
 }
 
-func (q *changeQueue) push(from, to BreakerState) {
+func (q *changeQueue) push(c BreakerChange) {
 	q.mu.Lock()
-	q.pending = append(q.pending, stateChange{from, to})
+	q.pending = append(q.pending, c)
 	q.mu.Unlock()
 	select {
 	case q.wake <- struct{}{}:
@@ -126,7 +133,7 @@ func (q *changeQueue) push(from, to BreakerState) {
 
 // run delivers changes to handle until done is closed, then delivers what
 // is left.
-func (q *changeQueue) run(done <-chan struct{}, handle func(stateChange)) {
+func (q *changeQueue) run(done <-chan struct{}, handle func(BreakerChange)) {
 	for {
 		select {
 		case <-q.wake:
@@ -138,7 +145,7 @@ func (q *changeQueue) run(done <-chan struct{}, handle func(stateChange)) {
 	}
 }
 
-func (q *changeQueue) drain(handle func(stateChange)) {
+func (q *changeQueue) drain(handle func(BreakerChange)) {
 	for {
 		q.mu.Lock()
 		batch := q.pending
@@ -151,4 +158,32 @@ func (q *changeQueue) drain(handle func(stateChange)) {
 			handle(c)
 		}
 	}
+}
+
+// breakerSet is the breakers in front of one client: one for a single Redis,
+// one per range of slotsPerBreaker slots for a Redis Cluster, so that keys
+// whose master is healthy stay on Redis while another master is down.
+type breakerSet struct {
+	all     []*breaker
+	cluster bool
+}
+
+func newBreakerSet(cluster bool, s *settings, changes *changeQueue) breakerSet {
+	if !cluster {
+		return breakerSet{all: []*breaker{newBreaker("redis", s, changes)}}
+	}
+	all := make([]*breaker, clusterSlots/slotsPerBreaker)
+	for i := range all {
+		name := fmt.Sprintf("slots %d-%d", i*slotsPerBreaker, (i+1)*slotsPerBreaker-1)
+		all[i] = newBreaker(name, s, changes)
+	}
+	return breakerSet{all: all, cluster: true}
+}
+
+// forKey returns the breaker in front of the Redis key.
+func (bs *breakerSet) forKey(key string) *breaker {
+	if !bs.cluster {
+		return bs.all[0]
+	}
+	return bs.all[keySlot(key)/slotsPerBreaker]
 }

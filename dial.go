@@ -31,7 +31,7 @@ func Dial(clientOpt rueidis.ClientOption, opts Options) (*Limiter, error) {
 		clientOpt.Dialer.Timeout = l.set.Timeout
 	}
 	if c, err := rueidis.NewClient(clientOpt); err == nil {
-		l.conn.Store(&redisConn{client: c})
+		l.conn.Store(l.newConn(c))
 		return l, nil
 	} else {
 		l.log.log(logConnect, slog.LevelWarn, "ratelimit: redis unreachable; deciding locally and retrying in the background", "err", err)
@@ -60,7 +60,7 @@ func (l *Limiter) connect(clientOpt rueidis.ClientOption) {
 			case <-l.done: // closed meanwhile: nobody will close it
 				c.Close()
 			default:
-				l.conn.Store(&redisConn{client: c})
+				l.conn.Store(l.newConn(c))
 				l.set.Logger.Info("ratelimit: connected to redis", "addr", clientOpt.InitAddress)
 			}
 			return

@@ -130,7 +130,7 @@ func Example_fallback() {
 	defer mr.Close()
 	clock.Advance(time.Minute)
 	for {
-		if res, _ := limiter.Peek(context.Background(), rule, "probe"); !res.Degraded {
+		if res, _ := limiter.Peek(context.Background(), rule, "user-7"); !res.Degraded {
 			break
 		}
 		time.Sleep(5 * time.Millisecond) // the breaker probes Redis again

@@ -15,6 +15,9 @@ const (
 	logAuth
 	logMisuse
 	logConnect
+	logOpen
+	logHalfOpen
+	logClosed
 	logKinds
 )
 

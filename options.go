@@ -54,17 +54,18 @@ type Options struct {
 	// 1; an AllowN above it is rejected. It must be in (0, 1]; the default
 	// is 1.
 	DegradedShare float64
-	// Logger receives breaker state changes, Redis failures (each kind at
+	// Logger receives breaker state changes and Redis failures (each kind at
 	// most once per LogInterval) and misconfiguration such as NOAUTH, which
 	// is logged as an error. The default is slog.Default().
 	Logger *slog.Logger
 	// LogInterval is the least time between two log lines of one kind, so an
 	// outage does not flood the log. The default is 10s.
 	LogInterval time.Duration
-	// OnBreakerChange, when set, is called after each state change of the
+	// OnBreakerChange, when set, is called after each state change of a
 	// circuit breaker, in order, from a goroutine of the Limiter's and never
-	// under a lock of its: it may call back into the Limiter.
-	OnBreakerChange func(from, to BreakerState)
+	// under a lock of its: it may call back into the Limiter. A single Redis
+	// has one breaker; a Redis Cluster has one per range of 64 slots.
+	OnBreakerChange func(BreakerChange)
 }
 
 // settings is a validated Options with defaults filled in.

@@ -21,7 +21,6 @@ import (
 type Limiter struct {
 	set     settings
 	local   *localStore
-	breaker *breaker
 	changes *changeQueue
 	log     *throttledLog
 
@@ -40,9 +39,16 @@ type Limiter struct {
 	workers   sync.WaitGroup // goroutines that Close waits for
 }
 
-// redisConn holds a client; an atomic pointer to it can be swapped in once
-// Dial has connected.
-type redisConn struct{ client rueidis.Client }
+// redisConn holds a client and the breakers in front of it; an atomic
+// pointer to it can be swapped in once Dial has connected.
+type redisConn struct {
+	client   rueidis.Client
+	breakers breakerSet
+}
+
+func (l *Limiter) newConn(c rueidis.Client) *redisConn {
+	return &redisConn{client: c, breakers: newBreakerSet(c.Mode() == rueidis.ClientModeCluster, &l.set, l.changes)}
+}
 
 // New returns a Limiter that keeps its state in Redis through client. It
 // never contacts Redis itself: the first call does. With a nil client it
@@ -58,7 +64,7 @@ func New(client rueidis.Client, opts Options) (*Limiter, error) {
 		return nil, err
 	}
 	if client != nil {
-		l.conn.Store(&redisConn{client: client})
+		l.conn.Store(l.newConn(client))
 	}
 	return l, nil
 }
@@ -82,7 +88,6 @@ func newLimiter(opts Options, remote bool) (*Limiter, error) {
 		id:        base64.RawURLEncoding.EncodeToString(raw[:]),
 		done:      make(chan struct{}),
 	}
-	l.breaker = newBreaker(&l.set, l.changes)
 	if remote {
 		l.workers.Add(1)
 		go func() {
@@ -93,18 +98,19 @@ func newLimiter(opts Options, remote bool) (*Limiter, error) {
 	return l, nil
 }
 
-// announce reports a breaker state change to the log and the user's hook.
-func (l *Limiter) announce(c stateChange) {
-	level, msg := slog.LevelInfo, "ratelimit: redis circuit breaker half-open; probing redis"
-	switch c.to {
+// announce reports a breaker state change to the log (each kind at most
+// once per LogInterval) and to the user's hook (every one, in order).
+func (l *Limiter) announce(c BreakerChange) {
+	kind, level, msg := logHalfOpen, slog.LevelInfo, "ratelimit: redis circuit breaker half-open; probing redis"
+	switch c.To {
 	case BreakerOpen:
-		level, msg = slog.LevelWarn, "ratelimit: redis circuit breaker open; deciding locally"
+		kind, level, msg = logOpen, slog.LevelWarn, "ratelimit: redis circuit breaker open; deciding locally"
 	case BreakerClosed:
-		msg = "ratelimit: redis circuit breaker closed; deciding on redis again"
+		kind, msg = logClosed, "ratelimit: redis circuit breaker closed; deciding on redis again"
 	}
-	l.set.Logger.Log(context.Background(), level, msg, "from", c.from.String(), "to", c.to.String())
+	l.log.log(kind, level, msg, "breaker", c.Breaker, "from", c.From.String(), "to", c.To.String())
 	if l.set.OnBreakerChange != nil {
-		l.set.OnBreakerChange(c.from, c.to)
+		l.set.OnBreakerChange(c)
 	}
 }
 
@@ -153,14 +159,29 @@ func (l *Limiter) decide(ctx context.Context, r *Rule, key string, n int64, peek
 		return d.result(p.rate, false), nil
 	}
 	conn := l.conn.Load()
-	if conn == nil || l.breaker.resting() {
-		return l.degraded(r, &p, k, n, peek), nil
+	if conn == nil {
+		return l.degraded(r, &p, k, n, peek, nil), nil
+	}
+	var keys [2]string
+	var argv [9]string
+	var now int64
+	if l.set.Clock != nil {
+		now = l.set.Clock.Now().UnixMicro()
+	}
+	sent := n
+	if peek {
+		sent = 0
+	}
+	args := encodeCall(&keys, &argv, l.set.KeyPrefix, k, &p, now, l.set.Clock != nil, sent, l.id, l.seq.Add(1))
+	b := conn.breakers.forKey(keys[0])
+	if b.resting() {
+		return l.degraded(r, &p, k, n, peek, b), nil
 	}
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
-	d, err := l.breaker.cb.Execute(func() (decision, error) {
-		return l.remoteDecide(ctx, conn.client, k, &p, n, peek)
+	d, err := b.cb.Execute(func() (decision, error) {
+		return l.remoteDecide(ctx, conn.client, &p, keys[:], args)
 	})
 	if err == nil {
 		if !peek {
@@ -181,7 +202,7 @@ func (l *Limiter) decide(ctx context.Context, r *Rule, key string, n int64, peek
 	default:
 		l.logOutage(ce.err)
 	}
-	return l.degraded(r, &p, k, n, peek), nil
+	return l.degraded(r, &p, k, n, peek, b), nil
 }
 
 // logOutage logs a failed Redis call: as an error when it means the client
@@ -195,17 +216,7 @@ func (l *Limiter) logOutage(err error) {
 }
 
 // remoteDecide runs the rule's script for one call.
-func (l *Limiter) remoteDecide(ctx context.Context, c rueidis.Client, k lkey, p *plan, n int64, peek bool) (decision, error) {
-	var now int64
-	if l.set.Clock != nil {
-		now = l.set.Clock.Now().UnixMicro()
-	}
-	if peek {
-		n = 0
-	}
-	var keys [2]string
-	var argv [9]string
-	args := encodeCall(&keys, &argv, l.set.KeyPrefix, k, p, now, l.set.Clock != nil, n, l.id, l.seq.Add(1))
+func (l *Limiter) remoteDecide(ctx context.Context, c rueidis.Client, p *plan, keys []string, args []string) (decision, error) {
 	s, nk := slidingScript, 1
 	if p.penalize {
 		s, nk = penaltyScript, 2
@@ -232,8 +243,10 @@ func (l *Limiter) callContext(ctx context.Context) context.Context {
 	return l.deadlines.context()
 }
 
-// degraded decides a call without Redis, as the rule's degraded policy says.
-func (l *Limiter) degraded(r *Rule, p *plan, k lkey, n int64, peek bool) Result {
+// degraded decides a call without Redis, as the rule's degraded policy says;
+// b is the breaker that stands in front of the key (nil before Dial has
+// connected).
+func (l *Limiter) degraded(r *Rule, p *plan, k lkey, n int64, peek bool, b *breaker) Result {
 	rate := l.set.degradedRate(p.rate)
 	policy := r.Degraded
 	if policy == DegradedDefault {
@@ -247,7 +260,11 @@ func (l *Limiter) degraded(r *Rule, p *plan, k lkey, n int64, peek bool) Result 
 		}
 		return Result{Allowed: true, Limit: int(rate), Remaining: int(remaining), Degraded: true}
 	case DegradedDeny:
-		return Result{Limit: int(rate), RetryAfter: l.breaker.untilProbe(), Degraded: true}
+		retry := l.set.ProbeAfter
+		if b != nil {
+			retry = b.untilProbe()
+		}
+		return Result{Limit: int(rate), RetryAfter: retry, Degraded: true}
 	}
 	d := l.local.decide(k, p, rate, l.localNow(), n, peek)
 	return d.result(rate, true)
@@ -306,14 +323,15 @@ func (l *Limiter) Reset(ctx context.Context, rule Rule, key string) error {
 	if conn == nil {
 		return fmt.Errorf("%w: not connected yet; redis may still hold the old state of %q", ErrUnavailable, key)
 	}
-	if l.breaker.resting() {
+	logKey, penKey := redisKeys(l.set.KeyPrefix, k)
+	b := conn.breakers.forKey(logKey)
+	if b.resting() {
 		return fmt.Errorf("%w: circuit breaker open; redis may still hold the old state of %q", ErrUnavailable, key)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	logKey, penKey := redisKeys(l.set.KeyPrefix, k)
-	_, err = l.breaker.cb.Execute(func() (decision, error) {
+	_, err = b.cb.Execute(func() (decision, error) {
 		c := conn.client
 		if err := c.Do(l.callContext(ctx), c.B().Del().Key(logKey, penKey).Build()).Error(); err != nil {
 			return decision{}, classify(ctx, err)
