@@ -42,7 +42,8 @@ type localShard struct {
 	logs    *simplelru.LRU[lkey, *slidingLog] // sliding logs
 	strikes *simplelru.LRU[lkey, *strikes]    // violations of keys not banned
 	bans    *simplelru.LRU[lkey, *strikes]    // keys with an active ban
-	_       [128 - 32]byte                    // keeps shards on separate cache lines
+	denials *simplelru.LRU[lkey, *denial]     // the hot-key shield: Redis' rejections
+	_       [128 - 40]byte                    // keeps shards on separate cache lines
 }
 
 // newLocalStore returns a store that keeps at most capacity logs, capacity
@@ -59,6 +60,7 @@ func newLocalStore(capacity int) *localStore {
 		sh.logs, _ = simplelru.NewLRU[lkey, *slidingLog](per, nil)
 		sh.strikes, _ = simplelru.NewLRU[lkey, *strikes](per, nil)
 		sh.bans, _ = simplelru.NewLRU[lkey, *strikes](per, nil)
+		sh.denials, _ = simplelru.NewLRU[lkey, *denial](per, nil)
 	}
 	return s
 }
@@ -162,12 +164,26 @@ func (sh *localShard) findStrikes(k lkey, now int64) *strikes {
 	return st
 }
 
-// mirror copies a decision Redis made at now into the local state, so that
-// an outage starts from what Redis knew rather than from an empty log.
-func (s *localStore) mirror(k lkey, p *plan, now, n int64, d *decision) {
+// record copies a decision Redis made at now into the local state: events,
+// violations and bans into the mirror, so that an outage starts from what
+// Redis knew rather than from an empty log (not for a peek, which recorded
+// nothing), and rejections into the shield (see shielded). shieldMax > 0
+// bounds how long a rejection is cached; < 0 turns the shield off.
+func (s *localStore) record(k lkey, p *plan, now, n int64, peek bool, d *decision, shieldMax int64) {
 	sh := s.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if shieldMax >= 0 && (n == 1 || peek) {
+		sh.shield(k, p, now, d, shieldMax)
+	}
+	if !peek {
+		sh.mirror(k, p, now, n, d)
+	}
+}
+
+// mirror copies a decision Redis made into the local state. The caller
+// holds sh.mu.
+func (sh *localShard) mirror(k lkey, p *plan, now, n int64, d *decision) {
 	if d.allowed {
 		lg, ok := sh.logs.Get(k)
 		if !ok {
@@ -209,6 +225,7 @@ func (s *localStore) reset(k lkey) {
 	sh.logs.Remove(k)
 	sh.strikes.Remove(k)
 	sh.bans.Remove(k)
+	sh.denials.Remove(k)
 }
 
 // size returns the number of logs, violation records and bans kept.
@@ -222,4 +239,72 @@ func (s *localStore) size() (logs, strikes, bans int) {
 		sh.mu.Unlock()
 	}
 	return logs, strikes, bans
+}
+
+// denial is a rejection Redis made for one event, cached so that the same
+// call is answered without a round trip until it could pass. All times are
+// the local path's µs, taken on receipt (never Redis' own TIME).
+type denial struct {
+	rate, window int64 // the rule it holds for
+	penalize     bool
+	banned       bool
+	until        int64 // answered here while now < until
+	retryAt      int64
+	resetAt      int64
+	violations   int64
+	forgetAt     int64 // violations remembered while now < forgetAt
+}
+
+// shield caches a rejection of one event that nothing can lift early: under
+// a rule without penalty a full window (rejections record nothing, so no
+// event can arrive, and none leaves before RetryAfter), and a ban. Only a
+// Reset lifts either; this limiter's Reset clears the cache, another
+// process' is seen when the entry ends, or after shieldMax when > 0. An
+// allowed decision drops a stale entry. The caller holds sh.mu.
+func (sh *localShard) shield(k lkey, p *plan, now int64, d *decision, shieldMax int64) {
+	if d.allowed {
+		sh.denials.Remove(k)
+		return
+	}
+	var until int64
+	switch {
+	case d.banned:
+		until = now + d.banLeft
+	case !p.penalize:
+		until = now + d.retry
+	default:
+		return // a rejection under a penalty is a violation: Redis must count it
+	}
+	if shieldMax > 0 {
+		until = min(until, now+shieldMax)
+	}
+	sh.denials.Add(k, &denial{
+		rate: p.rate, window: p.window, penalize: p.penalize, banned: d.banned,
+		until: until, retryAt: now + d.retry, resetAt: now + d.reset,
+		violations: d.violations, forgetAt: now + d.memoryLeft,
+	})
+}
+
+// shielded answers a call for one event from the shield, when it holds a
+// rejection of k under the same rule that has not ended by now.
+func (s *localStore) shielded(k lkey, p *plan, now int64) (decision, bool) {
+	sh := s.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, ok := sh.denials.Get(k)
+	if !ok {
+		return decision{}, false
+	}
+	if now >= e.until || e.rate != p.rate || e.window != p.window || e.penalize != p.penalize {
+		sh.denials.Remove(k)
+		return decision{}, false
+	}
+	d := decision{count: e.rate, retry: e.retryAt - now, reset: max(0, e.resetAt-now), banned: e.banned}
+	if e.banned {
+		d.banLeft = e.until - now
+		if now < e.forgetAt {
+			d.violations = e.violations
+		}
+	}
+	return d, true
 }

@@ -61,6 +61,15 @@ type Options struct {
 	// LogInterval is the least time between two log lines of one kind, so an
 	// outage does not flood the log. The default is 10s.
 	LogInterval time.Duration
+	// ShieldMax bounds the hot-key shield. A rejection that nothing but a
+	// Reset can lift early (a full window under a rule without penalty, or
+	// a ban) is cached per process, and the same call for one event is
+	// answered from the cache, without a Redis round trip, until it could
+	// pass. A Reset through this Limiter clears the cache at once; a Reset
+	// made by another process is seen here when the cached rejection ends,
+	// or after ShieldMax when ShieldMax > 0. Negative turns the shield off.
+	// The default, 0, caches each rejection until it ends.
+	ShieldMax time.Duration
 	// OnBreakerChange, when set, is called after each state change of a
 	// circuit breaker, in order, from a goroutine of the Limiter's and never
 	// under a lock of its: it may call back into the Limiter. A single Redis

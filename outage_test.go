@@ -147,7 +147,9 @@ func TestOutageKeepsBansAndPenalties(t *testing.T) {
 	mr := miniredis.RunT(t)
 	clk := newClock()
 	var logs syncBuffer
-	l := newLimiter(t, newClient(t, mr.Addr()), outageOptions(clk, &logs, nil))
+	opts := outageOptions(clk, &logs, nil)
+	opts.ShieldMax = -1 // this test is about the mirror, not the shield
+	l := newLimiter(t, newClient(t, mr.Addr()), opts)
 	rule := ratelimit.Rule{Name: "ban", Limit: ratelimit.PerMinute(1), Penalty: &ratelimit.Penalty{WarnAfter: 1, BanAfter: 2, BanFor: time.Hour}}
 	mustAllow(t, l, rule, "bad")
 	mustAllow(t, l, rule, "bad")

@@ -162,6 +162,11 @@ func (l *Limiter) decide(ctx context.Context, r *Rule, key string, n int64, peek
 	if conn == nil {
 		return l.degraded(r, &p, k, n, peek, nil), nil
 	}
+	if n == 1 && l.set.ShieldMax >= 0 {
+		if d, ok := l.local.shielded(k, &p, l.localNow()); ok {
+			return d.result(p.rate, false), nil
+		}
+	}
 	var keys [2]string
 	var argv [9]string
 	var now int64
@@ -184,9 +189,7 @@ func (l *Limiter) decide(ctx context.Context, r *Rule, key string, n int64, peek
 		return l.remoteDecide(ctx, conn.client, &p, keys[:], args)
 	})
 	if err == nil {
-		if !peek {
-			l.local.mirror(k, &p, l.localNow(), n, &d)
-		}
+		l.local.record(k, &p, l.localNow(), n, peek, &d, int64(l.set.ShieldMax/time.Microsecond))
 		return d.result(p.rate, false), nil
 	}
 	var ce *callError

@@ -59,6 +59,7 @@ type decision struct {
 	reset      int64 // µs until the window is empty
 	violations int64 // remembered for the key
 	banLeft    int64 // µs until the ban ends
+	memoryLeft int64 // µs until the violations are forgotten
 }
 
 // encodeCall writes the Redis keys of k and the script arguments of one
@@ -105,16 +106,16 @@ func encodeCall(keys *[2]string, args *[9]string, prefix string, k lkey, p *plan
 }
 
 // parseReply reads the scripts' reply {allowed, count, retry_us, reset_us,
-// violations, flags, ban_left_us}.
+// violations, flags, ban_left_us, memory_left_us}.
 func parseReply(resp rueidis.RedisResult) (decision, error) {
 	arr, err := resp.ToArray()
 	if err != nil {
 		return decision{}, err
 	}
-	if len(arr) != 7 {
+	if len(arr) != 8 {
 		return decision{}, errors.New("unexpected script reply")
 	}
-	var v [7]int64
+	var v [8]int64
 	for i := range arr {
 		if v[i], err = arr[i].AsInt64(); err != nil {
 			return decision{}, err
@@ -129,6 +130,7 @@ func parseReply(resp rueidis.RedisResult) (decision, error) {
 		warned:     v[5]&1 != 0,
 		banned:     v[5]&2 != 0,
 		banLeft:    v[6],
+		memoryLeft: v[7],
 	}, nil
 }
 

@@ -15,8 +15,9 @@
 -- ARGV[9]  memory in µs.
 --
 -- Returns {allowed, count, retry_us, reset_us, violations, flags,
--- ban_left_us}: as sliding.lua, plus the violations remembered for the key,
--- flags (1 warned, 2 banned) and how long the ban has left.
+-- ban_left_us, memory_left_us}: as sliding.lua, plus the violations
+-- remembered for the key, flags (1 warned, 2 banned), how long the ban has
+-- left and how long the violations are remembered.
 local log = KEYS[1]
 local pen = KEYS[2]
 local now = now_us(ARGV[1])
@@ -35,6 +36,10 @@ local ban_end = tonumber(state[3]) or 0
 if v > 0 and now - last >= memory then
   v = 0
 end
+local memory_left = 0
+if v > 0 then
+  memory_left = last + memory - now
+end
 
 local asked = n
 if asked == 0 then
@@ -48,7 +53,7 @@ if ban_end > now then
   if ban_left > retry then
     retry = ban_left
   end
-  return {0, count, retry, reset_after(log, now, window), v, 2, ban_left}
+  return {0, count, retry, reset_after(log, now, window), v, 2, ban_left, memory_left}
 end
 
 if n == 0 then
@@ -61,14 +66,14 @@ if n == 0 then
       flags = 1
     end
   end
-  return {allowed, count, retry_after(log, now, window, rate, count, 1), reset_after(log, now, window), v, flags, 0}
+  return {allowed, count, retry_after(log, now, window, rate, count, 1), reset_after(log, now, window), v, flags, 0, memory_left}
 end
 
 trim(log, now, window)
 local count = redis.call('ZCARD', log)
 if count + n <= rate then
   record(log, now, window, n, ARGV[5])
-  return {1, count + n, 0, window, v, 0, 0}
+  return {1, count + n, 0, window, v, 0, 0, memory_left}
 end
 
 v = v + 1
@@ -92,4 +97,4 @@ local retry = retry_after(log, now, window, rate, count, n)
 if ban_left > retry then
   retry = ban_left
 end
-return {0, count, retry, reset_after(log, now, window), v, flags, ban_left}
+return {0, count, retry, reset_after(log, now, window), v, flags, ban_left, memory}

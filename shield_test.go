@@ -1,0 +1,109 @@
+package ratelimit_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// TestShieldAnswersWithoutRedis: once Redis has rejected a full window or
+// banned a key, the same call is answered exactly, and without Redis, until
+// it could pass.
+func TestShieldAnswersWithoutRedis(t *testing.T) {
+	mr := miniredis.RunT(t)
+	clk := newClock()
+	l := newLimiter(t, newClient(t, mr.Addr()), testOptions(clk))
+	ctx := context.Background()
+	plain := ratelimit.Rule{Name: "plain", Limit: ratelimit.PerMinute(2)}
+	banning := ratelimit.Rule{Name: "banning", Limit: ratelimit.PerMinute(1),
+		Penalty: &ratelimit.Penalty{BanAfter: 1, BanFor: time.Hour, Memory: 30 * time.Minute}}
+	mustAllow(t, l, plain, "k")
+	clk.Advance(10 * time.Second)
+	mustAllow(t, l, plain, "k")
+	if r := mustAllow(t, l, plain, "k"); r.Allowed {
+		t.Fatalf("third call = %+v, want rejected", r)
+	}
+	mustAllow(t, l, banning, "k")
+	if r := mustAllow(t, l, banning, "k"); !r.Banned {
+		t.Fatalf("second call = %+v, want banned", r)
+	}
+	mustAllow(t, l, plain, "free") // one event of two
+
+	mr.Close() // from here on, only the shield can answer without degrading
+	clk.Advance(20 * time.Second)
+	if r := mustAllow(t, l, plain, "k"); r != no(2, 0, 30*time.Second, 40*time.Second) {
+		t.Fatalf("shielded rejection = %+v", r)
+	}
+	if r, err := l.Peek(ctx, plain, "k"); err != nil || r != no(2, 0, 30*time.Second, 40*time.Second) {
+		t.Fatalf("shielded peek = %+v, %v", r, err)
+	}
+	if r := mustAllow(t, l, banning, "k"); r != banned(violated(no(1, 0, time.Hour-20*time.Second, 40*time.Second), 1)) {
+		t.Fatalf("shielded ban = %+v", r)
+	}
+	clk.Advance(30 * time.Minute) // the violation is forgotten during the ban
+	if r := mustAllow(t, l, banning, "k"); r != banned(no(1, 0, 30*time.Minute-20*time.Second, 0)) {
+		t.Fatalf("shielded ban after its violation was forgotten = %+v", r)
+	}
+	// A key with room is not shielded: with Redis down it is degraded.
+	if r := mustAllow(t, l, plain, "free"); !r.Degraded {
+		t.Fatalf("a key with room = %+v, want a degraded decision", r)
+	}
+}
+
+// TestShieldAndResets: this limiter's Reset clears its shield at once;
+// another process' Reset is seen when the cached rejection ends or after
+// ShieldMax.
+func TestShieldAndResets(t *testing.T) {
+	mr := miniredis.RunT(t)
+	clk := newClock()
+	opts := testOptions(clk)
+	opts.ShieldMax = 5 * time.Second
+	here := newLimiter(t, newClient(t, mr.Addr()), opts)
+	there := newLimiter(t, newClient(t, mr.Addr()), testOptions(clk))
+	rule := ratelimit.Rule{Name: "reset", Limit: ratelimit.PerMinute(1)}
+	ctx := context.Background()
+
+	mustAllow(t, here, rule, "k")
+	if r := mustAllow(t, here, rule, "k"); r.Allowed {
+		t.Fatalf("want rejected, got %+v", r)
+	}
+	if err := here.Reset(ctx, rule, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if r := mustAllow(t, here, rule, "k"); !r.Allowed {
+		t.Fatalf("after this limiter's Reset = %+v, want allowed", r)
+	}
+	if r := mustAllow(t, here, rule, "k"); r.Allowed {
+		t.Fatalf("want rejected, got %+v", r)
+	}
+	if err := there.Reset(ctx, rule, "k"); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(5*time.Second - time.Microsecond)
+	if r := mustAllow(t, here, rule, "k"); r.Allowed {
+		t.Fatalf("within ShieldMax of another process' Reset = %+v, want the cached rejection", r)
+	}
+	clk.Advance(time.Microsecond)
+	if r := mustAllow(t, here, rule, "k"); !r.Allowed {
+		t.Fatalf("ShieldMax after another process' Reset = %+v, want allowed", r)
+	}
+}
+
+// TestShieldOff: a negative ShieldMax sends every call to Redis.
+func TestShieldOff(t *testing.T) {
+	mr := miniredis.RunT(t)
+	opts := testOptions(newClock())
+	opts.ShieldMax = -1
+	opts.TripAfter = 100
+	l := newLimiter(t, newClient(t, mr.Addr()), opts)
+	rule := ratelimit.Rule{Name: "off", Limit: ratelimit.PerMinute(1)}
+	mustAllow(t, l, rule, "k")
+	mustAllow(t, l, rule, "k")
+	mr.Close()
+	if r := mustAllow(t, l, rule, "k"); !r.Degraded {
+		t.Fatalf("with the shield off = %+v, want a degraded decision", r)
+	}
+}
