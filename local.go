@@ -105,13 +105,13 @@ func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek bool) deci
 		}
 	}
 
-	lg, ok := sh.logs.Get(k)
+	lg, ok := sh.getLog(k, now)
 	if !ok {
 		if peek { // an empty window: rate >= 1 fits one event
 			d.allowed = true
 			return d
 		}
-		lg = &slidingLog{}
+		lg = &slidingLog{touched: now}
 		sh.logs.Add(k, lg)
 	}
 	lg.trim(now, p.window)
@@ -147,6 +147,22 @@ func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek bool) deci
 		sh.bans.Add(k, st)
 	}
 	return d
+}
+
+// touchEvery is how often, at most, a hit moves a log to the front of its
+// LRU: eviction order is kept to a tenth of a second, and a hot key does not
+// rewrite the list on every call.
+const touchEvery = 100_000 // µs
+
+// getLog returns the log of k, moving it to the front of the LRU when it
+// has not been moved there for touchEvery. The caller holds sh.mu.
+func (sh *localShard) getLog(k lkey, now int64) (*slidingLog, bool) {
+	lg, ok := sh.logs.Peek(k)
+	if ok && (now-lg.touched >= touchEvery || now < lg.touched) {
+		sh.logs.Get(k)
+		lg.touched = now
+	}
+	return lg, ok
 }
 
 // findStrikes returns the penalty state of k, moving a ban that has ended
@@ -185,9 +201,9 @@ func (s *localStore) record(k lkey, p *plan, now, n int64, peek bool, d *decisio
 // holds sh.mu.
 func (sh *localShard) mirror(k lkey, p *plan, now, n int64, d *decision) {
 	if d.allowed {
-		lg, ok := sh.logs.Get(k)
+		lg, ok := sh.getLog(k, now)
 		if !ok {
-			lg = &slidingLog{}
+			lg = &slidingLog{touched: now}
 			sh.logs.Add(k, lg)
 		}
 		lg.trim(now, p.window)

@@ -17,13 +17,15 @@ var (
 	windowLua string
 	//go:embed lua/sliding.lua
 	slidingLua string
+	//go:embed lua/strikes.lua
+	strikesLua string
 	//go:embed lua/penalty.lua
 	penaltyLua string
 )
 
 var (
 	slidingScript = newScript(windowLua + slidingLua)
-	penaltyScript = newScript(windowLua + penaltyLua)
+	penaltyScript = newScript(windowLua + strikesLua + penaltyLua)
 )
 
 // script is a Lua script sent with EVALSHA, and with EVAL when the server

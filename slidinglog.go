@@ -12,9 +12,10 @@ type event struct {
 // events in ascending time order, events[head:] still unexpired as of the
 // last trim. It is not safe for concurrent use; its shard's lock guards it.
 type slidingLog struct {
-	events []event
-	head   int
-	total  int64 // sum of n over events[head:]
+	events  []event
+	head    int
+	total   int64 // sum of n over events[head:]
+	touched int64 // µs when the LRU last moved this log to its front
 }
 
 // trim drops the events that have left the window at now: an event at t0

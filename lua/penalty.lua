@@ -1,12 +1,12 @@
--- penalty.lua: the sliding-window log of sliding.lua plus the penalty ladder:
--- a rejection is a violation; from warn_after violations on a rejection
--- carries a warning; at ban_after violations the key is banned for ban_for.
--- Violations are forgotten memory after the last one; a ban does not clear
--- them. A banned key is rejected without touching its log or violations.
+-- penalty.lua: the sliding-window log of sliding.lua plus the penalty ladder
+-- of strikes.lua: a rejection is a violation; from warn_after violations on
+-- a rejection carries a warning; at ban_after violations the key is banned
+-- for ban_for. Violations are forgotten memory after the last one; a ban
+-- does not clear them. A banned key is rejected without touching its log or
+-- violations.
 --
 -- KEYS[1]  the rule's log: a ZSET of events, score = time in µs.
--- KEYS[2]  the rule's penalty state: a HASH with v (violations), l (time of
---          the last violation, µs) and b (end of the ban, µs).
+-- KEYS[2]  the rule's penalty state (see strikes.lua).
 -- ARGV[1]..ARGV[5]  as in sliding.lua: now ('' for TIME), window, rate, n
 --          (0 peeks), member id.
 -- ARGV[6]  warn_after (0: no warning stage).
@@ -29,30 +29,13 @@ local ban_after = tonumber(ARGV[7])
 local ban_for = tonumber(ARGV[8])
 local memory = tonumber(ARGV[9])
 
-local state = redis.call('HMGET', pen, 'v', 'l', 'b')
-local v = tonumber(state[1]) or 0
-local last = tonumber(state[2]) or 0
-local ban_end = tonumber(state[3]) or 0
-if v > 0 and now - last >= memory then
-  v = 0
-end
-local memory_left = 0
-if v > 0 then
-  memory_left = last + memory - now
-end
-
-local asked = n
-if asked == 0 then
-  asked = 1
-end
+local v, ban_end, memory_left = load_strikes(pen, now, memory)
 
 if ban_end > now then
+  local asked = math.max(n, 1)
   local count = live_count(log, now, window)
-  local retry = retry_after(log, now, window, rate, count, asked)
   local ban_left = ban_end - now
-  if ban_left > retry then
-    retry = ban_left
-  end
+  local retry = math.max(retry_after(log, now, window, rate, count, asked), ban_left)
   return {0, count, retry, reset_after(log, now, window), v, 2, ban_left, memory_left}
 end
 
@@ -76,25 +59,7 @@ if count + n <= rate then
   return {1, count + n, 0, window, v, 0, 0, memory_left}
 end
 
-v = v + 1
-local flags = 0
-local ban_left = 0
-local keep = memory
-if v >= ban_after then
-  ban_end = now + ban_for
-  ban_left = ban_for
-  flags = 2
-  if ban_for > keep then
-    keep = ban_for
-  end
-elseif warn_after > 0 and v >= warn_after then
-  flags = 1
-end
-redis.call('HSET', pen, 'v', string.format('%d', v), 'l', string.format('%d', now), 'b', string.format('%d', ban_end))
-redis.call('PEXPIRE', pen, math.ceil(keep / 1000) + 1000)
-
-local retry = retry_after(log, now, window, rate, count, n)
-if ban_left > retry then
-  retry = ban_left
-end
+local flags, ban_left
+v, flags, ban_left = violate(pen, now, v, warn_after, ban_after, ban_for, memory)
+local retry = math.max(retry_after(log, now, window, rate, count, n), ban_left)
 return {0, count, retry, reset_after(log, now, window), v, flags, ban_left, memory}
