@@ -59,6 +59,10 @@ const (
 
 var ladder = &ratelimit.Penalty{WarnAfter: 3, BanAfter: 5, BanFor: 30 * time.Minute}
 
+// w0 is the start of the fixed ten-second window that holds epoch: the
+// approximate counter's windows are aligned to the Unix epoch.
+const w0 = -123456 * time.Microsecond
+
 var behaviourCases = []behaviourCase{
 	{
 		name: "sliding, not fixed, at a second boundary",
@@ -236,6 +240,60 @@ var behaviourCases = []behaviourCase{
 		},
 	},
 	{
+		name: "approximate: the previous window's weight decays",
+		rule: ratelimit.Rule{Name: "approx", Limit: ratelimit.Limit{Rate: 4, Window: 10 * sec}, Approximate: true},
+		steps: []step{
+			{at: w0, want: ok(4, 3, 20*sec)},
+			{at: w0, want: ok(4, 2, 20*sec)},
+			{at: w0, want: ok(4, 1, 20*sec)},
+			{at: w0, want: ok(4, 0, 20*sec)},
+			// The current window alone is full: wait until it is the
+			// previous one and weighs 3 (at 12.5s).
+			{at: w0 + sec, want: no(4, 0, 11500*ms, 19*sec)},
+			{at: w0 + 12500*ms, want: ok(4, 0, 17500*ms)}, // 4 × 0.75 + 0 = 3
+			{at: w0 + 12500*ms, want: no(4, 0, 2500*ms, 17500*ms)},
+			{at: w0 + 15*sec, want: ok(4, 0, 15*sec)}, // 4 × 0.5 + 1 = 3
+			{at: w0 + 15*sec, do: peek, want: no(4, 0, 2500*ms, 15*sec)},
+			{at: w0 + 40*sec, want: ok(4, 3, 20*sec)},
+			{at: w0 + 40*sec, n: 3, want: ok(4, 0, 20*sec)},
+		},
+	},
+	{
+		name: "approximate at its worst: 2 × Rate - 1 events in one window",
+		rule: ratelimit.Rule{Name: "approx-worst", Limit: ratelimit.Limit{Rate: 10, Window: 10 * sec}, Approximate: true},
+		steps: []step{
+			{at: w0 + 10*sec - us, n: 10, want: ok(10, 0, 10*sec+us)},
+			// 10 × 2µs/10s weighs 0.000002, rounded up to 1: 9 more fit,
+			// while all 19 events are less than 10s old.
+			{at: w0 + 20*sec - 2*us, n: 9, want: ok(10, 0, 10*sec+2*us)},
+			{at: w0 + 20*sec - 2*us, want: no(10, 0, 2*us, 10*sec+2*us)}, // room when the window turns
+		},
+	},
+	{
+		name: "approximate with a penalty",
+		rule: ratelimit.Rule{Name: "approx-penalty", Limit: ratelimit.Limit{Rate: 2, Window: 10 * sec}, Approximate: true,
+			Penalty: &ratelimit.Penalty{BanAfter: 2, BanFor: time.Minute}},
+		steps: []step{
+			{at: w0, want: ok(2, 1, 20*sec)},
+			{at: w0, want: ok(2, 0, 20*sec)},
+			{at: w0, want: violated(no(2, 0, 15*sec, 20*sec), 1)},
+			{at: w0 + sec, want: banned(violated(no(2, 0, time.Minute, 19*sec), 2))},
+			{at: w0 + 2*sec, do: peek, want: banned(violated(no(2, 0, 59*sec, 18*sec), 2))},
+			{at: w0 + 61*sec, want: violated(ok(2, 1, 19*sec), 2)},
+			{at: w0 + 61*sec, do: reset},
+			{at: w0 + 61*sec, do: peek, want: ok(2, 2, 0)},
+		},
+	},
+	{
+		name: "an exact and an approximate rule of one name keep apart",
+		rule: ratelimit.Rule{Name: "both", Limit: ratelimit.PerMinute(1)},
+		steps: []step{
+			{at: 0, want: ok(1, 0, time.Minute)},
+			{at: 0, rule: &ratelimit.Rule{Name: "both", Limit: ratelimit.PerMinute(1), Approximate: true}, want: ok(1, 0, 2*time.Minute-123456*us)},
+			{at: 0, want: no(1, 0, time.Minute, time.Minute)},
+		},
+	},
+	{
 		name: "a clock that goes backwards",
 		rule: ratelimit.Rule{Name: "backwards", Limit: ratelimit.PerMinute(2)},
 		steps: []step{
@@ -243,6 +301,18 @@ var behaviourCases = []behaviourCase{
 			{at: 5 * sec, want: ok(2, 0, time.Minute)},
 			{at: 5 * sec, want: no(2, 0, time.Minute, 65*sec)},
 			{at: 65 * sec, want: ok(2, 0, time.Minute)},
+		},
+	},
+	{
+		name: "reads write nothing, even when the clock goes back after them",
+		rule: ratelimit.Rule{Name: "read-only", Limit: ratelimit.PerMinute(1)},
+		steps: []step{
+			{at: 0, want: ok(1, 0, time.Minute)},
+			{at: 90 * sec, do: peek, want: ok(1, 1, 0)},
+			{at: 30 * sec, want: no(1, 0, 30*sec, 30*sec)},
+			{at: 0, key: "c", rule: &ratelimit.Rule{Name: "read-only-c", Limit: ratelimit.Limit{Rate: 1, Window: 10 * sec}, Approximate: true}, want: ok(1, 0, 20*sec-123456*us)},
+			{at: 25 * sec, key: "c", rule: &ratelimit.Rule{Name: "read-only-c", Limit: ratelimit.Limit{Rate: 1, Window: 10 * sec}, Approximate: true}, do: peek, want: ok(1, 1, 0)},
+			{at: sec, key: "c", rule: &ratelimit.Rule{Name: "read-only-c", Limit: ratelimit.Limit{Rate: 1, Window: 10 * sec}, Approximate: true}, want: no(1, 0, 19*sec-123456*us, 19*sec-123456*us)},
 		},
 	},
 }

@@ -34,26 +34,27 @@ func localKey(rule, key string) (lkey, error) {
 	return lkey{rule: rule, key: hex.EncodeToString(sum[:]), hashed: true}, nil
 }
 
-// redisKeys returns the Redis keys of k: the sliding log and the penalty
-// state. Both are
+// redisKeys returns the Redis keys of k: the sliding log, the penalty state
+// and the approximate counter. Each is
 //
-//	<prefix>v1:{<len>:<rule>:<kind><key>}:<l|p>
+//	<prefix>v1:{<len>:<rule>:<kind><key>}:<l|p|c>
 //
 // where <len> is the length of the escaped rule name, <kind> is '=' for a
 // key kept as it is and '#' for a digest, and '%' and '}' are escaped as
 // %25 and %7D in the rule name and the key. The length makes the pair
 // unambiguous (rule "x" key "a:b" differs from rule "x:a" key "b"); the
-// escaping keeps the braces one hash tag, so both keys of a pair are in
-// one Redis Cluster slot while different pairs spread over the slots. Both
+// escaping keeps the braces one hash tag, so all keys of a pair are in one
+// Redis Cluster slot while different pairs spread over the slots. The
 // strings share one allocation.
-func redisKeys(prefix string, k lkey) (log, pen string) {
+func redisKeys(prefix string, k lkey) [3]string {
 	one := keyLen(prefix, k)
 	var b strings.Builder
-	b.Grow(2 * one)
-	writeKey(&b, prefix, k, 'l')
-	writeKey(&b, prefix, k, 'p')
-	both := b.String()
-	return both[:one], both[one:]
+	b.Grow(3 * one)
+	for _, kind := range []byte("lpc") {
+		writeKey(&b, prefix, k, kind)
+	}
+	all := b.String()
+	return [3]string{all[:one], all[one : 2*one], all[2*one:]}
 }
 
 // keyLen is the length of either Redis key of k.
@@ -62,7 +63,7 @@ func keyLen(prefix string, k lkey) int {
 	return len(prefix) + len(layoutVersion) + 2 + decimalLen(int64(ruleLen)) + 1 + ruleLen + 2 + escapedLen(k.key) + 3
 }
 
-// writeKey writes the Redis key of k that ends in kind ('l' or 'p').
+// writeKey writes the Redis key of k that ends in kind ('l', 'p' or 'c').
 func writeKey(b *strings.Builder, prefix string, k lkey, kind byte) {
 	var lenBuf [20]byte
 	b.WriteString(prefix)

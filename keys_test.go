@@ -20,13 +20,15 @@ func TestRedisKeysAreInjective(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		log, pen := redisKeys("rl:", k)
+		keys := redisKeys("rl:", k)
+		log, pen := keys[0], keys[1]
 		if other, dup := seen[log]; dup {
 			t.Errorf("rule %q key %q and rule %q key %q share the key %q", p[0], p[1], other[0], other[1], log)
 		}
 		seen[log] = p
-		if !strings.HasSuffix(log, "}:l") || !strings.HasSuffix(pen, "}:p") || log[:len(log)-1] != pen[:len(pen)-1] {
-			t.Errorf("keys %q and %q are not one pair", log, pen)
+		if !strings.HasSuffix(log, "}:l") || !strings.HasSuffix(pen, "}:p") || !strings.HasSuffix(keys[2], "}:c") ||
+			log[:len(log)-1] != pen[:len(pen)-1] || log[:len(log)-1] != keys[2][:len(keys[2])-1] {
+			t.Errorf("keys %q are not one set", keys)
 		}
 		if got := hashTag(log); strings.Contains(got, "}") || got != hashTag(pen) || got == "" {
 			t.Errorf("hash tags %q and %q of %q", hashTag(log), hashTag(pen), log)
@@ -51,12 +53,12 @@ func TestRedisKeysLayout(t *testing.T) {
 		{"r", strings.Repeat("k", MaxKeyLength), "rl:v1:{1:r:=" + strings.Repeat("k", MaxKeyLength) + "}:l"},
 	} {
 		k, _ := localKey(c.rule, c.key)
-		if log, _ := redisKeys("rl:", k); log != c.log {
+		if log := redisKeys("rl:", k)[0]; log != c.log {
 			t.Errorf("rule %q key %q: log key %q, want %q", c.rule, c.key, log, c.log)
 		}
 	}
 	k, _ := localKey("r", strings.Repeat("k", MaxKeyLength+1))
-	log, _ := redisKeys("app:", k)
+	log := redisKeys("app:", k)[0]
 	if !strings.HasPrefix(log, "app:v1:{1:r:#") || len(log) != len("app:v1:{1:r:#}:l")+64 {
 		t.Errorf("a long key's log key is %q, want its SHA-256 in hex", log)
 	}
@@ -68,9 +70,9 @@ func TestEncodeCallMatchesRedisKeys(t *testing.T) {
 	var keys [2]string
 	var argv [9]string
 	args := encodeCall(&keys, &argv, "rl:", k, &p, 1795344143891600, true, 2, "ID", 99)
-	log, pen := redisKeys("rl:", k)
-	if keys != [2]string{log, pen} {
-		t.Errorf("keys %q, want %q and %q", keys, log, pen)
+	want3 := redisKeys("rl:", k)
+	if keys != [2]string{want3[0], want3[1]} {
+		t.Errorf("keys %q, want %q", keys, want3[:2])
 	}
 	want := []string{"1795344143891600", "1000000", "7", "2", "ID99", "1", "2", "3", "4"}
 	if strings.Join(args, "|") != strings.Join(want, "|") {

@@ -38,16 +38,18 @@ type localStore struct {
 }
 
 type localShard struct {
-	mu      sync.Mutex                        // guards the tables and everything in them
-	logs    *simplelru.LRU[lkey, *slidingLog] // sliding logs
-	strikes *simplelru.LRU[lkey, *strikes]    // violations of keys not banned
-	bans    *simplelru.LRU[lkey, *strikes]    // keys with an active ban
-	denials *simplelru.LRU[lkey, *denial]     // the hot-key shield: Redis' rejections
-	_       [128 - 40]byte                    // keeps shards on separate cache lines
+	mu       sync.Mutex                        // guards the tables and everything in them
+	logs     *simplelru.LRU[lkey, *slidingLog] // sliding logs
+	strikes  *simplelru.LRU[lkey, *strikes]    // violations of keys not banned
+	bans     *simplelru.LRU[lkey, *strikes]    // keys with an active ban
+	denials  *simplelru.LRU[lkey, *denial]     // the hot-key shield: Redis' rejections
+	counters *simplelru.LRU[lkey, *counter]    // approximate counters
+	_        [128 - 48]byte                    // keeps shards on separate cache lines
 }
 
 // newLocalStore returns a store that keeps at most capacity logs, capacity
-// violation records and capacity bans.
+// approximate counters, capacity violation records and capacity bans (and
+// caches at most capacity rejections for the hot-key shield).
 func newLocalStore(capacity int) *localStore {
 	n := 1
 	for n < 128 && capacity/(n*2) >= 64 {
@@ -61,6 +63,7 @@ func newLocalStore(capacity int) *localStore {
 		sh.strikes, _ = simplelru.NewLRU[lkey, *strikes](per, nil)
 		sh.bans, _ = simplelru.NewLRU[lkey, *strikes](per, nil)
 		sh.denials, _ = simplelru.NewLRU[lkey, *denial](per, nil)
+		sh.counters, _ = simplelru.NewLRU[lkey, *counter](per, nil)
 	}
 	return s
 }
@@ -89,44 +92,40 @@ func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek bool) deci
 		st = sh.findStrikes(k, now)
 		d.violations = p.penalty.remembered(st, now)
 		if st != nil && st.banEnd > now {
-			var lg *slidingLog
-			if found, ok := sh.logs.Peek(k); ok {
-				lg = found
-				lg.trim(now, p.window)
-			} else {
-				lg = &slidingLog{}
-			}
-			d.count = lg.count()
-			d.reset = lg.resetAfter(now, p.window)
 			d.banned = true
 			d.banLeft = st.banEnd - now
-			d.retry = max(lg.retryAfter(now, p.window, rate, asked), d.banLeft)
+			if m, ok := sh.meter(k, p, now, false); ok {
+				d.count = m.count(now, p)
+				d.reset = m.reset(now, p, false)
+				if d.count+asked > rate {
+					d.retry = m.retryIn(now, p, rate, asked)
+				}
+			}
+			d.retry = max(d.retry, d.banLeft)
 			return d
 		}
 	}
 
-	lg, ok := sh.getLog(k, now)
-	if !ok {
-		if peek { // an empty window: rate >= 1 fits one event
-			d.allowed = true
-			return d
-		}
-		lg = &slidingLog{touched: now}
-		sh.logs.Add(k, lg)
+	m, ok := sh.meter(k, p, now, !peek)
+	if !ok { // a peek at a key never seen: rate >= 1 fits one event
+		d.allowed = true
+		return d
 	}
-	lg.trim(now, p.window)
-	d.count = lg.count()
-	d.reset = lg.resetAfter(now, p.window)
+	if !peek {
+		m.prune(now, p)
+	}
+	d.count = m.count(now, p)
+	d.reset = m.reset(now, p, false)
 	if d.count+asked <= rate {
 		d.allowed = true
 		if !peek {
-			lg.add(now, n)
+			m.add(now, p, n)
 			d.count += n
-			d.reset = p.window
+			d.reset = m.reset(now, p, true)
 		}
 		return d
 	}
-	d.retry = lg.retryAfter(now, p.window, rate, asked)
+	d.retry = m.retryIn(now, p, rate, asked)
 	if !p.penalize || n > rate {
 		return d
 	}
@@ -147,6 +146,25 @@ func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek bool) deci
 		sh.bans.Add(k, st)
 	}
 	return d
+}
+
+// meter returns the record of k's events under p, creating it if asked
+// to. The caller holds sh.mu.
+func (sh *localShard) meter(k lkey, p *plan, now int64, create bool) (meter, bool) {
+	if p.approx {
+		c, ok := sh.counters.Get(k)
+		if !ok && create {
+			c, ok = &counter{}, true
+			sh.counters.Add(k, c)
+		}
+		return c, ok
+	}
+	lg, ok := sh.getLog(k, now)
+	if !ok && create {
+		lg, ok = &slidingLog{touched: now}, true
+		sh.logs.Add(k, lg)
+	}
+	return lg, ok
 }
 
 // touchEvery is how often, at most, a hit moves a log to the front of its
@@ -201,14 +219,12 @@ func (s *localStore) record(k lkey, p *plan, now, n int64, peek bool, d *decisio
 // holds sh.mu.
 func (sh *localShard) mirror(k lkey, p *plan, now, n int64, d *decision) {
 	if d.allowed {
-		lg, ok := sh.getLog(k, now)
-		if !ok {
-			lg = &slidingLog{touched: now}
-			sh.logs.Add(k, lg)
+		m, _ := sh.meter(k, p, now, true)
+		m.prune(now, p)
+		m.add(now, p, n)
+		if lg, ok := m.(*slidingLog); ok {
+			lg.bound(p.rate)
 		}
-		lg.trim(now, p.window)
-		lg.add(now, n)
-		lg.bound(p.rate)
 	}
 	if !p.penalize {
 		return
@@ -242,6 +258,7 @@ func (s *localStore) reset(k lkey) {
 	sh.strikes.Remove(k)
 	sh.bans.Remove(k)
 	sh.denials.Remove(k)
+	sh.counters.Remove(k)
 }
 
 // size returns the number of logs, violation records and bans kept.
@@ -263,6 +280,7 @@ func (s *localStore) size() (logs, strikes, bans int) {
 type denial struct {
 	rate, window int64 // the rule it holds for
 	penalize     bool
+	approx       bool
 	banned       bool
 	until        int64 // answered here while now < until
 	retryAt      int64
@@ -295,7 +313,7 @@ func (sh *localShard) shield(k lkey, p *plan, now int64, d *decision, shieldMax 
 		until = min(until, now+shieldMax)
 	}
 	sh.denials.Add(k, &denial{
-		rate: p.rate, window: p.window, penalize: p.penalize, banned: d.banned,
+		rate: p.rate, window: p.window, penalize: p.penalize, approx: p.approx, banned: d.banned,
 		until: until, retryAt: now + d.retry, resetAt: now + d.reset,
 		violations: d.violations, forgetAt: now + d.memoryLeft,
 	})
@@ -311,7 +329,7 @@ func (s *localStore) shielded(k lkey, p *plan, now int64) (decision, bool) {
 	if !ok {
 		return decision{}, false
 	}
-	if now >= e.until || e.rate != p.rate || e.window != p.window || e.penalize != p.penalize {
+	if now >= e.until || e.rate != p.rate || e.window != p.window || e.penalize != p.penalize || e.approx != p.approx {
 		sh.denials.Remove(k)
 		return decision{}, false
 	}

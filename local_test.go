@@ -9,7 +9,7 @@ import (
 func TestSlidingLogKeepsTimeOrder(t *testing.T) {
 	var l slidingLog
 	for _, at := range []int64{10, 30, 20, 30, 5, 40} {
-		l.add(at, 1)
+		l.addEvents(at, 1)
 	}
 	want := []event{{5, 1}, {10, 1}, {20, 1}, {30, 2}, {40, 1}}
 	if got := l.events[l.head:]; len(got) != len(want) {
@@ -20,12 +20,16 @@ func TestSlidingLogKeepsTimeOrder(t *testing.T) {
 			t.Fatalf("events %v, want %v", l.events[l.head:], want)
 		}
 	}
-	l.trim(29, 10) // keeps t0 > 19
-	if l.count() != 4 || l.retryAfter(29, 10, 4, 1) != 1 || l.resetAfter(29, 10) != 21 {
-		t.Fatalf("after trim: count %d retry %d reset %d", l.count(), l.retryAfter(29, 10, 4, 1), l.resetAfter(29, 10))
+	p := &plan{window: 10}
+	if l.count(29, p) != 4 || l.retryIn(29, p, 4, 1) != 1 || l.reset(29, p, false) != 21 || l.head != 0 {
+		t.Fatalf("at 29: count %d retry %d reset %d head %d", l.count(29, p), l.retryIn(29, p, 4, 1), l.reset(29, p, false), l.head)
+	}
+	l.prune(29, p) // keeps t0 > 19
+	if l.head != 2 || l.total != 4 {
+		t.Fatalf("prune left head %d total %d", l.head, l.total)
 	}
 	l.bound(2)
-	if l.count() != 2 || l.events[l.head] != (event{30, 1}) {
+	if l.total != 2 || l.events[l.head] != (event{30, 1}) {
 		t.Fatalf("bound(2) left %v", l.events[l.head:])
 	}
 }
@@ -34,14 +38,14 @@ func TestSlidingLogReusesItsRoom(t *testing.T) {
 	var l slidingLog
 	for at := int64(0); at < 64; at++ {
 		l.trim(at, 8)
-		l.add(at, 1)
+		l.addEvents(at, 1)
 	}
 	room := cap(l.events)
 	at := int64(1000)
 	allocs := testing.AllocsPerRun(100, func() {
 		for i := 0; i < 64; i++ {
 			l.trim(at, 8)
-			l.add(at, 1)
+			l.addEvents(at, 1)
 			at++
 		}
 	})

@@ -221,7 +221,12 @@ func (l *Limiter) logOutage(err error) {
 // remoteDecide runs the rule's script for one call.
 func (l *Limiter) remoteDecide(ctx context.Context, c rueidis.Client, p *plan, keys []string, args []string) (decision, error) {
 	s, nk := slidingScript, 1
-	if p.penalize {
+	switch {
+	case p.approx && p.penalize:
+		s, nk = counterScript, 2
+	case p.approx:
+		s = counterScript
+	case p.penalize:
 		s, nk = penaltyScript, 2
 	}
 	resp := s.exec(l.callContext(ctx), c, keys[:nk], args)
@@ -303,8 +308,8 @@ func (d *decision) result(limit int64, degraded bool) Result {
 	return r
 }
 
-// Reset forgets everything about key under rule: its log, its violations
-// and its ban, in Redis and in the local limiter. When Redis cannot be used
+// Reset forgets everything about key under rule: its log (and its
+// approximate counter), its violations and its ban, in Redis and in the local limiter. When Redis cannot be used
 // it still clears the local state, and returns an error wrapping
 // ErrUnavailable and the cause: Redis still holds the old state.
 func (l *Limiter) Reset(ctx context.Context, rule Rule, key string) error {
@@ -326,8 +331,8 @@ func (l *Limiter) Reset(ctx context.Context, rule Rule, key string) error {
 	if conn == nil {
 		return fmt.Errorf("%w: not connected yet; redis may still hold the old state of %q", ErrUnavailable, key)
 	}
-	logKey, penKey := redisKeys(l.set.KeyPrefix, k)
-	b := conn.breakers.forKey(logKey)
+	keys := redisKeys(l.set.KeyPrefix, k)
+	b := conn.breakers.forKey(keys[0])
 	if b.resting() {
 		return fmt.Errorf("%w: circuit breaker open; redis may still hold the old state of %q", ErrUnavailable, key)
 	}
@@ -336,7 +341,7 @@ func (l *Limiter) Reset(ctx context.Context, rule Rule, key string) error {
 	}
 	_, err = b.cb.Execute(func() (decision, error) {
 		c := conn.client
-		if err := c.Do(l.callContext(ctx), c.B().Del().Key(logKey, penKey).Build()).Error(); err != nil {
+		if err := c.Do(l.callContext(ctx), c.B().Del().Key(keys[:]...).Build()).Error(); err != nil {
 			return decision{}, classify(ctx, err)
 		}
 		return decision{}, nil

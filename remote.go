@@ -21,11 +21,14 @@ var (
 	strikesLua string
 	//go:embed lua/penalty.lua
 	penaltyLua string
+	//go:embed lua/counter.lua
+	counterLua string
 )
 
 var (
 	slidingScript = newScript(windowLua + slidingLua)
 	penaltyScript = newScript(windowLua + strikesLua + penaltyLua)
+	counterScript = newScript(windowLua + strikesLua + counterLua)
 )
 
 // script is a Lua script sent with EVALSHA, and with EVAL when the server
@@ -64,7 +67,8 @@ type decision struct {
 	memoryLeft int64 // µs until the violations are forgotten
 }
 
-// encodeCall writes the Redis keys of k and the script arguments of one
+// encodeCall writes the Redis keys of k (its log, or its counter for an
+// approximate rule, and its penalty state) and the script arguments of one
 // call into one string and slices it into keys and args, so that a call
 // costs one allocation for all of them. It returns args cut to the script's
 // arity.
@@ -72,7 +76,11 @@ func encodeCall(keys *[2]string, args *[9]string, prefix string, k lkey, p *plan
 	one := keyLen(prefix, k)
 	var b strings.Builder
 	b.Grow(2*one + len(id) + 9*20)
-	writeKey(&b, prefix, k, 'l')
+	kind := byte('l')
+	if p.approx {
+		kind = 'c'
+	}
+	writeKey(&b, prefix, k, kind)
 	writeKey(&b, prefix, k, 'p')
 	var ends [9]int
 	var num [20]byte

@@ -30,6 +30,17 @@ type Rule struct {
 	// Degraded says how this rule is decided while Redis is unavailable.
 	// The zero value uses Options.Degraded.
 	Degraded DegradedPolicy
+	// Approximate trades the exact log for a sliding-window counter: two
+	// fixed windows, the previous one weighted by how much of it the
+	// sliding window still covers. It keeps O(1) memory per key instead of
+	// one entry per event, for rules with a large Rate, under the same
+	// penalties, fallback and shield. Its error: it assumes the previous
+	// window's events were spread evenly, so it may reject a call that the
+	// exact log would allow, and it may allow up to 2 × Rate - 1 events in
+	// one Window-long interval when the previous window's events all came at
+	// its end (the exact log: Rate). An approximate rule keeps its state
+	// apart from an exact rule of the same name.
+	Approximate bool
 }
 
 // plan is a validated Rule in the units both paths work in.
@@ -38,6 +49,7 @@ type plan struct {
 	window   int64 // µs
 	penalty  penaltyPlan
 	penalize bool
+	approx   bool // Rule.Approximate
 }
 
 // compile checks r and converts it into a plan; it does not allocate unless
@@ -59,7 +71,7 @@ func (r *Rule) compile() (plan, error) {
 	case r.Degraded < DegradedDefault || r.Degraded > DegradedDeny:
 		return plan{}, fmt.Errorf("%w: rule %q: unknown Degraded policy %d", ErrInvalidRule, r.Name, r.Degraded)
 	}
-	p := plan{rate: int64(r.Limit.Rate), window: r.Limit.Window.Microseconds()}
+	p := plan{rate: int64(r.Limit.Rate), window: r.Limit.Window.Microseconds(), approx: r.Approximate}
 	if r.Penalty != nil {
 		pp, err := r.Penalty.compile()
 		if err != nil {

@@ -31,45 +31,9 @@ func (l *slidingLog) trim(now, window int64) {
 	}
 }
 
-// count returns the events in the log (call trim first).
-func (l *slidingLog) count() int64 { return l.total }
-
-// retryAfter returns how long after now enough events leave the window for n
-// more to fit under rate: when the k-th oldest event leaves, at most rate - n
-// remain. A request that can never fit (n > rate) waits a whole window.
-func (l *slidingLog) retryAfter(now, window, rate, n int64) int64 {
-	k := l.total + n - rate
-	if k <= 0 {
-		return 0
-	}
-	if n > rate {
-		return window
-	}
-	var seen int64
-	for _, e := range l.events[l.head:] {
-		seen += e.n
-		if seen >= k {
-			return e.at + window - now
-		}
-	}
-	return window // unreachable: k <= total
-}
-
-// resetAfter returns how long after now the window holds no events.
-func (l *slidingLog) resetAfter(now, window int64) int64 {
-	if l.head == len(l.events) {
-		return 0
-	}
-	left := l.events[len(l.events)-1].at + window - now
-	if left < 0 {
-		return 0
-	}
-	return left
-}
-
-// add records n events at now, keeping time order even when the clock went
-// backwards. It reuses the slice's room before it grows it.
-func (l *slidingLog) add(now, n int64) {
+// addEvents records n events at now, keeping time order even when the clock
+// went backwards. It reuses the slice's room before it grows it.
+func (l *slidingLog) addEvents(now, n int64) {
 	l.total += n
 	last := len(l.events) - 1
 	if last >= l.head && l.events[last].at == now {
@@ -114,3 +78,79 @@ func (l *slidingLog) bound(max int64) {
 		l.total -= drop
 	}
 }
+
+// meter is what a local decision needs of a key's record of events: the
+// exact sliding log or the approximate counter. Only prune and add change
+// it, where the scripts write: a peek, a rejection and a banned call read
+// without writing on both paths, so a clock that later goes backwards finds
+// the same state in Redis and locally.
+type meter interface {
+	// prune drops what has expired at now, as an allowing or rejecting
+	// call does in Redis.
+	prune(now int64, p *plan)
+	// count returns the count at now.
+	count(now int64, p *plan) int64
+	// retryIn returns how long until asked more events fit under rate;
+	// called only when they do not fit now.
+	retryIn(now int64, p *plan, rate, asked int64) int64
+	// reset returns how long until the record is empty; justAdded says the
+	// call has just added events at now.
+	reset(now int64, p *plan, justAdded bool) int64
+	// add records n events at now.
+	add(now int64, p *plan, n int64)
+}
+
+func (l *slidingLog) prune(now int64, p *plan) { l.trim(now, p.window) }
+
+// live returns where the events still in the window at now start, and how
+// many there are, without trimming.
+func (l *slidingLog) live(now, window int64) (int, int64) {
+	i, total := l.head, l.total
+	for cut := now - window; i < len(l.events) && l.events[i].at <= cut; i++ {
+		total -= l.events[i].n
+	}
+	return i, total
+}
+
+func (l *slidingLog) count(now int64, p *plan) int64 {
+	_, total := l.live(now, p.window)
+	return total
+}
+
+// retryIn returns how long until enough events leave the window for asked
+// more to fit under rate: when the k-th oldest live event leaves, at most
+// rate - asked remain. A request that can never fit (asked > rate) waits a
+// whole window.
+func (l *slidingLog) retryIn(now int64, p *plan, rate, asked int64) int64 {
+	first, total := l.live(now, p.window)
+	k := total + asked - rate
+	if k <= 0 {
+		return 0
+	}
+	if asked > rate {
+		return p.window
+	}
+	var seen int64
+	for _, e := range l.events[first:] {
+		seen += e.n
+		if seen >= k {
+			return e.at + p.window - now
+		}
+	}
+	return p.window // unreachable: k <= total
+}
+
+// reset returns how long until the window holds no events: the window
+// itself right after an add, as lua/sliding.lua answers without looking the
+// newest event up.
+func (l *slidingLog) reset(now int64, p *plan, justAdded bool) int64 {
+	if justAdded {
+		return p.window
+	}
+	if l.head == len(l.events) {
+		return 0
+	}
+	return max(0, l.events[len(l.events)-1].at+p.window-now)
+}
+
+func (l *slidingLog) add(now int64, _ *plan, n int64) { l.addEvents(now, n) }

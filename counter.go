@@ -1,0 +1,87 @@
+package ratelimit
+
+import "math"
+
+// counter is the local path's approximate sliding-window counter of one key
+// (Rule.Approximate): the events of the current fixed window and of the one
+// before it. lua/counter.lua computes the same numbers with the same
+// floating-point operations in the same order; the explicit float64
+// conversions below keep the compiler from fusing a multiply and an add,
+// which would round differently. Its shard's lock guards it.
+type counter struct {
+	win  int64 // index of the current fixed window: now / window
+	cur  int64 // events in it
+	prev int64 // events in the window before it
+}
+
+// view returns the counter as it stands at now, without changing it: the
+// window now is in (a clock that went back into an earlier window counts as
+// the start of the current one), its events, the previous window's, and how
+// far into the window now is.
+func (c *counter) view(now, window int64) (win, cur, prev, elapsed int64) {
+	win, cur, prev = c.win, c.cur, c.prev
+	if idx := floorDiv(now, window); idx > win {
+		if idx == win+1 {
+			prev = cur
+		} else {
+			prev = 0
+		}
+		cur, win = 0, idx
+	}
+	return win, cur, prev, max(0, now-win*window)
+}
+
+// prune does nothing: like lua/counter.lua, the counter moves to a new
+// window only when it records events there.
+func (c *counter) prune(int64, *plan) {}
+
+func (c *counter) count(now int64, p *plan) int64 {
+	_, cur, prev, elapsed := c.view(now, p.window)
+	frac := float64(p.window-elapsed) / float64(p.window)
+	return int64(math.Ceil(float64(float64(prev)*frac) + float64(cur)))
+}
+
+// retryIn returns how long until the estimate has room for asked more:
+// until the previous window's weight has fallen far enough, or, when the
+// current window alone is too full, until it has become the previous one
+// and fallen far enough in turn.
+func (c *counter) retryIn(now int64, p *plan, rate, asked int64) int64 {
+	need := rate - asked
+	if need < 0 {
+		return p.window
+	}
+	win, cur, prev, _ := c.view(now, p.window)
+	w := float64(p.window)
+	var at float64
+	if cur <= need {
+		at = float64(win*p.window) + (w - float64(float64(need-cur)*w)/float64(prev))
+	} else {
+		at = float64((win+1)*p.window) + (w - float64(float64(need)*w)/float64(cur))
+	}
+	return max(int64(math.Ceil(at-float64(now))), 1)
+}
+
+func (c *counter) reset(now int64, p *plan, _ bool) int64 {
+	win, cur, prev, _ := c.view(now, p.window)
+	switch {
+	case cur > 0:
+		return (win+2)*p.window - now
+	case prev > 0:
+		return (win+1)*p.window - now
+	}
+	return 0
+}
+
+// add moves the counter to now's window and records n events there.
+func (c *counter) add(now int64, p *plan, n int64) {
+	c.win, c.cur, c.prev, _ = c.view(now, p.window)
+	c.cur += n
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
