@@ -15,9 +15,12 @@ const (
 	HeaderPolicy = "RateLimit-Policy"
 	// HeaderRateLimit is the RateLimit field of the same draft: one item
 	// per policy evaluated, `"coupon";r=2;t=60`, where r is the quota left
-	// and t the seconds, rounded up, until more quota is available.
+	// and t is in seconds, rounded up: on a denial, until the request could
+	// pass; otherwise, until the window is empty and the whole quota is
+	// back (no t when the window holds nothing).
 	HeaderRateLimit = "RateLimit"
-	// HeaderRetryAfter is set on denials, in delay-seconds rounded up.
+	// HeaderRetryAfter is set on denials, in delay-seconds rounded up (at
+	// least 1), equal to the denying policy's t.
 	HeaderRetryAfter = "Retry-After"
 	// HeaderWarning is set on a denial that carries a penalty's warning
 	// (ratelimit.Result.Warned): `"coupon";violations=3;ban-after=5`, the

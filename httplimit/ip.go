@@ -93,7 +93,7 @@ func IP(opts IPOptions) KeyFunc {
 // It starts at the connection's peer, Request.RemoteAddr. While the
 // address at hand is inside a trusted proxy, it steps one hop to the left
 // in the forwarding header (X-Forwarded-For, or the for= parameters of
-// Forwarded when opts.Forwarded is set), all lines of the field read as
+// Forwarded when o.Forwarded is set), all lines of the field read as
 // one list in order; the first address that is not trusted is the client.
 // A client that sends its own forwarding header cannot get past this: its
 // entries lie to the left of the one your proxy appended, and the walk
@@ -107,7 +107,7 @@ func IP(opts IPOptions) KeyFunc {
 // IPv6 addresses become IPv4 and zones are removed.
 //
 // ClientIP returns an error wrapping [ErrNoKey] when RemoteAddr is not an
-// IP address (a Unix socket), and an error when opts are invalid.
+// IP address (a Unix socket), and an error when o is invalid.
 func (o IPOptions) ClientIP(r *http.Request) (netip.Addr, error) {
 	c, err := o.config()
 	if err != nil {

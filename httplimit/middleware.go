@@ -12,7 +12,8 @@ import (
 // Policy is one rule of a route and the key its requests count under.
 type Policy struct {
 	// Name names the policy in the response fields and problem bodies. The
-	// default is Rule.Name.
+	// default is Rule.Name. In the fields it is an sf-string: bytes outside
+	// printable ASCII, and '%', are written as %XX.
 	Name string
 	// Rule is the limit the policy enforces.
 	Rule ratelimit.Rule
@@ -109,8 +110,8 @@ func Limit(l *ratelimit.Limiter, rule ratelimit.Rule, key KeyFunc, opts Options)
 // are asked in order, each recording its event if it allows the request.
 // The first denial stops the walk: later policies are not asked and record
 // nothing, while the events already recorded by earlier policies stay
-// recorded (the request did use up their quota; with the strictest or
-// cheapest policy first, a denied request costs the others nothing).
+// recorded: the request did use up their quota. Put the policy most
+// likely to deny first, and a denied request costs the others nothing.
 //
 // Every response carries the RateLimit-Policy and RateLimit fields with one
 // item per policy asked. A denial is answered with 429 (Too Many
