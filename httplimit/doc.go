@@ -55,7 +55,8 @@
 // rounded up so that it never names a time before the request could pass,
 // and an RFC 9457 application/problem+json body of the draft's type
 // [ProblemQuotaExceeded], or [ProblemAbnormalUsage] while a penalty bans
-// the client, whose Retry-After is then the ban's remaining time. A denial
+// the client, whose Retry-After is then the ban's remaining time (longer
+// if the window would still be full when the ban ends). A denial
 // that carries a penalty's warning adds [HeaderWarning]. [Options].OnDenied
 // replaces the body; [Options].OnError answers when the limiter fails
 // (500 by default). Decisions made without Redis are served like the
