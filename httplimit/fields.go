@@ -10,8 +10,10 @@ import (
 const (
 	// HeaderPolicy is the RateLimit-Policy field of
 	// draft-ietf-httpapi-ratelimit-headers-10: one item per policy
-	// evaluated, `"coupon";q=3;w=60`, where q is the quota and w the
-	// window in seconds, rounded up.
+	// evaluated, `"coupon";q=3;w=60`, where q is the quota enforced (the
+	// degraded share of it while Redis is down, see
+	// ratelimit.Options.DegradedShare) and w the window in seconds, rounded
+	// up.
 	HeaderPolicy = "RateLimit-Policy"
 	// HeaderRateLimit is the RateLimit field of the same draft: one item
 	// per policy evaluated, `"coupon";r=2;t=60`, where r is the quota left
