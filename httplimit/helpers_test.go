@@ -20,7 +20,7 @@ var epoch = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
 var discard = slog.New(slog.DiscardHandler)
 
-func netDialer() net.Dialer { return net.Dialer{Timeout: 100 * time.Millisecond} }
+func netDialer() net.Dialer { return net.Dialer{Timeout: 5 * time.Second} }
 
 // env is a limiter on a fresh miniredis with a fake clock.
 type env struct {
@@ -43,7 +43,9 @@ func newEnv(t testing.TB) *env {
 	}
 	t.Cleanup(c.Close)
 	clk := ratelimittest.NewClock(epoch)
-	lim, err := ratelimit.New(c, ratelimit.Options{Clock: clk, Logger: discard})
+	// A generous Timeout: under -race a call to miniredis can take longer
+	// than the default 100ms, and a timed-out call is decided locally.
+	lim, err := ratelimit.New(c, ratelimit.Options{Clock: clk, Logger: discard, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatalf("ratelimit.New: %v", err)
 	}

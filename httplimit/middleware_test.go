@@ -384,8 +384,8 @@ func TestConcurrentRequests(t *testing.T) {
 				t.Cleanup(lim.Close)
 			}
 			const rate, workers, each = 37, 16, 10
-			h := httplimit.Limit(lim, ratelimit.Rule{Name: "flash", Limit: ratelimit.PerHour(rate)}, httplimit.Global(), httplimit.Options{})(ok)
-			var allowed, denied atomic.Int64
+			h := httplimit.Limit(lim, ratelimit.Rule{Name: "flash", Limit: ratelimit.PerHour(rate)}, httplimit.Global(), httplimit.Options{DegradedHeader: true})(ok)
+			var allowed, denied, degraded atomic.Int64
 			var wg sync.WaitGroup
 			for w := range workers {
 				wg.Add(1)
@@ -396,6 +396,9 @@ func TestConcurrentRequests(t *testing.T) {
 						r.RemoteAddr = "198.51.100." + strconv.Itoa(w) + ":" + strconv.Itoa(1000+i)
 						rec := httptest.NewRecorder()
 						h.ServeHTTP(rec, r)
+						if rec.Header().Get(httplimit.HeaderDegraded) != "" {
+							degraded.Add(1)
+						}
 						switch rec.Code {
 						case 200:
 							allowed.Add(1)
@@ -408,6 +411,9 @@ func TestConcurrentRequests(t *testing.T) {
 				}()
 			}
 			wg.Wait()
+			if degraded.Load() != 0 {
+				t.Fatalf("%d decisions were made without Redis", degraded.Load())
+			}
 			if allowed.Load() != rate || denied.Load() != workers*each-rate {
 				t.Fatalf("allowed %d, denied %d; want %d, %d", allowed.Load(), denied.Load(), rate, workers*each-rate)
 			}

@@ -26,7 +26,6 @@ import (
 	"net/netip"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
@@ -47,10 +46,6 @@ func main() {
 	}
 }
 
-// dialTimeout bounds a (re)connection to Redis, so that an outage cannot
-// hold calls up longer than the limiter's own timeout.
-const dialTimeout = 100 * time.Millisecond
-
 func run(w io.Writer, redisAddr, redisURL, serveAddr, trust string) error {
 	opt, where, err := clientOption(redisAddr, redisURL)
 	if err != nil {
@@ -70,7 +65,6 @@ func run(w io.Writer, redisAddr, redisURL, serveAddr, trust string) error {
 		opt.PipelineMultiplex = -1
 	}
 	opt.DisableCache = true // the limiter reads nothing through the cache; miniredis has none
-	opt.Dialer.Timeout = dialTimeout
 	if serveAddr != "" {
 		proxies, err := parsePrefixes(trust)
 		if err != nil {
@@ -78,6 +72,7 @@ func run(w io.Writer, redisAddr, redisURL, serveAddr, trust string) error {
 		}
 		return serve(w, opt, where, serveAddr, proxies)
 	}
+	opt.Dialer.Timeout = storyTimeout // a reconnection cannot hold calls up longer than one call may take
 	client, err := rueidis.NewClient(opt)
 	if err != nil {
 		return fmt.Errorf("connecting to %s: %w", where, err)

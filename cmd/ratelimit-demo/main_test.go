@@ -81,7 +81,7 @@ func newClient(t *testing.T, addr string) rueidis.Client {
 	t.Helper()
 	c, err := rueidis.NewClient(rueidis.ClientOption{
 		InitAddress: []string{addr}, DisableCache: true, ForceSingleClient: true,
-		Dialer: net.Dialer{Timeout: dialTimeout},
+		Dialer: net.Dialer{Timeout: 5 * time.Second},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -72,6 +72,8 @@ func reply(w http.ResponseWriter, status int, body string) {
 
 // serve runs the shop on addr until SIGINT or SIGTERM, on the real clock.
 func serve(w io.Writer, opt rueidis.ClientOption, where, addr string, proxies []netip.Prefix) error {
+	// Dial sets the client's Dialer.Timeout to Options.Timeout (100ms), and
+	// serves from the local fallback until Redis can be reached.
 	lim, err := ratelimit.Dial(opt, ratelimit.Options{})
 	if err != nil {
 		return err

@@ -27,13 +27,19 @@ var storyRule = ratelimit.Rule{
 // relative to it.
 var storyStart = time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC)
 
+// storyTimeout is the story's budget for one Redis call and for a
+// reconnection. It is generous, so that a busy machine never turns a
+// healthy call into a degraded row; the outage fails calls at once
+// (connection refused), long before it.
+const storyTimeout = time.Second
+
 // storyOptions configure the story's Limiter: a fake clock, so the output
 // is the same on every run, and a breaker that trips after two failed
 // calls and probes again after 100ms, so the outage is short.
 func storyOptions(clk ratelimit.Clock) ratelimit.Options {
 	return ratelimit.Options{
 		Clock:      clk,
-		Timeout:    100 * time.Millisecond,
+		Timeout:    storyTimeout,
 		TripAfter:  2,
 		ProbeAfter: 100 * time.Millisecond,
 		KeyPrefix:  "ratelimit-demo:",
