@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/httplimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
+	"github.com/redis/rueidis"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/story.golden")
+
+const golden = "testdata/story.golden"
+
+// TestStory runs the demo as `go run ./cmd/ratelimit-demo` does and checks
+// every byte it prints.
+func TestStory(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(&out, "", "", "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if *update {
+		if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); got != string(want) {
+		t.Fatalf("the story changed (go test -update rewrites %s):\n%s", golden, got)
+	}
+}
+
+// TestStoryWithoutOutage runs the story as on a real Redis, which the demo
+// must not stop: act 1 only.
+func TestStoryWithoutOutage(t *testing.T) {
+	mr := miniredis.RunT(t)
+	c := newClient(t, mr.Addr())
+	// An earlier run's state must not leak into the story.
+	lim, err := ratelimit.New(c, storyOptions(ratelimittest.NewClock(storyStart)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 6 {
+		lim.Allow(t.Context(), storyRule, "alice")
+	}
+	lim.Close()
+
+	var out bytes.Buffer
+	if err := story(&out, c, nil); err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, act1, _ := strings.Cut(string(want), "\n")
+	act1, _, _ = strings.Cut(act1, "\n2. ")
+	act1 += "\nActs 2 and 3 stop and restart Redis; the demo does that only to its embedded miniredis, never to your server.\n"
+	if out.String() != act1 {
+		t.Fatalf("got:\n%s\nwant:\n%s", out.String(), act1)
+	}
+}
+
+func newClient(t *testing.T, addr string) rueidis.Client {
+	t.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{
+		InitAddress: []string{addr}, DisableCache: true, ForceSingleClient: true,
+		Dialer: net.Dialer{Timeout: 5 * time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// shopRequest sends one request to the shop from remote.
+func shopRequest(h http.Handler, method, path, remote string, header ...string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(method, path, nil)
+	r.RemoteAddr = remote
+	for i := 0; i+1 < len(header); i += 2 {
+		r.Header.Set(header[i], header[i+1])
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func TestShop(t *testing.T) {
+	mr := miniredis.RunT(t)
+	clk := ratelimittest.NewClock(time.Date(2026, 11, 11, 20, 0, 0, 0, time.UTC))
+	lim, err := ratelimit.New(newClient(t, mr.Addr()), ratelimit.Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lim.Close)
+	shop := newShop(lim, httplimit.IPOptions{})
+	const alice, mallory = "198.51.100.7:4000", "203.0.113.66:5000"
+
+	t.Run("flash sale: 100 per 10s for everyone", func(t *testing.T) {
+		for i := range 100 {
+			w := shopRequest(shop, "POST", "/flash-sale/orders", "192.0.2."+strconv.Itoa(i)+":1")
+			if w.Code != http.StatusCreated {
+				t.Fatalf("order %d: %d", i+1, w.Code)
+			}
+		}
+		w := shopRequest(shop, "POST", "/flash-sale/orders", alice)
+		if w.Code != 429 || w.Header().Get("RateLimit") != `"shop:flash-sale";r=0;t=10` ||
+			w.Header().Get("RateLimit-Policy") != `"shop:flash-sale";q=100;w=10` ||
+			!strings.Contains(w.Body.String(), `"detail":"The flash sale is busy, try again in a few seconds."`) {
+			t.Fatalf("order 101: %d %v %s", w.Code, w.Header(), w.Body)
+		}
+		clk.Advance(10 * time.Second)
+		if w := shopRequest(shop, "POST", "/flash-sale/orders", alice); w.Code != http.StatusCreated {
+			t.Fatalf("after 10s: %d", w.Code)
+		}
+	})
+
+	t.Run("coupons: 3 a minute per user, then warnings and a ban", func(t *testing.T) {
+		for i, want := range []struct {
+			code           int
+			limit, warning string
+		}{
+			{200, `"shop:coupon";r=2;t=60`, ""},
+			{200, `"shop:coupon";r=1;t=60`, ""},
+			{200, `"shop:coupon";r=0;t=60`, ""},
+			{429, `"shop:coupon";r=0;t=60`, ""},
+			{429, `"shop:coupon";r=0;t=60`, `"shop:coupon";violations=2;ban-after=4`},
+			{429, `"shop:coupon";r=0;t=60`, `"shop:coupon";violations=3;ban-after=4`},
+			{429, `"shop:coupon";r=0;t=300`, ""}, // banned for 5 minutes
+		} {
+			w := shopRequest(shop, "POST", "/coupons/claim", alice, userHeader, "alice")
+			if w.Code != want.code || w.Header().Get("RateLimit") != want.limit || w.Header().Get("RateLimit-Warning") != want.warning {
+				t.Fatalf("claim %d: %d %q %q", i+1, w.Code, w.Header().Get("RateLimit"), w.Header().Get("RateLimit-Warning"))
+			}
+		}
+		if w := shopRequest(shop, "POST", "/coupons/claim", alice, userHeader, "bob"); w.Code != 200 || w.Body.String() != `{"coupon":"claimed","user":"bob"}`+"\n" {
+			t.Fatalf("bob, from alice's address: %d %s", w.Code, w.Body)
+		}
+		if w := shopRequest(shop, "POST", "/coupons/claim", alice); w.Code != http.StatusForbidden {
+			t.Fatalf("anonymous claim: %d", w.Code)
+		}
+	})
+
+	t.Run("merchant pages: 5 a second per IP, spoofing changes nothing", func(t *testing.T) {
+		for i := range 5 {
+			if w := shopRequest(shop, "GET", "/merchants/42", mallory); w.Code != 200 {
+				t.Fatalf("page %d: %d", i+1, w.Code)
+			}
+		}
+		if w := shopRequest(shop, "GET", "/merchants/42", mallory, "X-Forwarded-For", "1.2.3.4"); w.Code != 429 || w.Header().Get("Retry-After") != "1" {
+			t.Fatalf("spoofed 6th page: %d, Retry-After %q", w.Code, w.Header().Get("Retry-After"))
+		}
+		if w := shopRequest(shop, "GET", "/merchants/42", alice); w.Code != 200 || w.Body.String() != `{"merchant":"42","name":"Noodle House"}`+"\n" {
+			t.Fatalf("another client: %d %s", w.Code, w.Body)
+		}
+	})
+
+	t.Run("behind a trusted proxy, per client", func(t *testing.T) {
+		behind := newShop(lim, httplimit.IPOptions{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}})
+		clk.Advance(time.Second)
+		for i := range 6 {
+			w := shopRequest(behind, "GET", "/merchants/7", "10.0.0.2:80", "X-Forwarded-For", "203.0.113.9")
+			want := http.StatusOK
+			if i == 5 {
+				want = http.StatusTooManyRequests
+			}
+			if w.Code != want {
+				t.Fatalf("page %d: %d, want %d", i+1, w.Code, want)
+			}
+		}
+		if w := shopRequest(behind, "GET", "/merchants/7", "10.0.0.2:80", "X-Forwarded-For", "203.0.113.10"); w.Code != 200 {
+			t.Fatalf("another client through the proxy: %d", w.Code)
+		}
+	})
+}
+
+// TestShopOverTCP serves the shop on a real socket on the real clock, as
+// -serve does.
+func TestShopOverTCP(t *testing.T) {
+	lim, err := ratelimit.New(nil, ratelimit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lim.Close)
+	srv := httptest.NewServer(newShop(lim, httplimit.IPOptions{}))
+	t.Cleanup(srv.Close)
+	res, err := http.Get(srv.URL + "/merchants/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || res.Header.Get("RateLimit") != `"shop:merchant";r=4;t=1` {
+		t.Fatalf("%d %q", res.StatusCode, res.Header.Get("RateLimit"))
+	}
+}
+
+func TestFlags(t *testing.T) {
+	ps, err := parsePrefixes(" 10.0.0.0/8, 192.0.2.1 ,2001:db8::/32,")
+	if err != nil || len(ps) != 3 || ps[1] != netip.MustParsePrefix("192.0.2.1/32") {
+		t.Fatalf("parsePrefixes: %v, %v", ps, err)
+	}
+	if _, err := parsePrefixes("10.0.0.0/33"); err == nil {
+		t.Fatal("parsePrefixes accepted 10.0.0.0/33")
+	}
+	for _, c := range []struct{ addr, url, want string }{
+		{"", "", "embedded miniredis"},
+		{"db:6379", "redis://other:6380", "Redis at db:6379"},
+		{"", "redis://other:6380/0", "Redis at other:6380"},
+	} {
+		if _, where, err := clientOption(c.addr, c.url); err != nil || where != c.want {
+			t.Errorf("clientOption(%q, %q) = %q, %v; want %q", c.addr, c.url, where, err, c.want)
+		}
+	}
+	if _, _, err := clientOption("", "http://x"); err == nil {
+		t.Error("clientOption accepted REDIS_URL http://x")
+	}
+	tcp := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8080}
+	for addr, want := range map[string]string{":8080": "http://localhost:8080", "127.0.0.1:8080": "http://127.0.0.1:8080", "[::]:8080": "http://localhost:8080"} {
+		if got := baseURL(tcp, addr); got != want {
+			t.Errorf("baseURL(%q) = %q, want %q", addr, got, want)
+		}
+	}
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/httplimit"
+	"github.com/redis/rueidis"
+)
+
+// The shop's rules, one per route.
+var (
+	// flashSaleRule protects the flash sale from overload: 100 orders in
+	// any 10 seconds, from everyone together.
+	flashSaleRule = ratelimit.Rule{Name: "shop:flash-sale", Limit: ratelimit.Limit{Rate: 100, Window: 10 * time.Second}}
+	// couponRule stops coupon farming: 3 claims a minute per user; a user
+	// who keeps trying is warned, then banned for 5 minutes.
+	couponRule = ratelimit.Rule{Name: "shop:coupon", Limit: ratelimit.PerMinute(3),
+		Penalty: &ratelimit.Penalty{WarnAfter: 2, BanAfter: 4, BanFor: 5 * time.Minute}}
+	// merchantRule slows scrapers down: 5 merchant pages a second per
+	// client IP (per /64 for IPv6).
+	merchantRule = ratelimit.Rule{Name: "shop:merchant", Limit: ratelimit.PerSecond(5)}
+)
+
+// userHeader carries the user id in this demo. A real shop takes the user
+// from its authentication (a session, a verified token), never from a
+// header the client may set to anything.
+const userHeader = "X-User-ID"
+
+// newShop returns the shop's routes, each limited by its rule. The handlers
+// know nothing of the limits: the middleware around them declares them.
+func newShop(lim *ratelimit.Limiter, ip httplimit.IPOptions) http.Handler {
+	opts := httplimit.Options{DegradedHeader: true}
+	user := httplimit.User(func(r *http.Request) (string, bool) {
+		id := r.Header.Get(userHeader)
+		return id, id != ""
+	})
+	flashSale := httplimit.Limit(lim, flashSaleRule, httplimit.Global(),
+		httplimit.Options{DegradedHeader: true, Message: "The flash sale is busy, try again in a few seconds."})
+	perUser := httplimit.Limit(lim, couponRule, user, opts)
+	perIP := httplimit.Limit(lim, merchantRule, httplimit.IP(ip), opts)
+
+	mux := http.NewServeMux()
+	mux.Handle("POST /flash-sale/orders", flashSale(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reply(w, http.StatusCreated, `{"order":"accepted"}`)
+	})))
+	mux.Handle("POST /coupons/claim", perUser(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reply(w, http.StatusOK, `{"coupon":"claimed","user":`+strconv.Quote(r.Header.Get(userHeader))+`}`)
+	})))
+	mux.Handle("GET /merchants/{id}", perIP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reply(w, http.StatusOK, `{"merchant":`+strconv.Quote(r.PathValue("id"))+`,"name":"Noodle House"}`)
+	})))
+	return mux
+}
+
+func reply(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	io.WriteString(w, body+"\n")
+}
+
+// serve runs the shop on addr until SIGINT or SIGTERM, on the real clock.
+func serve(w io.Writer, opt rueidis.ClientOption, where, addr string, proxies []netip.Prefix) error {
+	// Dial sets the client's Dialer.Timeout to Options.Timeout (100ms), and
+	// serves from the local fallback until Redis can be reached.
+	lim, err := ratelimit.Dial(opt, ratelimit.Options{})
+	if err != nil {
+		return err
+	}
+	defer lim.Close()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           newShop(lim, httplimit.IPOptions{TrustedProxies: proxies}),
+		ReadHeaderTimeout: 5 * time.Second,
+	}
+	printTips(w, baseURL(ln.Addr(), addr), where, proxies)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(shutdown)
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// baseURL is the URL to try the server at: localhost unless addr names a
+// host.
+func baseURL(bound net.Addr, addr string) string {
+	host, _, _ := net.SplitHostPort(addr)
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "localhost"
+	}
+	port := "80"
+	if t, ok := bound.(*net.TCPAddr); ok {
+		port = strconv.Itoa(t.Port)
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+func printTips(w io.Writer, base, where string, proxies []netip.Prefix) {
+	trusted := "no proxy is trusted (see -trust)"
+	if len(proxies) > 0 {
+		trusted = fmt.Sprintf("only proxies in %v are trusted", proxies)
+	}
+	fmt.Fprintf(w, `Shop on %[1]s, limits kept in %[2]s. Try:
+
+  # Flash sale: 100 orders in any 10s, for everyone together (the 101st gets 429)
+  for i in $(seq 101); do curl -s -o /dev/null -w '%%{http_code}\n' -X POST %[1]s/flash-sale/orders; done | sort | uniq -c
+
+  # Coupons: 3 claims a minute per user; keep going to be warned, then banned for 5m
+  curl -i -X POST -H '%[3]s: alice' %[1]s/coupons/claim
+
+  # No user: refused with 403, never counted in a bucket all anonymous requests share
+  curl -i -X POST %[1]s/coupons/claim
+
+  # Merchant pages: 5 a second per client IP (the 6th gets 429)
+  for i in $(seq 6); do curl -s -o /dev/null -w '%%{http_code}\n' %[1]s/merchants/42; done
+
+  # A forged X-Forwarded-For changes nothing: %[4]s
+  for i in $(seq 6); do curl -s -o /dev/null -w '%%{http_code}\n' -H "X-Forwarded-For: 198.51.100.$i" %[1]s/merchants/42; done
+
+Ctrl-C stops the server.
+`, base, where, userHeader, trusted)
+}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
+	"github.com/redis/rueidis"
+)
+
+// storyRule is the rule of the story: five claims in any minute, warnings
+// from the third violation, a half-hour ban at the fifth.
+var storyRule = ratelimit.Rule{
+	Name:    "coupon:claim",
+	Limit:   ratelimit.PerMinute(5),
+	Penalty: &ratelimit.Penalty{WarnAfter: 3, BanAfter: 5, BanFor: 30 * time.Minute},
+}
+
+// storyStart is where the story's fake clock starts; times are printed
+// relative to it.
+var storyStart = time.Date(2026, 11, 11, 0, 0, 0, 0, time.UTC)
+
+// storyTimeout is the story's budget for one Redis call and for a
+// reconnection. It is generous, so that a busy machine never turns a
+// healthy call into a degraded row; the outage fails calls at once
+// (connection refused), long before it.
+const storyTimeout = time.Second
+
+// storyOptions configure the story's Limiter: a fake clock, so the output
+// is the same on every run, and a breaker that trips after two failed
+// calls and probes again after 100ms, so the outage is short.
+func storyOptions(clk ratelimit.Clock) ratelimit.Options {
+	return ratelimit.Options{
+		Clock:      clk,
+		Timeout:    storyTimeout,
+		TripAfter:  2,
+		ProbeAfter: 100 * time.Millisecond,
+		KeyPrefix:  "ratelimit-demo:",
+		Logger:     slog.New(slog.DiscardHandler),
+	}
+}
+
+// story plays the demo on client and writes it to w as tables. With mr,
+// the miniredis client talks to, it also stops and restarts Redis; with a
+// nil mr (a real server) it leaves out that part.
+func story(w io.Writer, client rueidis.Client, mr *miniredis.Miniredis) error {
+	clk := ratelimittest.NewClock(storyStart)
+	lim, err := ratelimit.New(client, storyOptions(clk))
+	if err != nil {
+		return err
+	}
+	defer lim.Close()
+	ctx := context.Background()
+	for _, user := range []string{"alice", "bob"} { // a real Redis may hold an earlier run's state
+		if err := lim.Reset(ctx, storyRule, user); err != nil {
+			return err
+		}
+	}
+	s := &scene{w: w, lim: lim, clk: clk, calls: map[string]int{}}
+	p := storyRule.Penalty
+	fmt.Fprintf(w, "Rule %q: %v, warned from %d violations, banned for %v at %d.\n",
+		storyRule.Name, storyRule.Limit, p.WarnAfter, p.BanFor, p.BanAfter)
+
+	s.act("1. alice claims a coupon every second")
+	for i := range 10 {
+		s.call("alice", time.Duration(i)*time.Second)
+	}
+	s.call("alice", 10*time.Minute)
+	if err := s.end(); err != nil {
+		return err
+	}
+	if mr == nil {
+		fmt.Fprintln(w, "\nActs 2 and 3 stop and restart Redis; the demo does that only to its embedded miniredis, never to your server.")
+		return nil
+	}
+
+	s.act("2. Redis goes down in the middle of bob's claims")
+	for i := range 3 {
+		s.call("bob", 10*time.Minute+time.Duration(i)*time.Second)
+	}
+	s.note("-- Redis stops --")
+	mr.Close()
+	for i := 3; i < 6; i++ {
+		s.call("bob", 10*time.Minute+time.Duration(i)*time.Second)
+	}
+	s.call("alice", 10*time.Minute+6*time.Second)
+	if err := s.end(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "The fallback decides from the events it mirrored while Redis was up: bob still gets")
+	fmt.Fprintln(w, "only 5 claims a minute, and alice stays banned.")
+
+	s.act("3. Redis comes back")
+	if err := mr.Restart(); err != nil {
+		return err
+	}
+	if err := waitForRedis(ctx, lim); err != nil {
+		return err
+	}
+	s.call("bob", 10*time.Minute+7*time.Second)
+	s.call("alice", 10*time.Minute+8*time.Second)
+	s.call("alice", 30*time.Minute+9*time.Second)
+	if err := s.end(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "Decisions are Redis' again. Redis never saw bob's 2 claims during the outage (the")
+	fmt.Fprintln(w, "fallback does not write back), so he gets 2 more. alice's ban is over at 00:30:09, but")
+	fmt.Fprintln(w, "her 5 violations are remembered for an hour: one more rejection bans her again at once.")
+	return nil
+}
+
+// waitForRedis polls, with Peek (which records nothing), until a decision
+// comes from Redis again. The breaker probes Redis on wall time, so this
+// takes real time: about Options.ProbeAfter.
+func waitForRedis(ctx context.Context, lim *ratelimit.Limiter) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r, err := lim.Peek(ctx, storyRule, "bob")
+		if err != nil {
+			return err
+		}
+		if !r.Degraded {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("redis did not come back within 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// scene prints the calls of one act as a table.
+type scene struct {
+	w     io.Writer
+	lim   *ratelimit.Limiter
+	clk   *ratelimittest.Clock
+	calls map[string]int // calls so far, per user
+	err   error          // the first error; later calls do nothing
+}
+
+// row is the layout of a table row: fixed widths, so that notes between
+// rows do not move the columns.
+const row = "%-8s  %-9s  %-7s  %-9s  %-10s  %-6s  %-6s  %-11s  %s\n"
+
+func (s *scene) act(title string) {
+	fmt.Fprintf(s.w, "\n%s\n", title)
+	fmt.Fprintf(s.w, row, "TIME", "CALL", "ALLOWED", "REMAINING", "VIOLATIONS", "WARNED", "BANNED", "RETRY AFTER", "DECIDED BY")
+}
+
+// note prints a line between the rows.
+func (s *scene) note(text string) { fmt.Fprintln(s.w, text) }
+
+// call makes one claim of user's at the story time at and prints a row.
+func (s *scene) call(user string, at time.Duration) {
+	if s.err != nil {
+		return
+	}
+	s.clk.Set(storyStart.Add(at))
+	r, err := s.lim.Allow(context.Background(), storyRule, user)
+	if err != nil {
+		s.err = err
+		return
+	}
+	s.calls[user]++
+	retry, source := "-", "redis"
+	if !r.Allowed {
+		retry = r.RetryAfter.String()
+	}
+	if r.Degraded {
+		source = "local (degraded)"
+	}
+	fmt.Fprintf(s.w, row, clockTime(at), fmt.Sprintf("%s #%d", user, s.calls[user]), yesNo(r.Allowed, "yes", "no"),
+		strconv.Itoa(r.Remaining), strconv.Itoa(r.Violations), yesNo(r.Warned, "yes", "-"), yesNo(r.Banned, "yes", "-"),
+		retry, source)
+}
+
+// end returns the first error of the act's calls.
+func (s *scene) end() error { return s.err }
+
+// clockTime formats d since the story's start as hh:mm:ss.
+func clockTime(d time.Duration) string {
+	return fmt.Sprintf("%02d:%02d:%02d", int(d.Hours()), int(d.Minutes())%60, int(d.Seconds())%60)
+}
+
+func yesNo(b bool, yes, no string) string {
+	if b {
+		return yes
+	}
+	return no
+}

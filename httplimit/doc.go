@@ -1,0 +1,69 @@
+// Package httplimit limits the requests of net/http handlers with a
+// [ratelimit.Limiter], without touching the handlers: a route is wrapped
+// in middleware that names its rule and how requests are keyed, the way an
+// annotation would declare it.
+//
+//	lim, _ := ratelimit.New(client, ratelimit.Options{})
+//	perUser := ratelimit.Rule{Name: "coupon", Limit: ratelimit.PerMinute(3)}
+//	mux.Handle("POST /coupons/claim", httplimit.Limit(lim, perUser, httplimit.User(userID), httplimit.Options{})(claim))
+//
+// # Keys
+//
+// A [KeyFunc] names the bucket a request counts in under a rule. [Global]
+// puts every caller of a route into one bucket (a flash sale that must not
+// overload the shop); [User] keys by the user the service's authentication
+// found (coupon claims per user); [IP] keys by the client's address
+// (merchant pages per IP, against scrapers); [Header] keys by a header's
+// value. A request a KeyFunc cannot key, such as an anonymous request on a
+// per-user route, is refused by default, never counted in a bucket that all
+// such requests share; [Options].NoKey can let it through or key it by a
+// fallback instead.
+//
+// # Client addresses behind proxies
+//
+// X-Forwarded-For and Forwarded are written by whoever sends the request,
+// so by default [IP] ignores them and uses the connection's peer. Behind
+// your own reverse proxies, list their addresses in
+// [IPOptions].TrustedProxies: the headers are then read from the right,
+// one trusted hop at a time, and the client is the first address that is
+// not one of your proxies. Whatever a client writes into the header itself
+// stays to the left of that address and is never reached. IPv6 clients are
+// grouped by their /64 (configurable), since one subscriber holds a whole
+// /64 and could otherwise rotate addresses.
+//
+// # Several rules on one route
+//
+// [Stack] applies several policies ([Policy]: a rule and a KeyFunc) to a
+// route: a request must pass all of them. They are asked in order and the
+// first denial stops: later policies record nothing for the denied request,
+// while events already recorded by earlier ones stay recorded.
+//
+// # Responses
+//
+// Every limited response carries the RateLimit-Policy and RateLimit fields
+// of draft-ietf-httpapi-ratelimit-headers-10 (whose fields -11 keeps), as
+// Structured Field lists with one item per policy asked, named by the
+// policy's name as an sf-string:
+//
+//	RateLimit-Policy: "coupon";q=3;w=60
+//	RateLimit: "coupon";r=2;t=60
+//
+// q is the quota, w the window in seconds (rounded up), r the quota left.
+// t is in whole seconds, rounded up: on a denial, until the request could
+// pass; otherwise, until the window is empty and the whole quota is back.
+// A denial is a 429 (Too Many Requests) with Retry-After in delay-seconds,
+// rounded up so that it never names a time before the request could pass,
+// and an RFC 9457 application/problem+json body of the draft's type
+// [ProblemQuotaExceeded], or [ProblemAbnormalUsage] while a penalty bans
+// the client, whose Retry-After is then the ban's remaining time (longer
+// if the window would still be full when the ban ends). A denial
+// that carries a penalty's warning adds [HeaderWarning]. [Options].OnDenied
+// replaces the body; [Options].OnError answers when the limiter fails
+// (500 by default). Decisions made without Redis are served like the
+// others ([Options].DegradedHeader marks them).
+//
+// # Concurrency
+//
+// The middleware keeps no state of its own: it is safe for concurrent
+// requests, as the Limiter is.
+package httplimit

@@ -1,0 +1,145 @@
+package httplimit_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/httplimit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
+	"github.com/redis/rueidis"
+)
+
+// exampleLimiter returns a Limiter on an in-process miniredis with a fake
+// clock, and a function that stops both.
+func exampleLimiter() (*ratelimit.Limiter, *ratelimittest.Clock, func()) {
+	mr, err := miniredis.Run()
+	if err != nil {
+		panic(err)
+	}
+	client, err := rueidis.NewClient(rueidis.ClientOption{
+		InitAddress:       []string{mr.Addr()},
+		DisableCache:      true, // miniredis has no client-side caching
+		ForceSingleClient: true,
+	})
+	if err != nil {
+		panic(err)
+	}
+	clk := ratelimittest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	lim, err := ratelimit.New(client, ratelimit.Options{Clock: clk})
+	if err != nil {
+		panic(err)
+	}
+	return lim, clk, func() { lim.Close(); client.Close(); mr.Close() }
+}
+
+// show sends one request and prints what the client sees.
+func show(h http.Handler, r *http.Request) {
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	res := w.Result()
+	fmt.Println(res.StatusCode, "RateLimit:", res.Header.Get("RateLimit"))
+	if ra := res.Header.Get("Retry-After"); ra != "" {
+		fmt.Println("    Retry-After:", ra)
+		b, _ := io.ReadAll(res.Body)
+		fmt.Print("    ", string(b))
+	}
+}
+
+// A coupon route limited per user: three claims in any minute.
+func ExampleLimit() {
+	lim, clk, stop := exampleLimiter()
+	defer stop()
+
+	claim := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "coupon claimed\n")
+	})
+	// In a service, the user comes from authentication; here, a header.
+	user := httplimit.User(func(r *http.Request) (string, bool) {
+		id := r.Header.Get("X-User-ID")
+		return id, id != ""
+	})
+	rule := ratelimit.Rule{Name: "coupon", Limit: ratelimit.PerMinute(3)}
+	h := httplimit.Limit(lim, rule, user, httplimit.Options{})(claim)
+
+	for range 4 {
+		r := httptest.NewRequest("POST", "/coupons/claim", nil)
+		r.Header.Set("X-User-ID", "alice")
+		show(h, r)
+		clk.Advance(10 * time.Second)
+	}
+	// Output:
+	// 200 RateLimit: "coupon";r=2;t=60
+	// 200 RateLimit: "coupon";r=1;t=60
+	// 200 RateLimit: "coupon";r=0;t=60
+	// 429 RateLimit: "coupon";r=0;t=30
+	//     Retry-After: 30
+	//     {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Request cannot be satisfied as assigned quota has been exceeded","status":429,"detail":"Too many requests, try again later.","violated-policies":["coupon"]}
+}
+
+// Behind a load balancer at 10.0.0.1, X-Forwarded-For is read from the
+// right; what the client wrote into it itself is never reached.
+func ExampleIP() {
+	key := httplimit.IP(httplimit.IPOptions{
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")},
+	})
+	for _, c := range []struct{ peer, xff string }{
+		{"10.0.0.1:41000", "198.51.100.9"},            // through the balancer
+		{"10.0.0.1:41000", "1.2.3.4, 198.51.100.9"},   // the client tried to spoof
+		{"198.51.100.9:5000", "1.2.3.4"},              // straight in: header ignored
+		{"10.0.0.1:41000", "2001:db8:aa:bb:1:2:3:4"},  // IPv6: its /64
+		{"[2001:db8:aa:bb::9]:5000", ""},              // the same /64, directly
+		{"10.0.0.1:41000", "not-an-ip, 198.51.100.9"}, // garbage left of the client
+		{"10.0.0.1:41000", "198.51.100.9, not-an-ip"}, // garbage from the proxy side
+	} {
+		r := httptest.NewRequest("GET", "/merchants/42", nil)
+		r.RemoteAddr = c.peer
+		if c.xff != "" {
+			r.Header.Set("X-Forwarded-For", c.xff)
+		}
+		k, _ := key(r)
+		fmt.Println(k)
+	}
+	// Output:
+	// 198.51.100.9
+	// 198.51.100.9
+	// 198.51.100.9
+	// 2001:db8:aa:bb::/64
+	// 2001:db8:aa:bb::/64
+	// 198.51.100.9
+	// 10.0.0.1
+}
+
+// Several policies on one route: per IP against scrapers, and a global cap.
+// The first denial stops: the global policy records nothing for it.
+func ExampleStack() {
+	lim, _, stop := exampleLimiter()
+	defer stop()
+
+	perIP := ratelimit.Rule{Name: "merchant:ip", Limit: ratelimit.PerSecond(2)}
+	global := ratelimit.Rule{Name: "merchant:all", Limit: ratelimit.PerSecond(1000)}
+	h := httplimit.Stack(lim, []httplimit.Policy{
+		{Name: "per-ip", Rule: perIP, Key: httplimit.IP(httplimit.IPOptions{})},
+		{Name: "global", Rule: global, Key: httplimit.Global()},
+	}, httplimit.Options{})(http.NotFoundHandler())
+
+	for range 3 {
+		r := httptest.NewRequest("GET", "/merchants/42", nil)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Println(w.Code, w.Header().Get("RateLimit"))
+	}
+	left, _ := lim.Peek(context.Background(), global, "global")
+	fmt.Println("global quota left:", left.Remaining)
+	// Output:
+	// 404 "per-ip";r=1;t=1, "global";r=999;t=1
+	// 404 "per-ip";r=0;t=1, "global";r=998;t=1
+	// 429 "per-ip";r=0;t=1
+	// global quota left: 998
+}

@@ -1,0 +1,256 @@
+package httplimit
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// Policy is one rule of a route and the key its requests count under.
+type Policy struct {
+	// Name names the policy in the response fields and problem bodies. The
+	// default is Rule.Name. In the fields it is an sf-string: bytes outside
+	// printable ASCII, and '%', are written as %XX.
+	Name string
+	// Rule is the limit the policy enforces.
+	Rule ratelimit.Rule
+	// Key names the bucket of a request under Rule.
+	Key KeyFunc
+}
+
+// Decision is the outcome of one policy for one request.
+type Decision struct {
+	// Policy is the policy's name, as in the response fields.
+	Policy string
+	// Rule is the policy's rule.
+	Rule ratelimit.Rule
+	// Key is the key the request counted under.
+	Key string
+	// Result is the limiter's answer.
+	Result ratelimit.Result
+}
+
+// NoKeyPolicy says what the middleware does with a request that a KeyFunc
+// could not key (an error wrapping [ErrNoKey]).
+type NoKeyPolicy int
+
+const (
+	// NoKeyDeny refuses the request with Options.NoKeyStatus and a problem
+	// body of type ProblemNoKey; nothing is recorded for any policy. It is
+	// the default: an unkeyed request never falls into a bucket shared by
+	// every other unkeyed request.
+	NoKeyDeny NoKeyPolicy = iota
+	// NoKeyAllow skips the policy whose key is missing: the request is not
+	// limited by it (the other policies still apply). Use it where
+	// anonymous requests are limited elsewhere, or not at all on purpose.
+	NoKeyAllow
+	// NoKeyFallback keys the request with Options.Fallback instead, for
+	// example per user when logged in and per IP otherwise. A request the
+	// fallback cannot key either is denied as with NoKeyDeny.
+	NoKeyFallback
+)
+
+// Options configure the middleware. The zero value is a sensible
+// configuration: each field documents its default.
+type Options struct {
+	// Message is the detail of a denial's problem body. The default is
+	// DefaultMessage.
+	Message string
+	// BanMessage is the detail of a banned client's problem body. The
+	// default is DefaultBanMessage.
+	BanMessage string
+	// LegacyHeaders adds X-RateLimit-Limit, X-RateLimit-Remaining and
+	// X-RateLimit-Reset (seconds until more quota, not a timestamp) for
+	// clients that predate the draft. The default is off.
+	LegacyHeaders bool
+	// DegradedHeader adds RateLimit-Degraded, naming the policies decided
+	// without Redis, to help debugging. The default is off: degraded
+	// decisions are served like any other.
+	DegradedHeader bool
+	// NoKey says what happens to a request a KeyFunc cannot key. The
+	// default is NoKeyDeny.
+	NoKey NoKeyPolicy
+	// NoKeyStatus is the status of a request refused by NoKeyDeny. The
+	// default is 403 (Forbidden); 401 suits routes behind authentication,
+	// if you also send WWW-Authenticate.
+	NoKeyStatus int
+	// Fallback keys requests the policy's KeyFunc cannot key, when NoKey
+	// is NoKeyFallback (and must then be set).
+	Fallback KeyFunc
+	// OnDenied, when set, writes the response to a denied request in
+	// place of the default 429 problem body. The rate limit fields and
+	// Retry-After are already set; it writes the status and the body.
+	OnDenied func(w http.ResponseWriter, r *http.Request, d Decision)
+	// OnError, when set, writes the response when the limiter fails (an
+	// invalid rule, ratelimit.ErrRedis, a closed Limiter) or a KeyFunc
+	// returns an error that does not wrap ErrNoKey. Events already
+	// recorded for earlier policies stay recorded. The default logs the
+	// error to Logger and answers 500 with a problem body.
+	OnError func(w http.ResponseWriter, r *http.Request, err error)
+	// Logger receives the errors the default OnError handles. The default
+	// is slog.Default().
+	Logger *slog.Logger
+}
+
+// Limit returns middleware that limits every request of the handlers it
+// wraps by rule, in the bucket key names. It is Stack with one policy.
+func Limit(l *ratelimit.Limiter, rule ratelimit.Rule, key KeyFunc, opts Options) func(http.Handler) http.Handler {
+	return Stack(l, []Policy{{Rule: rule, Key: key}}, opts)
+}
+
+// Stack returns middleware that limits every request of the handlers it
+// wraps by all policies, in order: a request is served only if every
+// policy allows it.
+//
+// First every policy's key is computed; a request that cannot be keyed is
+// handled as opts.NoKey says before anything is recorded. Then the policies
+// are asked in order, each recording its event if it allows the request.
+// The first denial stops the walk: later policies are not asked and record
+// nothing, while the events already recorded by earlier policies stay
+// recorded: the request did use up their quota. Put the policy most
+// likely to deny first, and a denied request costs the others nothing.
+//
+// Every response carries the RateLimit-Policy and RateLimit fields with one
+// item per policy asked. A denial is answered with 429 (Too Many
+// Requests), Retry-After, and an RFC 9457 problem body; see the package
+// documentation.
+//
+// Stack panics if l is nil, policies is empty, a policy has no Key, or
+// opts are invalid: setup mistakes, found when the route is built.
+func Stack(l *ratelimit.Limiter, policies []Policy, opts Options) func(http.Handler) http.Handler {
+	m, err := newMiddleware(l, policies, opts)
+	if err != nil {
+		panic(err)
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			m.serve(w, r, next)
+		})
+	}
+}
+
+// middleware is a checked Stack: read-only after newMiddleware, so safe for
+// concurrent requests.
+type middleware struct {
+	lim      *ratelimit.Limiter
+	policies []Policy
+	opts     Options
+}
+
+func newMiddleware(l *ratelimit.Limiter, policies []Policy, opts Options) (*middleware, error) {
+	switch {
+	case l == nil:
+		return nil, errors.New("httplimit: nil Limiter")
+	case len(policies) == 0:
+		return nil, errors.New("httplimit: no policies")
+	case opts.NoKey < NoKeyDeny || opts.NoKey > NoKeyFallback:
+		return nil, fmt.Errorf("httplimit: unknown NoKey policy %d", opts.NoKey)
+	case opts.NoKey == NoKeyFallback && opts.Fallback == nil:
+		return nil, errors.New("httplimit: NoKeyFallback without a Fallback")
+	case opts.NoKeyStatus != 0 && (opts.NoKeyStatus < 400 || opts.NoKeyStatus > 599):
+		return nil, fmt.Errorf("httplimit: NoKeyStatus %d is not an error status", opts.NoKeyStatus)
+	}
+	m := &middleware{lim: l, policies: make([]Policy, len(policies)), opts: opts}
+	for i, p := range policies {
+		if p.Key == nil {
+			return nil, fmt.Errorf("httplimit: policy %d (%q) has no Key", i, p.Rule.Name)
+		}
+		if p.Name == "" {
+			p.Name = p.Rule.Name
+		}
+		m.policies[i] = p
+	}
+	if m.opts.NoKeyStatus == 0 {
+		m.opts.NoKeyStatus = http.StatusForbidden
+	}
+	if m.opts.Logger == nil {
+		m.opts.Logger = slog.Default()
+	}
+	return m, nil
+}
+
+// skip marks a policy NoKeyAllow left out.
+const skip = ""
+
+func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	var keyBuf [4]string
+	keys := keyBuf[:0]
+	for i := range m.policies {
+		k, err := m.key(r, &m.policies[i])
+		if err != nil {
+			if errors.Is(err, ErrNoKey) {
+				writeProblem(w, noKeyProblem(m.opts.NoKeyStatus))
+			} else {
+				m.fail(w, r, err)
+			}
+			return
+		}
+		keys = append(keys, k)
+	}
+	var decBuf [4]Decision
+	ds := decBuf[:0]
+	for i := range m.policies {
+		if keys[i] == skip {
+			continue
+		}
+		p := &m.policies[i]
+		res, err := m.lim.Allow(r.Context(), p.Rule, keys[i])
+		if err != nil {
+			m.fail(w, r, fmt.Errorf("httplimit: policy %q: %w", p.Name, err))
+			return
+		}
+		ds = append(ds, Decision{Policy: p.Name, Rule: p.Rule, Key: keys[i], Result: res})
+		if !res.Allowed {
+			break
+		}
+	}
+	if len(ds) == 0 { // every policy skipped by NoKeyAllow
+		next.ServeHTTP(w, r)
+		return
+	}
+	writeFields(w.Header(), ds, &m.opts)
+	if d := &ds[len(ds)-1]; !d.Result.Allowed {
+		if m.opts.OnDenied != nil {
+			m.opts.OnDenied(w, r, *d)
+		} else {
+			writeProblem(w, denialProblem(d, &m.opts))
+		}
+		return
+	}
+	next.ServeHTTP(w, r)
+}
+
+// key returns the key of r under p: skip for a policy that NoKeyAllow
+// leaves out, an error wrapping ErrNoKey for a request to refuse.
+func (m *middleware) key(r *http.Request, p *Policy) (string, error) {
+	k, err := p.Key(r)
+	if err == nil && k == "" {
+		err = fmt.Errorf("%w: policy %q: empty key", ErrNoKey, p.Name)
+	}
+	if err == nil || !errors.Is(err, ErrNoKey) {
+		return k, err
+	}
+	switch m.opts.NoKey {
+	case NoKeyAllow:
+		return skip, nil
+	case NoKeyFallback:
+		k, err = m.opts.Fallback(r)
+		if err == nil && k == "" {
+			err = fmt.Errorf("%w: policy %q: empty fallback key", ErrNoKey, p.Name)
+		}
+	}
+	return k, err
+}
+
+// fail answers a request the middleware could not decide.
+func (m *middleware) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if m.opts.OnError != nil {
+		m.opts.OnError(w, r, err)
+		return
+	}
+	m.opts.Logger.ErrorContext(r.Context(), "httplimit: cannot decide on a request", "method", r.Method, "path", r.URL.Path, "err", err)
+	writeProblem(w, errorProblem())
+}

@@ -1,0 +1,90 @@
+package httplimit
+
+import (
+	"cmp"
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// Problem types (RFC 9457) of the response bodies the middleware writes.
+// The first two are those draft-ietf-httpapi-ratelimit-headers-10 defines.
+const (
+	// ProblemQuotaExceeded is the type of a denial: the request would
+	// exceed a policy's quota.
+	ProblemQuotaExceeded = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+	// ProblemAbnormalUsage is the type of a denial of a banned key: the
+	// client broke a policy so often that its penalty banned it.
+	ProblemAbnormalUsage = "https://iana.org/assignments/http-problem-types#abnormal-usage-detected"
+	// ProblemNoKey is the type of the refusal of a request that a KeyFunc
+	// could not key (see NoKeyDeny).
+	ProblemNoKey = "https://pkg.go.dev/github.com/ratelimit-go/ratelimit/httplimit#ErrNoKey"
+)
+
+// Default texts of the problem bodies' detail member.
+const (
+	// DefaultMessage is the detail of a denial when Options.Message is "".
+	DefaultMessage = "Too many requests, try again later."
+	// DefaultBanMessage is the detail of a ban when Options.BanMessage is "".
+	DefaultBanMessage = "Too many requests: this client is blocked for a while, try again later."
+)
+
+// problem is an RFC 9457 problem details object.
+type problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+	// ViolatedPolicies is the extension member of the draft's problem
+	// types: the names of the policies that denied the request.
+	ViolatedPolicies []string `json:"violated-policies,omitempty"`
+}
+
+// writeProblem writes p as an application/problem+json response.
+func writeProblem(w http.ResponseWriter, p problem) {
+	body, _ := json.Marshal(p) // strings and ints only: cannot fail
+	body = append(body, '\n')
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(p.Status)
+	w.Write(body)
+}
+
+// denialProblem is the body of the default denial.
+func denialProblem(d *Decision, opts *Options) problem {
+	if d.Result.Banned {
+		return problem{
+			Type:             ProblemAbnormalUsage,
+			Title:            "Request not satisfied due to detection of abnormal request pattern",
+			Status:           http.StatusTooManyRequests,
+			Detail:           cmp.Or(opts.BanMessage, DefaultBanMessage),
+			ViolatedPolicies: []string{d.Policy},
+		}
+	}
+	return problem{
+		Type:             ProblemQuotaExceeded,
+		Title:            "Request cannot be satisfied as assigned quota has been exceeded",
+		Status:           http.StatusTooManyRequests,
+		Detail:           cmp.Or(opts.Message, DefaultMessage),
+		ViolatedPolicies: []string{d.Policy},
+	}
+}
+
+func noKeyProblem(status int) problem {
+	return problem{
+		Type:   ProblemNoKey,
+		Title:  "Request does not identify its caller",
+		Status: status,
+		Detail: "This route is rate limited per caller, and the request does not say who is calling.",
+	}
+}
+
+func errorProblem() problem {
+	return problem{
+		Type:   "about:blank",
+		Title:  "Internal Server Error",
+		Status: http.StatusInternalServerError,
+		Detail: "The rate limiter could not decide on this request.",
+	}
+}
