@@ -3,10 +3,13 @@ module github.com/ratelimit-go/ratelimit
 go 1.25.0
 
 require (
-	github.com/alicebob/miniredis/v2 v2.40.0 // indirect
-	github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
-	github.com/redis/rueidis v1.0.79 // indirect
-	github.com/sony/gobreaker/v2 v2.4.0 // indirect
+	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/hashicorp/golang-lru/v2 v2.0.7
+	github.com/redis/rueidis v1.0.79
+	github.com/sony/gobreaker/v2 v2.4.0
+)
+
+require (
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 )

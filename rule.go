@@ -43,6 +43,14 @@ type Rule struct {
 	Approximate bool
 }
 
+// Validate reports whether the Limiter can enforce r: nil, or an error
+// wrapping ErrInvalidRule that says what is wrong. Every call validates its
+// rule anyway; Validate lets a program find a bad rule when it starts.
+func (r Rule) Validate() error {
+	_, err := r.compile()
+	return err
+}
+
 // plan is a validated Rule in the units both paths work in.
 type plan struct {
 	rate     int64 // events per window

@@ -47,11 +47,15 @@ func TestInvalidInput(t *testing.T) {
 				_, calls["AllowN"] = l.AllowN(ctx, c.rule, "k", 1)
 				_, calls["Peek"] = l.Peek(ctx, c.rule, "k")
 				calls["Reset"] = l.Reset(ctx, c.rule, "k")
+				calls["Validate"] = c.rule.Validate()
 				for method, err := range calls {
 					if !errors.Is(err, ratelimit.ErrInvalidRule) || !strings.Contains(err.Error(), c.says) {
 						t.Errorf("%s with %s: err = %v, want ErrInvalidRule saying %q", method, c.name, err, c.says)
 					}
 				}
+			}
+			if err := validRule.Validate(); err != nil {
+				t.Errorf("Validate of a valid rule: %v", err)
 			}
 			for _, n := range []int{0, -1, 4, math.MaxInt} {
 				if _, err := l.AllowN(ctx, validRule, "k", n); !errors.Is(err, ratelimit.ErrInvalidN) {

@@ -43,17 +43,24 @@ type ipConfig struct {
 	forwarded bool
 }
 
+// Validate reports whether opts are valid: nil, or an error wrapping
+// ErrInvalidSetup.
+func (o IPOptions) Validate() error {
+	_, err := o.config()
+	return err
+}
+
 func (o IPOptions) config() (ipConfig, error) {
 	c := ipConfig{v6Bits: o.IPv6PrefixLen, forwarded: o.Forwarded}
 	if c.v6Bits == 0 {
 		c.v6Bits = DefaultIPv6PrefixLen
 	}
 	if c.v6Bits < 1 || c.v6Bits > 128 {
-		return c, fmt.Errorf("httplimit: IPv6PrefixLen %d is outside 1..128", o.IPv6PrefixLen)
+		return c, fmt.Errorf("%w: IPv6PrefixLen %d is outside 1..128", ErrInvalidSetup, o.IPv6PrefixLen)
 	}
 	for _, p := range o.TrustedProxies {
 		if !p.IsValid() {
-			return c, fmt.Errorf("httplimit: invalid trusted proxy prefix %v", p)
+			return c, fmt.Errorf("%w: invalid trusted proxy prefix %v", ErrInvalidSetup, p)
 		}
 		// ::ffff:10.0.0.0/104 is 10.0.0.0/8: addresses are unmapped too.
 		if p.Addr().Is4In6() && p.Bits() >= 96 {
@@ -69,12 +76,14 @@ func (o IPOptions) config() (ipConfig, error) {
 // prefix it is in ("2001:db8:1:2::/64" with the default length). See
 // [IPOptions.ClientIP] for how the client is found.
 //
-// IP panics if opts are invalid (IPv6PrefixLen outside 0..128, an invalid
-// prefix): a setup mistake, found when the route is built.
+// With invalid opts (IPv6PrefixLen outside 0..128, an invalid prefix) the
+// KeyFunc returns an error wrapping ErrInvalidSetup for every request, which
+// goes to the route's error handler; IPOptions.Validate finds the mistake
+// when the route is built.
 func IP(opts IPOptions) KeyFunc {
 	c, err := opts.config()
 	if err != nil {
-		panic(err)
+		return func(*http.Request) (string, error) { return "", err }
 	}
 	return func(r *http.Request) (string, error) {
 		a, err := c.clientIP(r)

@@ -131,20 +131,22 @@ func TestClientIP(t *testing.T) {
 	}
 }
 
-func TestIPPanicsOnInvalidOptions(t *testing.T) {
+func TestIPRejectsInvalidOptions(t *testing.T) {
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	for _, opts := range []httplimit.IPOptions{
 		{IPv6PrefixLen: -1},
 		{IPv6PrefixLen: 129},
 		{TrustedProxies: []netip.Prefix{{}}},
 	} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("IP(%+v) did not panic", opts)
-				}
-			}()
-			httplimit.IP(opts)
-		}()
+		if err := opts.Validate(); !errors.Is(err, httplimit.ErrInvalidSetup) {
+			t.Errorf("Validate(%+v) = %v, want ErrInvalidSetup", opts, err)
+		}
+		if key, err := httplimit.IP(opts)(r); !errors.Is(err, httplimit.ErrInvalidSetup) || key != "" {
+			t.Errorf("IP(%+v) keyed a request: %q, %v", opts, key, err)
+		}
+	}
+	if err := (httplimit.IPOptions{}).Validate(); err != nil {
+		t.Errorf("the zero IPOptions: %v", err)
 	}
 }
 

@@ -41,7 +41,9 @@ func Global() KeyFunc {
 // [Header] when one rule sees both (see [NoKeyFallback]).
 func User(id func(*http.Request) (string, bool)) KeyFunc {
 	if id == nil {
-		panic("httplimit: User with a nil id function")
+		return func(*http.Request) (string, error) {
+			return "", fmt.Errorf("%w: User with a nil id function", ErrInvalidSetup)
+		}
 	}
 	return func(r *http.Request) (string, error) {
 		v, ok := id(r)
@@ -63,7 +65,9 @@ func User(id func(*http.Request) (string, bool)) KeyFunc {
 func Header(name string) KeyFunc {
 	name = textproto.CanonicalMIMEHeaderKey(name)
 	if name == "" {
-		panic("httplimit: Header with an empty name")
+		return func(*http.Request) (string, error) {
+			return "", fmt.Errorf("%w: Header with an empty name", ErrInvalidSetup)
+		}
 	}
 	prefix := "header:" + name + ":"
 	return func(r *http.Request) (string, error) {

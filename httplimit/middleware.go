@@ -118,12 +118,15 @@ func Limit(l *ratelimit.Limiter, rule ratelimit.Rule, key KeyFunc, opts Options)
 // Requests), Retry-After, and an RFC 9457 problem body; see the package
 // documentation.
 //
-// Stack panics if l is nil, policies is empty, a policy has no Key, or
-// opts are invalid: setup mistakes, found when the route is built.
+// A setup mistake (a nil Limiter, no policies, a policy without a Key or
+// with an invalid Rule, invalid opts) is logged when the route is built,
+// and every request of the route then goes to opts.OnError with an error
+// wrapping ErrInvalidSetup: the route fails closed, and loudly, instead of
+// panicking or serving unlimited. Check a setup beforehand with Check.
 func Stack(l *ratelimit.Limiter, policies []Policy, opts Options) func(http.Handler) http.Handler {
 	m, err := newMiddleware(l, policies, opts)
 	if err != nil {
-		panic(err)
+		return failClosed(err, opts)
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -140,23 +143,51 @@ type middleware struct {
 	opts     Options
 }
 
+// ErrInvalidSetup is wrapped by the errors that report a route set up
+// wrongly: see Stack, Check, IP and User.
+var ErrInvalidSetup = errors.New("httplimit: invalid setup")
+
+// Check reports whether Stack(l, policies, opts) is set up correctly: nil,
+// or an error wrapping ErrInvalidSetup (and ratelimit.ErrInvalidRule for a
+// bad rule) that says what is wrong.
+func Check(l *ratelimit.Limiter, policies []Policy, opts Options) error {
+	_, err := newMiddleware(l, policies, opts)
+	return err
+}
+
+// failClosed is the middleware of a route set up wrongly: it logs err now
+// and sends every request to the error handler.
+func failClosed(err error, opts Options) func(http.Handler) http.Handler {
+	m := &middleware{opts: opts}
+	if m.opts.Logger == nil {
+		m.opts.Logger = slog.Default()
+	}
+	m.opts.Logger.Error("httplimit: route set up wrongly; every request will fail", "err", err)
+	return func(http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.fail(w, r, err) })
+	}
+}
+
 func newMiddleware(l *ratelimit.Limiter, policies []Policy, opts Options) (*middleware, error) {
 	switch {
 	case l == nil:
-		return nil, errors.New("httplimit: nil Limiter")
+		return nil, fmt.Errorf("%w: nil Limiter", ErrInvalidSetup)
 	case len(policies) == 0:
-		return nil, errors.New("httplimit: no policies")
+		return nil, fmt.Errorf("%w: no policies", ErrInvalidSetup)
 	case opts.NoKey < NoKeyDeny || opts.NoKey > NoKeyFallback:
-		return nil, fmt.Errorf("httplimit: unknown NoKey policy %d", opts.NoKey)
+		return nil, fmt.Errorf("%w: unknown NoKey policy %d", ErrInvalidSetup, opts.NoKey)
 	case opts.NoKey == NoKeyFallback && opts.Fallback == nil:
-		return nil, errors.New("httplimit: NoKeyFallback without a Fallback")
+		return nil, fmt.Errorf("%w: NoKeyFallback without a Fallback", ErrInvalidSetup)
 	case opts.NoKeyStatus != 0 && (opts.NoKeyStatus < 400 || opts.NoKeyStatus > 599):
-		return nil, fmt.Errorf("httplimit: NoKeyStatus %d is not an error status", opts.NoKeyStatus)
+		return nil, fmt.Errorf("%w: NoKeyStatus %d is not an error status", ErrInvalidSetup, opts.NoKeyStatus)
 	}
 	m := &middleware{lim: l, policies: make([]Policy, len(policies)), opts: opts}
 	for i, p := range policies {
 		if p.Key == nil {
-			return nil, fmt.Errorf("httplimit: policy %d (%q) has no Key", i, p.Rule.Name)
+			return nil, fmt.Errorf("%w: policy %d (%q) has no Key", ErrInvalidSetup, i, p.Rule.Name)
+		}
+		if err := p.Rule.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: policy %d: %w", ErrInvalidSetup, i, err)
 		}
 		if p.Name == "" {
 			p.Name = p.Rule.Name

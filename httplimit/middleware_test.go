@@ -421,28 +421,50 @@ func TestConcurrentRequests(t *testing.T) {
 	}
 }
 
-func TestSetupMistakesPanic(t *testing.T) {
+// TestSetupMistakesFailClosed: a route set up wrongly neither panics nor
+// serves unlimited: Check reports the mistake, and every request goes to the
+// error handler with an error wrapping ErrInvalidSetup.
+func TestSetupMistakesFailClosed(t *testing.T) {
 	e := newEnv(t)
 	rule := ratelimit.Rule{Name: "r", Limit: ratelimit.PerMinute(1)}
-	for name, f := range map[string]func(){
-		"nil limiter": func() { httplimit.Limit(nil, rule, httplimit.Global(), httplimit.Options{}) },
-		"nil key":     func() { httplimit.Limit(e.lim, rule, nil, httplimit.Options{}) },
-		"no policies": func() { httplimit.Stack(e.lim, nil, httplimit.Options{}) },
-		"fallback without func": func() {
-			httplimit.Limit(e.lim, rule, httplimit.Global(), httplimit.Options{NoKey: httplimit.NoKeyFallback})
-		},
-		"unknown NoKey":   func() { httplimit.Limit(e.lim, rule, httplimit.Global(), httplimit.Options{NoKey: 7}) },
-		"NoKeyStatus 200": func() { httplimit.Limit(e.lim, rule, httplimit.Global(), httplimit.Options{NoKeyStatus: 200}) },
-		"User(nil)":       func() { httplimit.User(nil) },
-		"Header(\"\")":    func() { httplimit.Header("") },
+	global := []httplimit.Policy{{Rule: rule, Key: httplimit.Global()}}
+	for _, c := range []struct {
+		name     string
+		lim      *ratelimit.Limiter
+		policies []httplimit.Policy
+		opts     httplimit.Options
+		wantRule bool // the error wraps ratelimit.ErrInvalidRule too
+	}{
+		{name: "nil limiter", policies: global},
+		{name: "nil key", lim: e.lim, policies: []httplimit.Policy{{Rule: rule}}},
+		{name: "no policies", lim: e.lim},
+		{name: "invalid rule", lim: e.lim, policies: []httplimit.Policy{{Rule: ratelimit.Rule{Name: "r"}, Key: httplimit.Global()}}, wantRule: true},
+		{name: "fallback without func", lim: e.lim, policies: global, opts: httplimit.Options{NoKey: httplimit.NoKeyFallback}},
+		{name: "unknown NoKey", lim: e.lim, policies: global, opts: httplimit.Options{NoKey: 7}},
+		{name: "NoKeyStatus 200", lim: e.lim, policies: global, opts: httplimit.Options{NoKeyStatus: 200}},
 	} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%s: no panic", name)
-				}
-			}()
-			f()
-		}()
+		err := httplimit.Check(c.lim, c.policies, c.opts)
+		if !errors.Is(err, httplimit.ErrInvalidSetup) || c.wantRule != errors.Is(err, ratelimit.ErrInvalidRule) {
+			t.Errorf("%s: Check = %v", c.name, err)
+		}
+		var got error
+		c.opts.Logger = discard
+		c.opts.OnError = func(w http.ResponseWriter, r *http.Request, err error) {
+			got = err
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+		res := get(httplimit.Stack(c.lim, c.policies, c.opts)(ok), "192.0.2.1:1234")
+		if res.StatusCode != http.StatusInternalServerError || !errors.Is(got, httplimit.ErrInvalidSetup) {
+			t.Errorf("%s: a request was answered %d with error %v", c.name, res.StatusCode, got)
+		}
+	}
+	if err := httplimit.Check(e.lim, global, httplimit.Options{}); err != nil {
+		t.Errorf("a valid setup: %v", err)
+	}
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	for name, key := range map[string]httplimit.KeyFunc{"User(nil)": httplimit.User(nil), `Header("")`: httplimit.Header("")} {
+		if k, err := key(r); !errors.Is(err, httplimit.ErrInvalidSetup) || k != "" {
+			t.Errorf("%s keyed a request: %q, %v", name, k, err)
+		}
 	}
 }
