@@ -261,19 +261,6 @@ func (s *localStore) reset(k lkey) {
 	sh.counters.Remove(k)
 }
 
-// size returns the number of logs, violation records and bans kept.
-func (s *localStore) size() (logs, strikes, bans int) {
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		logs += sh.logs.Len()
-		strikes += sh.strikes.Len()
-		bans += sh.bans.Len()
-		sh.mu.Unlock()
-	}
-	return logs, strikes, bans
-}
-
 // denial is a rejection Redis made for one event, cached so that the same
 // call is answered without a round trip until it could pass. All times are
 // the local path's µs, taken on receipt (never Redis' own TIME).

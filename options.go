@@ -70,6 +70,10 @@ type Options struct {
 	// or after ShieldMax when ShieldMax > 0. Negative turns the shield off.
 	// The default, 0, caches each rejection until it ends.
 	ShieldMax time.Duration
+	// OnDecision, when set, is called after every Allow, AllowN and Peek,
+	// on the caller's goroutine, with the decision, where it was made and
+	// how long it took. Keep it fast: it is on the request path.
+	OnDecision func(Decision)
 	// OnBreakerChange, when set, is called after each state change of a
 	// circuit breaker, in order, from a goroutine of the Limiter's and never
 	// under a lock of its: it may call back into the Limiter. A single Redis

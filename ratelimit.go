@@ -139,32 +139,53 @@ func (l *Limiter) Peek(ctx context.Context, rule Rule, key string) (Result, erro
 	return l.decide(ctx, &rule, key, 1, true)
 }
 
+// decide makes one decision, applies the rule's dry run and reports the
+// decision to Options.OnDecision.
 func (l *Limiter) decide(ctx context.Context, r *Rule, key string, n int64, peek bool) (Result, error) {
+	hook := l.set.OnDecision
+	var start time.Time
+	if hook != nil {
+		start = time.Now()
+	}
+	res, path, err := l.route(ctx, r, key, n, peek)
+	if r.DryRun && err == nil && !res.Allowed {
+		res.Allowed, res.DryRun = true, true
+	}
+	if hook != nil {
+		hook(Decision{Rule: *r, Key: key, N: int(n), Peek: peek, Result: res, Err: err, Path: path, Took: time.Since(start)})
+	}
+	return res, err
+}
+
+// route decides a call on the path the limiter's state allows: Redis, the
+// shield, or the local limiter.
+func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek bool) (Result, Path, error) {
+	res, err := Result{}, error(nil)
 	if l.closed.Load() {
-		return Result{}, ErrClosed
+		return res, PathNone, ErrClosed
 	}
 	p, err := r.compile()
 	if err != nil {
-		return Result{}, err
+		return res, PathNone, err
 	}
 	if n < 1 || n > p.rate {
-		return Result{}, fmt.Errorf("%w: n = %d is outside 1..%d, the Rate of rule %q", ErrInvalidN, n, p.rate, r.Name)
+		return res, PathNone, fmt.Errorf("%w: n = %d is outside 1..%d, the Rate of rule %q", ErrInvalidN, n, p.rate, r.Name)
 	}
 	k, err := localKey(r.Name, key)
 	if err != nil {
-		return Result{}, err
+		return res, PathNone, err
 	}
 	if !l.remote {
 		d := l.local.decide(k, &p, p.rate, l.localNow(), n, peek)
-		return d.result(p.rate, false), nil
+		return d.result(p.rate, false), PathLocal, nil
 	}
 	conn := l.conn.Load()
 	if conn == nil {
-		return l.degraded(r, &p, k, n, peek, nil), nil
+		return l.degraded(r, &p, k, n, peek, nil), PathLocal, nil
 	}
 	if n == 1 && l.set.ShieldMax >= 0 {
 		if d, ok := l.local.shielded(k, &p, l.localNow()); ok {
-			return d.result(p.rate, false), nil
+			return d.result(p.rate, false), PathShield, nil
 		}
 	}
 	var keys [2]string
@@ -180,32 +201,32 @@ func (l *Limiter) decide(ctx context.Context, r *Rule, key string, n int64, peek
 	args := encodeCall(&keys, &argv, l.set.KeyPrefix, k, &p, now, l.set.Clock != nil, sent, l.id, l.seq.Add(1))
 	b := conn.breakers.forKey(keys[0])
 	if b.resting() {
-		return l.degraded(r, &p, k, n, peek, b), nil
+		return l.degraded(r, &p, k, n, peek, b), PathLocal, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return Result{}, err
+		return res, PathNone, err
 	}
 	d, err := b.cb.Execute(func() (decision, error) {
 		return l.remoteDecide(ctx, conn.client, &p, keys[:], args)
 	})
 	if err == nil {
 		l.local.record(k, &p, l.localNow(), n, peek, &d, int64(l.set.ShieldMax/time.Microsecond))
-		return d.result(p.rate, false), nil
+		return d.result(p.rate, false), PathRedis, nil
 	}
 	var ce *callError
 	switch {
 	case errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests):
 	case !errors.As(err, &ce):
-		return Result{}, err
+		return res, PathRedis, err
 	case ce.kind == callerGone:
-		return Result{}, ce.err
+		return res, PathRedis, ce.err
 	case ce.kind == misuse:
 		l.log.log(logMisuse, slog.LevelError, "ratelimit: redis refused the script", "rule", r.Name, "err", ce.err)
-		return Result{}, fmt.Errorf("%w: rule %q: %w", ErrRedis, r.Name, ce.err)
+		return res, PathRedis, fmt.Errorf("%w: rule %q: %w", ErrRedis, r.Name, ce.err)
 	default:
 		l.logOutage(ce.err)
 	}
-	return l.degraded(r, &p, k, n, peek, b), nil
+	return l.degraded(r, &p, k, n, peek, b), PathLocal, nil
 }
 
 // logOutage logs a failed Redis call: as an error when it means the client

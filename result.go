@@ -39,4 +39,9 @@ type Result struct {
 	// Degraded reports that the decision was made without Redis because the
 	// configured Redis could not be used (see Options.Degraded).
 	Degraded bool
+	// DryRun reports that the rule is in dry run (Rule.DryRun) and enforcing
+	// it would have rejected this call: Allowed is true all the same, and
+	// RetryAfter, Violations, Warned and Banned say what the rejection
+	// would have been.
+	DryRun bool
 }

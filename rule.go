@@ -41,6 +41,11 @@ type Rule struct {
 	// its end (the exact log: Rate). An approximate rule keeps its state
 	// apart from an exact rule of the same name.
 	Approximate bool
+	// DryRun lets every call through while deciding, recording and
+	// reporting as usual: a call the rule would reject is allowed, with
+	// Result.DryRun set and the other fields saying what enforcing would
+	// have answered. Turn a new rule on in dry run, watch, then enforce.
+	DryRun bool
 }
 
 // Validate reports whether the Limiter can enforce r: nil, or an error

@@ -1,0 +1,87 @@
+package ratelimit
+
+import "time"
+
+// Path says where a decision was made.
+type Path int
+
+const (
+	// PathNone: no decision was made (invalid input, a closed Limiter, the
+	// caller's context ended first).
+	PathNone Path = iota
+	// PathRedis: the rule's script decided on Redis.
+	PathRedis
+	// PathShield: the hot-key shield answered with a rejection Redis made
+	// earlier (see Options.ShieldMax).
+	PathShield
+	// PathLocal: the local limiter decided, in a Limiter without Redis or
+	// while Redis could not be used (then Result.Degraded is set).
+	PathLocal
+)
+
+// String returns "none", "redis", "shield" or "local".
+func (p Path) String() string {
+	switch p {
+	case PathRedis:
+		return "redis"
+	case PathShield:
+		return "shield"
+	case PathLocal:
+		return "local"
+	}
+	return "none"
+}
+
+// Decision is one call of Allow, AllowN or Peek as Options.OnDecision
+// reports it.
+type Decision struct {
+	Rule   Rule
+	Key    string
+	N      int  // events asked for (1 for Allow and Peek)
+	Peek   bool // the call was a Peek
+	Result Result
+	Err    error // the call's error; Result is zero when it is set
+	Path   Path
+	Took   time.Duration // how long the decision took
+}
+
+// Stats is a snapshot of a Limiter's local state, for gauges.
+type Stats struct {
+	// LocalLogs, LocalCounters, LocalStrikes and LocalBans count the sliding
+	// logs, approximate counters, violation records and active bans the
+	// local limiter keeps (each at most Options.LocalCapacity).
+	LocalLogs, LocalCounters, LocalStrikes, LocalBans int
+	// Shielded counts the rejections the hot-key shield holds.
+	Shielded int
+	// BreakersOpen counts the circuit breakers that are open or half-open
+	// (a single Redis has one breaker, a Redis Cluster one per 64 slots).
+	BreakersOpen int
+	// Connected reports whether the Limiter has a Redis client (false for
+	// a local-only Limiter, and for Dial's until it connects).
+	Connected bool
+}
+
+// Stats returns a snapshot of the Limiter's local state. It locks each
+// shard of the local limiter in turn: call it for gauges, not per request.
+func (l *Limiter) Stats() Stats {
+	var s Stats
+	for i := range l.local.shards {
+		sh := &l.local.shards[i]
+		sh.mu.Lock()
+		s.LocalLogs += sh.logs.Len()
+		s.LocalCounters += sh.counters.Len()
+		s.LocalStrikes += sh.strikes.Len()
+		s.LocalBans += sh.bans.Len()
+		s.Shielded += sh.denials.Len()
+		sh.mu.Unlock()
+	}
+	if conn := l.conn.Load(); conn != nil {
+		s.Connected = true
+		for _, b := range conn.breakers.all {
+			if BreakerState(b.state.Load()) != BreakerClosed {
+				s.BreakersOpen++
+			}
+		}
+	}
+	return s
+}
