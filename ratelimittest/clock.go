@@ -36,3 +36,13 @@ func (c *Clock) Advance(d time.Duration) time.Time { return c.fake.Advance(d) }
 
 // Set moves the clock to t, which may be earlier than its current time.
 func (c *Clock) Set(t time.Time) { c.fake.Set(t) }
+
+// After returns a channel that receives the clock's time once the clock
+// has been moved to d after now or later. Limiter.Wait sleeps on it, so a
+// test drives Wait by moving the clock.
+func (c *Clock) After(d time.Duration) <-chan time.Time { return c.fake.After(d) }
+
+// Sleepers returns how many channels from After have not fired yet: a test
+// can wait until a goroutine in Limiter.Wait is asleep before it moves the
+// clock.
+func (c *Clock) Sleepers() int { return c.fake.Waiters() }

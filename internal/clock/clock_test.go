@@ -46,3 +46,34 @@ func TestRealFollowsProcessClock(t *testing.T) {
 		t.Fatalf("Real.Now %v before time.Now %v", got, before)
 	}
 }
+
+func TestFakeAfterFiresWhenMovedPastIt(t *testing.T) {
+	start := time.Unix(1000, 0)
+	f := NewFake(start)
+	c := f.After(time.Second)
+	now := f.After(0)
+	select {
+	case got := <-now:
+		if !got.Equal(start) {
+			t.Fatalf("After(0) fired at %v", got)
+		}
+	default:
+		t.Fatal("After(0) did not fire at once")
+	}
+	f.Advance(999 * time.Millisecond)
+	select {
+	case <-c:
+		t.Fatal("fired before it was due")
+	default:
+	}
+	if f.Waiters() != 1 {
+		t.Fatalf("Waiters = %d, want 1", f.Waiters())
+	}
+	f.Set(start.Add(5 * time.Second))
+	if got := <-c; !got.Equal(start.Add(5 * time.Second)) {
+		t.Fatalf("fired with %v", got)
+	}
+	if f.Waiters() != 0 {
+		t.Fatalf("Waiters = %d after firing", f.Waiters())
+	}
+}

@@ -1,0 +1,75 @@
+package ratelimit_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// TestWaitSleepsUntilTheCallCanPass drives Wait with a fake clock: it
+// sleeps for RetryAfter, asks once more, and returns the allowing Result.
+func TestWaitSleepsUntilTheCallCanPass(t *testing.T) {
+	for _, b := range []backend{localBackend, miniredisBackend} {
+		t.Run(b.name, func(t *testing.T) {
+			clk := newClock()
+			var asked atomic.Int64
+			opts := testOptions(clk)
+			opts.OnDecision = func(ratelimit.Decision) { asked.Add(1) }
+			l := b.new(t, opts)
+			rule := ratelimit.Rule{Name: "wait", Limit: ratelimit.PerMinute(2)}
+			ctx := context.Background()
+			for i := 0; i < 2; i++ {
+				if r, err := l.Wait(ctx, rule, "k"); err != nil || !r.Allowed {
+					t.Fatalf("Wait %d with room = %+v, %v", i, r, err)
+				}
+				clk.Advance(10 * time.Second)
+			}
+			done := make(chan ratelimit.Result)
+			go func() {
+				r, err := l.Wait(ctx, rule, "k")
+				if err != nil {
+					t.Error(err)
+				}
+				done <- r
+			}()
+			eventually(t, "Wait asleep", func() bool { return clk.Sleepers() == 1 })
+			clk.Advance(40*time.Second - time.Microsecond) // 1µs short of the oldest event leaving
+			select {
+			case r := <-done:
+				t.Fatalf("Wait returned early: %+v", r)
+			case <-time.After(20 * time.Millisecond):
+			}
+			clk.Advance(time.Microsecond)
+			if r := <-done; !r.Allowed || r.Remaining != 0 {
+				t.Fatalf("Wait = %+v, want allowed", r)
+			}
+			if got := asked.Load(); got != 4 {
+				t.Fatalf("Wait asked the limiter %d times, want 4: once per chance, no polling", got)
+			}
+		})
+	}
+}
+
+func TestWaitEndsWithItsContext(t *testing.T) {
+	l := newLimiter(t, nil, ratelimit.Options{}) // the process clock
+	rule := ratelimit.Rule{Name: "wait-ctx", Limit: ratelimit.PerHour(1)}
+	ctx := context.Background()
+	if _, err := l.Wait(ctx, rule, "k"); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	r, err := l.Wait(short, rule, "k")
+	if !errors.Is(err, context.DeadlineExceeded) || r.Allowed || r.RetryAfter <= time.Minute {
+		t.Fatalf("Wait with a deadline before the retry = %+v, %v; want DeadlineExceeded at once", r, err)
+	}
+	cancelled, cancel2 := context.WithCancel(ctx)
+	cancel2()
+	if _, err := l.Wait(cancelled, rule, "k"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait with a cancelled context: %v", err)
+	}
+}
