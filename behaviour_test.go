@@ -49,7 +49,10 @@ func no(limit, remaining int, retry, reset time.Duration) R {
 
 func violated(r R, violations int) R { r.Violations = violations; return r }
 func warned(r R) R                   { r.Warned = true; return r }
-func banned(r R) R                   { r.Banned = true; r.Remaining = 0; return r }
+func banned(r R, left time.Duration) R {
+	r.Banned, r.Remaining, r.BannedFor = true, 0, left
+	return r
+}
 
 const (
 	ms  = time.Millisecond
@@ -130,14 +133,14 @@ var behaviourCases = []behaviourCase{
 			{at: 6 * sec, want: violated(no(5, 0, 54*sec, 58*sec), 2)},
 			{at: 7 * sec, want: warned(violated(no(5, 0, 53*sec, 57*sec), 3))},
 			{at: 8 * sec, want: warned(violated(no(5, 0, 52*sec, 56*sec), 4))},
-			{at: 9 * sec, want: banned(violated(no(5, 0, 30*time.Minute, 55*sec), 5))},
-			{at: 10 * sec, do: peek, want: banned(violated(no(5, 0, 30*time.Minute-sec, 54*sec), 5))},
-			{at: 10 * time.Minute, want: banned(violated(no(5, 0, 20*time.Minute+9*sec, 0), 5))},
-			{at: 30*time.Minute + 9*sec - us, want: banned(violated(no(5, 0, us, 0), 5))},
+			{at: 9 * sec, want: banned(violated(no(5, 0, 30*time.Minute, 55*sec), 5), 30*time.Minute)},
+			{at: 10 * sec, do: peek, want: banned(violated(no(5, 0, 30*time.Minute-sec, 54*sec), 5), 30*time.Minute-sec)},
+			{at: 10 * time.Minute, want: banned(violated(no(5, 0, 20*time.Minute+9*sec, 0), 5), 20*time.Minute+9*sec)},
+			{at: 30*time.Minute + 9*sec - us, want: banned(violated(no(5, 0, us, 0), 5), us)},
 			// The ban is over; its violations are still remembered.
 			{at: 30*time.Minute + 9*sec, want: violated(ok(5, 4, time.Minute), 5)},
 			{at: 30*time.Minute + 9*sec, n: 4, want: violated(ok(5, 0, time.Minute), 5)},
-			{at: 30*time.Minute + 10*sec, want: banned(violated(no(5, 0, 30*time.Minute, 59*sec), 6))},
+			{at: 30*time.Minute + 10*sec, want: banned(violated(no(5, 0, 30*time.Minute, 59*sec), 6), 30*time.Minute)},
 		},
 	},
 	{
@@ -146,11 +149,11 @@ var behaviourCases = []behaviourCase{
 		steps: []step{
 			{at: 0, want: ok(2, 1, time.Minute)},
 			{at: 0, want: ok(2, 0, time.Minute)},
-			{at: 1 * sec, want: banned(violated(no(2, 0, 59*sec, 59*sec), 1))},
-			{at: 5 * sec, want: banned(violated(no(2, 0, 55*sec, 55*sec), 1))},
+			{at: 1 * sec, want: banned(violated(no(2, 0, 59*sec, 59*sec), 1), 10*sec)},
+			{at: 5 * sec, want: banned(violated(no(2, 0, 55*sec, 55*sec), 1), 6*sec)},
 			// The ban is over but the window is still full: a violation, a new ban.
-			{at: 11 * sec, want: banned(violated(no(2, 0, 49*sec, 49*sec), 2))},
-			{at: 20 * sec, do: peek, want: banned(violated(no(2, 0, 40*sec, 40*sec), 2))},
+			{at: 11 * sec, want: banned(violated(no(2, 0, 49*sec, 49*sec), 2), 10*sec)},
+			{at: 20 * sec, do: peek, want: banned(violated(no(2, 0, 40*sec, 40*sec), 2), sec)},
 			{at: 60 * sec, do: peek, want: violated(ok(2, 2, 0), 2)},
 		},
 	},
@@ -172,8 +175,8 @@ var behaviourCases = []behaviourCase{
 		steps: []step{
 			{at: 0, want: ok(1, 0, sec)},
 			{at: 0, want: violated(no(1, 0, sec, sec), 1)},
-			{at: 0, want: banned(violated(no(1, 0, time.Minute, sec), 2))},
-			{at: 30 * sec, want: banned(no(1, 0, 30*sec, 0))},
+			{at: 0, want: banned(violated(no(1, 0, time.Minute, sec), 2), time.Minute)},
+			{at: 30 * sec, want: banned(no(1, 0, 30*sec, 0), 30*sec)},
 			{at: 60 * sec, want: ok(1, 0, sec)},
 			{at: 60 * sec, want: violated(no(1, 0, sec, sec), 1)},
 		},
@@ -199,11 +202,11 @@ var behaviourCases = []behaviourCase{
 		rule: ratelimit.Rule{Name: "reset", Limit: ratelimit.PerMinute(1), Penalty: &ratelimit.Penalty{BanAfter: 1, BanFor: time.Hour}},
 		steps: []step{
 			{at: 0, want: ok(1, 0, time.Minute)},
-			{at: 0, want: banned(violated(no(1, 0, time.Hour, time.Minute), 1))},
+			{at: 0, want: banned(violated(no(1, 0, time.Hour, time.Minute), 1), time.Hour)},
 			{at: sec, do: reset},
 			{at: sec, do: peek, want: ok(1, 1, 0)},
 			{at: sec, want: ok(1, 0, time.Minute)},
-			{at: 2 * sec, want: banned(violated(no(1, 0, time.Hour, 59*sec), 1))},
+			{at: 2 * sec, want: banned(violated(no(1, 0, time.Hour, 59*sec), 1), time.Hour)},
 		},
 	},
 	{
@@ -277,8 +280,8 @@ var behaviourCases = []behaviourCase{
 			{at: w0, want: ok(2, 1, 20*sec)},
 			{at: w0, want: ok(2, 0, 20*sec)},
 			{at: w0, want: violated(no(2, 0, 15*sec, 20*sec), 1)},
-			{at: w0 + sec, want: banned(violated(no(2, 0, time.Minute, 19*sec), 2))},
-			{at: w0 + 2*sec, do: peek, want: banned(violated(no(2, 0, 59*sec, 18*sec), 2))},
+			{at: w0 + sec, want: banned(violated(no(2, 0, time.Minute, 19*sec), 2), time.Minute)},
+			{at: w0 + 2*sec, do: peek, want: banned(violated(no(2, 0, 59*sec, 18*sec), 2), 59*sec)},
 			{at: w0 + 61*sec, want: violated(ok(2, 1, 19*sec), 2)},
 			{at: w0 + 61*sec, do: reset},
 			{at: w0 + 61*sec, do: peek, want: ok(2, 2, 0)},

@@ -14,6 +14,9 @@ var (
 	ErrInvalidN = errors.New("ratelimit: invalid n")
 	// ErrClosed means the Limiter was closed.
 	ErrClosed = errors.New("ratelimit: limiter closed")
+	// ErrInvalidBan means Ban was asked to ban under a rule without a
+	// Penalty, or for less than a microsecond.
+	ErrInvalidBan = errors.New("ratelimit: invalid ban")
 	// ErrInvalidOptions means New or Dial was given Options out of range.
 	ErrInvalidOptions = errors.New("ratelimit: invalid options")
 	// ErrUnavailable means Redis could not be used for a call that has no

@@ -86,8 +86,8 @@ func TestDryRun(t *testing.T) {
 		{at: 0, want: ok(2, 1, time.Minute)},
 		{at: sec, want: ok(2, 0, time.Minute)},
 		{at: 2 * sec, want: dry(warned(violated(no(2, 0, 58*sec, 59*sec), 1)))},
-		{at: 3 * sec, want: dry(banned(violated(no(2, 0, time.Hour, 58*sec), 2)))},
-		{at: 4 * sec, do: peek, want: dry(banned(violated(no(2, 0, time.Hour-sec, 57*sec), 2)))},
+		{at: 3 * sec, want: dry(banned(violated(no(2, 0, time.Hour, 58*sec), 2), time.Hour))},
+		{at: 4 * sec, do: peek, want: dry(banned(violated(no(2, 0, time.Hour-sec, 57*sec), 2), time.Hour-sec))},
 	}
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {

@@ -66,15 +66,15 @@ func TestRedisKeysLayout(t *testing.T) {
 
 func TestEncodeCallMatchesRedisKeys(t *testing.T) {
 	k, _ := localKey("a%b}", "k{}")
-	p := plan{rate: 7, window: 1_000_000, penalize: true, penalty: penaltyPlan{warnAfter: 1, banAfter: 2, banFor: 3, memory: 4}}
+	p := plan{rate: 7, window: 1_000_000, penalize: true, penalty: penaltyPlan{warnAfter: 1, banAfter: 2, banFor: 3, memory: 4, growth: 1.5, maxBan: 9}}
 	var keys [2]string
-	var argv [9]string
+	var argv [11]string
 	args := encodeCall(&keys, &argv, "rl:", k, &p, 1795344143891600, true, 2, "ID", 99)
 	want3 := redisKeys("rl:", k)
 	if keys != [2]string{want3[0], want3[1]} {
 		t.Errorf("keys %q, want %q", keys, want3[:2])
 	}
-	want := []string{"1795344143891600", "1000000", "7", "2", "ID99", "1", "2", "3", "4"}
+	want := []string{"1795344143891600", "1000000", "7", "2", "ID99", "1", "2", "3", "4", "1.5", "9"}
 	if strings.Join(args, "|") != strings.Join(want, "|") {
 		t.Errorf("args %q, want %q", args, want)
 	}

@@ -137,10 +137,11 @@ func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek bool) deci
 		st = &strikes{}
 		sh.strikes.Add(k, st)
 	}
-	d.banned, d.warned = p.penalty.violate(st, now)
+	ban, warned := p.penalty.violate(st, now)
+	d.banned, d.warned = ban > 0, warned
 	d.violations = st.violations
 	if d.banned {
-		d.banLeft = p.penalty.banFor
+		d.banLeft = ban
 		d.retry = max(d.retry, d.banLeft)
 		sh.strikes.Remove(k)
 		sh.bans.Add(k, st)
@@ -232,7 +233,7 @@ func (sh *localShard) mirror(k lkey, p *plan, now, n int64, d *decision) {
 	switch {
 	case d.banned:
 		sh.strikes.Remove(k)
-		sh.bans.Add(k, &strikes{violations: d.violations, last: now, banEnd: now + d.banLeft})
+		sh.bans.Add(k, &strikes{violations: d.violations, last: now, banEnd: now + d.banLeft, bans: d.bans})
 	case d.violations > 0:
 		st := sh.findStrikes(k, now)
 		if st == nil {
@@ -242,11 +243,26 @@ func (sh *localShard) mirror(k lkey, p *plan, now, n int64, d *decision) {
 		if !d.allowed {
 			st.last = now
 		}
-		st.violations, st.banEnd = d.violations, 0
+		st.violations, st.banEnd, st.bans = d.violations, 0, d.bans
 	default:
 		sh.strikes.Remove(k)
 		sh.bans.Remove(k)
 	}
+}
+
+// ban bans k by hand until now + d, keeping its violations.
+func (s *localStore) ban(k lkey, now, d int64) {
+	sh := s.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	st := sh.findStrikes(k, now)
+	if st == nil {
+		st = &strikes{}
+	}
+	st.banEnd = now + d
+	sh.strikes.Remove(k)
+	sh.bans.Add(k, st)
+	sh.denials.Remove(k)
 }
 
 // reset forgets everything about k.

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -34,7 +35,18 @@ type Penalty struct {
 	// Memory is how long violations are remembered after the last one
 	// (0: DefaultPenaltyMemory).
 	Memory time.Duration
+	// BanGrowth makes repeat bans escalate, as fail2ban's increasing bans
+	// do: each new ban of a key while its violations are remembered lasts
+	// BanGrowth times the last one, up to MaxBanFor (0 or 1: every ban lasts
+	// BanFor). The bans are forgotten along with the violations.
+	BanGrowth float64
+	// MaxBanFor caps escalating bans (>= BanFor; 0: DefaultMaxBanFor or
+	// BanFor, whichever is longer).
+	MaxBanFor time.Duration
 }
+
+// DefaultMaxBanFor is the longest escalating ban when Penalty.MaxBanFor is 0.
+const DefaultMaxBanFor = 24 * time.Hour
 
 // penaltyPlan is a validated Penalty in microseconds.
 type penaltyPlan struct {
@@ -42,6 +54,8 @@ type penaltyPlan struct {
 	banAfter  int64
 	banFor    int64 // µs
 	memory    int64 // µs
+	growth    float64
+	maxBan    int64 // µs
 }
 
 func (p *Penalty) compile() (penaltyPlan, error) {
@@ -60,6 +74,10 @@ func (p *Penalty) compile() (penaltyPlan, error) {
 		return penaltyPlan{}, errors.New("penalty BanFor or Memory is too long")
 	case p.BanFor < time.Microsecond:
 		return penaltyPlan{}, fmt.Errorf("penalty BanFor %v is shorter than 1µs", p.BanFor)
+	case math.IsNaN(p.BanGrowth) || math.IsInf(p.BanGrowth, 0) || p.BanGrowth < 0 || p.BanGrowth > 0 && p.BanGrowth < 1:
+		return penaltyPlan{}, fmt.Errorf("penalty BanGrowth %v is neither 0 nor a finite factor >= 1", p.BanGrowth)
+	case p.MaxBanFor < 0 || p.MaxBanFor > 0 && p.MaxBanFor < p.BanFor || p.MaxBanFor.Microseconds() > maxMicros:
+		return penaltyPlan{}, fmt.Errorf("penalty MaxBanFor %v is not between BanFor %v and the longest duration", p.MaxBanFor, p.BanFor)
 	}
 	memory := p.Memory
 	if memory == 0 {
@@ -68,12 +86,34 @@ func (p *Penalty) compile() (penaltyPlan, error) {
 	if memory < time.Microsecond {
 		memory = time.Microsecond
 	}
+	growth, maxBan := p.BanGrowth, p.MaxBanFor
+	if growth == 0 {
+		growth = 1
+	}
+	if maxBan == 0 {
+		maxBan = max(DefaultMaxBanFor, p.BanFor)
+	}
 	return penaltyPlan{
 		warnAfter: int64(p.WarnAfter),
 		banAfter:  int64(p.BanAfter),
 		banFor:    p.BanFor.Microseconds(),
 		memory:    memory.Microseconds(),
+		growth:    growth,
+		maxBan:    maxBan.Microseconds(),
 	}, nil
+}
+
+// banLength returns how long a key's next ban lasts after bans remembered
+// bans, as lua/strikes.lua's ban_length computes it: repeated products, not
+// a power, so both paths round alike.
+func (p *penaltyPlan) banLength(bans int64) int64 {
+	d := float64(p.banFor)
+	if p.growth > 1 {
+		for i := int64(0); i < bans; i++ {
+			d = math.Min(float64(d*p.growth), float64(p.maxBan))
+		}
+	}
+	return int64(math.Floor(d))
 }
 
 // strikes is the penalty state of one key, as the local path keeps it; the
@@ -82,6 +122,7 @@ type strikes struct {
 	violations int64 // as of last
 	last       int64 // µs of the last violation
 	banEnd     int64 // µs; banned while now < banEnd
+	bans       int64 // bans while the violations were remembered
 }
 
 // remembered returns the violations still remembered at now.
@@ -92,14 +133,19 @@ func (p *penaltyPlan) remembered(s *strikes, now int64) int64 {
 	return s.violations
 }
 
-// violate records one violation at now and returns whether it bans the key
-// and whether it warns.
-func (p *penaltyPlan) violate(s *strikes, now int64) (banned, warned bool) {
-	s.violations = p.remembered(s, now) + 1
+// violate records one violation at now and returns how long the ban it
+// starts lasts (0: none) and whether it warns.
+func (p *penaltyPlan) violate(s *strikes, now int64) (ban int64, warned bool) {
+	if p.remembered(s, now) == 0 {
+		s.violations, s.bans = 0, 0
+	}
+	s.violations++
 	s.last = now
 	if s.violations >= p.banAfter {
-		s.banEnd = now + p.banFor
-		return true, false
+		ban = p.banLength(s.bans)
+		s.banEnd = now + ban
+		s.bans++
+		return ban, false
 	}
-	return false, p.warnAfter > 0 && s.violations >= p.warnAfter
+	return 0, p.warnAfter > 0 && s.violations >= p.warnAfter
 }

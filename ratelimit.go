@@ -189,7 +189,7 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 		}
 	}
 	var keys [2]string
-	var argv [9]string
+	var argv [11]string
 	var now int64
 	if l.set.Clock != nil {
 		now = l.set.Clock.Now().UnixMicro()
@@ -323,6 +323,9 @@ func (d *decision) result(limit int64, degraded bool) Result {
 		Banned:     d.banned,
 		Degraded:   degraded,
 	}
+	if d.banned {
+		r.BannedFor = time.Duration(d.banLeft) * time.Microsecond
+	}
 	if !d.allowed {
 		r.RetryAfter = time.Duration(d.retry) * time.Microsecond
 	}
@@ -348,21 +351,31 @@ func (l *Limiter) Reset(ctx context.Context, rule Rule, key string) error {
 	if !l.remote {
 		return nil
 	}
+	keys := redisKeys(l.set.KeyPrefix, k)
+	return l.adminCall(ctx, keys[0], fmt.Sprintf("reset of %q under rule %q: redis may still hold the old state", key, rule.Name),
+		func(ctx context.Context, c rueidis.Client) error {
+			return c.Do(ctx, c.B().Del().Key(keys[:]...).Build()).Error()
+		})
+}
+
+// adminCall runs one call of an administrative method (Reset, Ban) on
+// Redis, through the breaker in front of redisKey, under Options.Timeout.
+// It returns nil, the caller's ctx.Err(), an ErrRedis for a reply that
+// means misuse, or an ErrUnavailable that says what was not done.
+func (l *Limiter) adminCall(ctx context.Context, redisKey, what string, call func(context.Context, rueidis.Client) error) error {
 	conn := l.conn.Load()
 	if conn == nil {
-		return fmt.Errorf("%w: not connected yet; redis may still hold the old state of %q", ErrUnavailable, key)
+		return fmt.Errorf("%w: not connected yet: %s", ErrUnavailable, what)
 	}
-	keys := redisKeys(l.set.KeyPrefix, k)
-	b := conn.breakers.forKey(keys[0])
+	b := conn.breakers.forKey(redisKey)
 	if b.resting() {
-		return fmt.Errorf("%w: circuit breaker open; redis may still hold the old state of %q", ErrUnavailable, key)
+		return fmt.Errorf("%w: circuit breaker open: %s", ErrUnavailable, what)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	_, err = b.cb.Execute(func() (decision, error) {
-		c := conn.client
-		if err := c.Do(l.callContext(ctx), c.B().Del().Key(keys[:]...).Build()).Error(); err != nil {
+	_, err := b.cb.Execute(func() (decision, error) {
+		if err := call(l.callContext(ctx), conn.client); err != nil {
 			return decision{}, classify(ctx, err)
 		}
 		return decision{}, nil
@@ -375,9 +388,9 @@ func (l *Limiter) Reset(ctx context.Context, rule Rule, key string) error {
 	case errors.As(err, &ce) && ce.kind == callerGone:
 		return ce.err
 	case errors.As(err, &ce) && ce.kind == misuse:
-		return fmt.Errorf("%w: reset of rule %q: %w", ErrRedis, rule.Name, ce.err)
+		return fmt.Errorf("%w: %s: %w", ErrRedis, what, ce.err)
 	}
-	return fmt.Errorf("%w: redis may still hold the old state of %q: %w", ErrUnavailable, key, err)
+	return fmt.Errorf("%w: %s: %w", ErrUnavailable, what, err)
 }
 
 // Close stops the Limiter's goroutines and, for a Limiter made by Dial,

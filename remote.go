@@ -23,12 +23,15 @@ var (
 	penaltyLua string
 	//go:embed lua/counter.lua
 	counterLua string
+	//go:embed lua/ban.lua
+	banLua string
 )
 
 var (
 	slidingScript = newScript(windowLua + slidingLua)
 	penaltyScript = newScript(windowLua + strikesLua + penaltyLua)
 	counterScript = newScript(windowLua + strikesLua + counterLua)
+	banScript     = newScript(windowLua + banLua)
 )
 
 // script is a Lua script sent with EVALSHA, and with EVAL when the server
@@ -65,6 +68,7 @@ type decision struct {
 	violations int64 // remembered for the key
 	banLeft    int64 // µs until the ban ends
 	memoryLeft int64 // µs until the violations are forgotten
+	bans       int64 // bans remembered with the violations
 }
 
 // encodeCall writes the Redis keys of k (its log, or its counter for an
@@ -72,18 +76,18 @@ type decision struct {
 // call into one string and slices it into keys and args, so that a call
 // costs one allocation for all of them. It returns args cut to the script's
 // arity.
-func encodeCall(keys *[2]string, args *[9]string, prefix string, k lkey, p *plan, now int64, useNow bool, n int64, id string, seq uint64) []string {
+func encodeCall(keys *[2]string, args *[11]string, prefix string, k lkey, p *plan, now int64, useNow bool, n int64, id string, seq uint64) []string {
 	one := keyLen(prefix, k)
 	var b strings.Builder
-	b.Grow(2*one + len(id) + 9*20)
+	b.Grow(2*one + len(id) + 11*24)
 	kind := byte('l')
 	if p.approx {
 		kind = 'c'
 	}
 	writeKey(&b, prefix, k, kind)
 	writeKey(&b, prefix, k, 'p')
-	var ends [9]int
-	var num [20]byte
+	var ends [11]int
+	var num [24]byte
 	if useNow {
 		b.Write(strconv.AppendInt(num[:0], now, 10))
 	}
@@ -103,7 +107,11 @@ func encodeCall(keys *[2]string, args *[9]string, prefix string, k lkey, p *plan
 			b.Write(strconv.AppendInt(num[:0], v, 10))
 			ends[5+i] = b.Len()
 		}
-		count = 9
+		b.Write(strconv.AppendFloat(num[:0], p.penalty.growth, 'g', -1, 64))
+		ends[9] = b.Len()
+		b.Write(strconv.AppendInt(num[:0], p.penalty.maxBan, 10))
+		ends[10] = b.Len()
+		count = 11
 	}
 	s := b.String()
 	keys[0], keys[1] = s[:one], s[one:2*one]
@@ -116,16 +124,16 @@ func encodeCall(keys *[2]string, args *[9]string, prefix string, k lkey, p *plan
 }
 
 // parseReply reads the scripts' reply {allowed, count, retry_us, reset_us,
-// violations, flags, ban_left_us, memory_left_us}.
+// violations, flags, ban_left_us, memory_left_us, bans}.
 func parseReply(resp rueidis.RedisResult) (decision, error) {
 	arr, err := resp.ToArray()
 	if err != nil {
 		return decision{}, err
 	}
-	if len(arr) != 8 {
+	if len(arr) != 9 {
 		return decision{}, errors.New("unexpected script reply")
 	}
-	var v [8]int64
+	var v [9]int64
 	for i := range arr {
 		if v[i], err = arr[i].AsInt64(); err != nil {
 			return decision{}, err
@@ -141,6 +149,7 @@ func parseReply(resp rueidis.RedisResult) (decision, error) {
 		banned:     v[5]&2 != 0,
 		banLeft:    v[6],
 		memoryLeft: v[7],
+		bans:       v[8],
 	}, nil
 }
 

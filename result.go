@@ -36,6 +36,9 @@ type Result struct {
 	// Banned reports that the key is banned: this call was rejected because
 	// of a ban, or its violation started one.
 	Banned bool
+	// BannedFor is how long the ban lasts from now (0 when not banned).
+	// RetryAfter is the later of it and the window's own retry time.
+	BannedFor time.Duration
 	// Degraded reports that the decision was made without Redis because the
 	// configured Redis could not be used (see Options.Degraded).
 	Degraded bool

@@ -40,11 +40,11 @@ func TestShieldAnswersWithoutRedis(t *testing.T) {
 	if r, err := l.Peek(ctx, plain, "k"); err != nil || r != no(2, 0, 30*time.Second, 40*time.Second) {
 		t.Fatalf("shielded peek = %+v, %v", r, err)
 	}
-	if r := mustAllow(t, l, banning, "k"); r != banned(violated(no(1, 0, time.Hour-20*time.Second, 40*time.Second), 1)) {
+	if r := mustAllow(t, l, banning, "k"); r != banned(violated(no(1, 0, time.Hour-20*time.Second, 40*time.Second), 1), time.Hour-20*time.Second) {
 		t.Fatalf("shielded ban = %+v", r)
 	}
 	clk.Advance(30 * time.Minute) // the violation is forgotten during the ban
-	if r := mustAllow(t, l, banning, "k"); r != banned(no(1, 0, 30*time.Minute-20*time.Second, 0)) {
+	if r := mustAllow(t, l, banning, "k"); r != banned(no(1, 0, 30*time.Minute-20*time.Second, 0), 30*time.Minute-20*time.Second) {
 		t.Fatalf("shielded ban after its violation was forgotten = %+v", r)
 	}
 	// A key with room is not shielded: with Redis down it is degraded.

@@ -13,10 +13,11 @@
 --          penalty.
 -- ARGV[1]..ARGV[4]  now ('' for TIME), window, rate, n (0 peeks: answers
 --          for n = 1 and records nothing); ARGV[5] is unused.
--- ARGV[6]..ARGV[9]  with a penalty: warn_after, ban_after, ban_for, memory.
+-- ARGV[6]..ARGV[11]  with a penalty: warn_after, ban_after, ban_for, memory,
+--          growth, max_ban, as in penalty.lua.
 --
 -- Returns {allowed, count, retry_us, reset_us, violations, flags,
--- ban_left_us, memory_left_us} as penalty.lua does; count is the estimate
+-- ban_left_us, memory_left_us, bans} as penalty.lua does; count is the estimate
 -- rounded up.
 local key = KEYS[1]
 local pen = KEYS[2]
@@ -77,14 +78,12 @@ local function reset_in()
   return 0
 end
 
-local v, ban_end, memory_left = 0, 0, 0
-local warn_after, ban_after, ban_for, memory
+local v, ban_end, memory_left, k = 0, 0, 0, 0
+local warn_after, memory
 if pen then
   warn_after = tonumber(ARGV[6])
-  ban_after = tonumber(ARGV[7])
-  ban_for = tonumber(ARGV[8])
   memory = tonumber(ARGV[9])
-  v, ban_end, memory_left = load_strikes(pen, now, memory)
+  v, ban_end, memory_left, k = load_strikes(pen, now, memory)
 end
 
 local count = estimate()
@@ -95,17 +94,17 @@ if ban_end > now then
   if count + asked > rate then
     retry = math.max(retry_in(asked), ban_left)
   end
-  return {0, count, retry, reset_in(), v, 2, ban_left, memory_left}
+  return {0, count, retry, reset_in(), v, 2, ban_left, memory_left, k}
 end
 
 if count + asked <= rate then
   if n == 0 then
-    return {1, count, 0, reset_in(), v, 0, 0, memory_left}
+    return {1, count, 0, reset_in(), v, 0, 0, memory_left, k}
   end
   c = c + n
   redis.call('HSET', key, 'w', string.format('%d', w), 'c', string.format('%d', c), 'p', string.format('%d', p))
   redis.call('PEXPIRE', key, math.ceil(2 * window / 1000) + 1000)
-  return {1, count + n, 0, reset_in(), v, 0, 0, memory_left}
+  return {1, count + n, 0, reset_in(), v, 0, 0, memory_left, k}
 end
 
 local retry = retry_in(asked)
@@ -114,8 +113,8 @@ if n == 0 or not pen then
   if n == 0 and pen and warn_after > 0 and v >= warn_after then
     flags = 1
   end
-  return {0, count, retry, reset_in(), v, flags, 0, memory_left}
+  return {0, count, retry, reset_in(), v, flags, 0, memory_left, k}
 end
 local flags, ban_left
-v, flags, ban_left = violate(pen, now, v, warn_after, ban_after, ban_for, memory)
-return {0, count, math.max(retry, ban_left), reset_in(), v, flags, ban_left, memory}
+v, flags, ban_left, k = violate(pen, now, v, k)
+return {0, count, math.max(retry, ban_left), reset_in(), v, flags, ban_left, memory, k}

@@ -9,10 +9,10 @@
 -- ARGV[5]  member id for this call (unique across processes and calls).
 --
 -- Returns {allowed, count, retry_us, reset_us, violations, flags,
--- ban_left_us, memory_left_us}:
+-- ban_left_us, memory_left_us, bans}:
 -- allowed 1 or 0; count the events in the window after the call; retry_us
 -- how long until the same call could pass (0 when allowed); reset_us how long
--- until the window is empty. The last four are always 0
+-- until the window is empty. The last five are always 0
 -- here; they keep the reply the same shape as penalty.lua's.
 local log = KEYS[1]
 local now = now_us(ARGV[1])
@@ -26,13 +26,13 @@ if n == 0 then
   if count + 1 <= rate then
     allowed = 1
   end
-  return {allowed, count, retry_after(log, now, window, rate, count, 1), reset_after(log, now, window), 0, 0, 0, 0}
+  return {allowed, count, retry_after(log, now, window, rate, count, 1), reset_after(log, now, window), 0, 0, 0, 0, 0}
 end
 
 trim(log, now, window)
 local count = redis.call('ZCARD', log)
 if count + n <= rate then
   record(log, now, window, n, ARGV[5])
-  return {1, count + n, 0, window, 0, 0, 0, 0}
+  return {1, count + n, 0, window, 0, 0, 0, 0, 0}
 end
-return {0, count, retry_after(log, now, window, rate, count, n), reset_after(log, now, window), 0, 0, 0, 0}
+return {0, count, retry_after(log, now, window, rate, count, n), reset_after(log, now, window), 0, 0, 0, 0, 0}

@@ -1,44 +1,68 @@
--- strikes.lua: the penalty ladder, shared by penalty.lua and counter.lua;
--- the Go side prepends this file to each of them, so it defines no entry
--- point itself. The penalty state of a key is a HASH with v (violations), l
--- (time of the last violation, µs) and b (end of the ban, µs).
+-- strikes.lua: the penalty ladder, shared by penalty.lua, counter.lua and
+-- ban.lua; the Go side prepends this file to each of them, so it defines no
+-- entry point itself. The penalty state of a key is a HASH with v
+-- (violations), l (time of the last violation, µs), b (end of the ban, µs)
+-- and k (bans while the violations were remembered).
 
 -- load_strikes returns the violations remembered at now, the end of the
--- ban and how long the violations are remembered.
+-- ban, how long the violations are remembered, and the bans remembered
+-- with them.
 local function load_strikes(pen, now, memory)
-  local state = redis.call('HMGET', pen, 'v', 'l', 'b')
+  local state = redis.call('HMGET', pen, 'v', 'l', 'b', 'k')
   local v = tonumber(state[1]) or 0
   local last = tonumber(state[2]) or 0
   local ban_end = tonumber(state[3]) or 0
+  local k = tonumber(state[4]) or 0
   if v > 0 and now - last >= memory then
     v = 0
+    k = 0
   end
   local memory_left = 0
   if v > 0 then
     memory_left = last + memory - now
   end
-  return v, ban_end, memory_left
+  return v, ban_end, memory_left, k
+end
+
+-- ban_length returns how long the key's next ban lasts after k remembered
+-- bans: ban_for, times growth for each of them, at most max_ban. Repeated
+-- products, not a power, so that Go computes the very same number.
+local function ban_length(ban_for, k, growth, max_ban)
+  local d = ban_for
+  if growth > 1 then
+    for _ = 1, k do
+      d = math.min(d * growth, max_ban)
+    end
+  end
+  return math.floor(d)
 end
 
 -- violate records one more violation at now and returns the violations,
--- the flags (1 warned, 2 banned) and how long the ban lasts (0: no ban).
-local function violate(pen, now, v, warn_after, ban_after, ban_for, memory)
+-- the flags (1 warned, 2 banned), how long the ban lasts (0: no ban) and the
+-- bans remembered.
+-- ARGV[6..11] are warn_after, ban_after, ban_for, memory, growth, max_ban.
+local function violate(pen, now, v, k)
+  local warn_after = tonumber(ARGV[6])
+  local ban_after = tonumber(ARGV[7])
+  local memory = tonumber(ARGV[9])
   v = v + 1
   local flags = 0
   local ban_left = 0
   local ban_end = 0
   local keep = memory
   if v >= ban_after then
-    ban_end = now + ban_for
-    ban_left = ban_for
+    ban_left = ban_length(tonumber(ARGV[8]), k, tonumber(ARGV[10]), tonumber(ARGV[11]))
+    ban_end = now + ban_left
+    k = k + 1
     flags = 2
-    if ban_for > keep then
-      keep = ban_for
+    if ban_left > keep then
+      keep = ban_left
     end
   elseif warn_after > 0 and v >= warn_after then
     flags = 1
   end
-  redis.call('HSET', pen, 'v', string.format('%d', v), 'l', string.format('%d', now), 'b', string.format('%d', ban_end))
+  redis.call('HSET', pen, 'v', string.format('%d', v), 'l', string.format('%d', now),
+    'b', string.format('%d', ban_end), 'k', string.format('%d', k))
   redis.call('PEXPIRE', pen, math.ceil(keep / 1000) + 1000)
-  return v, flags, ban_left
+  return v, flags, ban_left, k
 end

@@ -1,0 +1,51 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// Ban bans key under rule for d, by hand: through the same penalty state
+// the ladder keeps, so every path honours it (Redis, the hot-key shield and
+// the local fallback). Its violations stay as they are. Reset lifts it.
+// The rule needs a Penalty, and d must be at least 1µs (ErrInvalidBan).
+//
+// When Redis cannot be used, Ban still bans the key in the local limiter,
+// and returns an error wrapping ErrUnavailable: Redis does not know of it.
+func (l *Limiter) Ban(ctx context.Context, rule Rule, key string, d time.Duration) error {
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	p, err := rule.compile()
+	if err != nil {
+		return err
+	}
+	switch {
+	case !p.penalize:
+		return fmt.Errorf("%w: rule %q has no Penalty", ErrInvalidBan, rule.Name)
+	case d < time.Microsecond || d.Microseconds() > maxMicros:
+		return fmt.Errorf("%w: a ban of %v", ErrInvalidBan, d)
+	}
+	k, err := localKey(rule.Name, key)
+	if err != nil {
+		return err
+	}
+	l.local.ban(k, l.localNow(), d.Microseconds())
+	if !l.remote {
+		return nil
+	}
+	keys := redisKeys(l.set.KeyPrefix, k)
+	var now string
+	if l.set.Clock != nil {
+		now = strconv.FormatInt(l.set.Clock.Now().UnixMicro(), 10)
+	}
+	args := []string{now, strconv.FormatInt(d.Microseconds(), 10)}
+	return l.adminCall(ctx, keys[1], fmt.Sprintf("ban of %q under rule %q: banned locally only", key, rule.Name),
+		func(ctx context.Context, c rueidis.Client) error {
+			return banScript.exec(ctx, c, keys[1:2], args).Error()
+		})
+}
