@@ -32,6 +32,11 @@ const (
 	// HeaderDegraded, with Options.DegradedHeader, lists the policies
 	// decided without Redis (ratelimit.Result.Degraded): `"coupon"`.
 	HeaderDegraded = "RateLimit-Degraded"
+	// HeaderDryRun lists the policies in dry run (ratelimit.Rule.DryRun)
+	// that would have denied the request, with the seconds until it could
+	// have passed: `"coupon";t=58`. The request is served all the same; a
+	// team watches for the field before it enforces the rule.
+	HeaderDryRun = "RateLimit-Dry-Run"
 	// HeaderLegacyLimit, HeaderLegacyRemaining and HeaderLegacyReset are
 	// the pre-standard fields written with Options.LegacyHeaders, for the
 	// one policy closest to denying (the denying one on a denial): its
@@ -82,7 +87,7 @@ func appendString(b []byte, s string) []byte {
 // request. The standard fields are added, not set, so that the fields of
 // nested middlewares form one list.
 func writeFields(h http.Header, ds []Decision, opts *Options) {
-	var policy, limit, warn, degraded []byte
+	var policy, limit, warn, degraded, dry []byte
 	for i := range ds {
 		d := &ds[i]
 		if i > 0 {
@@ -113,6 +118,14 @@ func writeFields(h http.Header, ds []Decision, opts *Options) {
 			warn = append(warn, ";ban-after="...)
 			warn = strconv.AppendInt(warn, int64(d.Rule.Penalty.BanAfter), 10)
 		}
+		if d.Result.DryRun {
+			if len(dry) > 0 {
+				dry = append(dry, ", "...)
+			}
+			dry = appendString(dry, d.Policy)
+			dry = append(dry, ";t="...)
+			dry = strconv.AppendInt(dry, ceilSeconds(d.Result.RetryAfter), 10)
+		}
 		if d.Result.Degraded && opts.DegradedHeader {
 			if len(degraded) > 0 {
 				degraded = append(degraded, ", "...)
@@ -127,6 +140,9 @@ func writeFields(h http.Header, ds []Decision, opts *Options) {
 	}
 	if len(degraded) > 0 {
 		h.Add(HeaderDegraded, string(degraded))
+	}
+	if len(dry) > 0 {
+		h.Add(HeaderDryRun, string(dry))
 	}
 	last := &ds[len(ds)-1]
 	if !last.Result.Allowed {

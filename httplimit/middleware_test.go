@@ -362,6 +362,23 @@ func TestDegraded(t *testing.T) {
 	check(t, get(marked, peer), want{status: 429, policy: `"r";q=2;w=60`, limit: `"r";r=0;t=60`, retryAfter: "60", degraded: `"r"`})
 }
 
+// TestDryRun: a policy in dry run serves every request, and names itself in
+// RateLimit-Dry-Run when enforcing it would have denied.
+func TestDryRun(t *testing.T) {
+	e := newEnv(t)
+	rule := ratelimit.Rule{Name: "new-rule", Limit: ratelimit.PerMinute(1), DryRun: true}
+	h := httplimit.Limit(e.lim, rule, httplimit.Global(), httplimit.Options{})(ok)
+	first := get(h, peer)
+	if first.StatusCode != http.StatusOK || first.Header.Get(httplimit.HeaderDryRun) != "" {
+		t.Fatalf("first request: %d, dry run %q", first.StatusCode, first.Header.Get(httplimit.HeaderDryRun))
+	}
+	e.clk.Advance(15 * time.Second)
+	second := get(h, peer)
+	if second.StatusCode != http.StatusOK || second.Header.Get(httplimit.HeaderDryRun) != `"new-rule";t=45` || second.Header.Get("Retry-After") != "" {
+		t.Fatalf("second request: %d, dry run %q, Retry-After %q", second.StatusCode, second.Header.Get(httplimit.HeaderDryRun), second.Header.Get("Retry-After"))
+	}
+}
+
 func TestNestedMiddlewaresShareTheFields(t *testing.T) {
 	e := newEnv(t)
 	outer := httplimit.Limit(e.lim, ratelimit.Rule{Name: "site", Limit: ratelimit.PerSecond(50)}, httplimit.Global(), httplimit.Options{})
