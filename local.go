@@ -265,6 +265,22 @@ func (s *localStore) ban(k lkey, now, d int64) {
 	sh.denials.Remove(k)
 }
 
+// unrecord takes back n events recorded for k at now (AllowAll's undo).
+func (s *localStore) unrecord(k lkey, p *plan, now, n int64) {
+	sh := s.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if p.approx {
+		if c, ok := sh.counters.Peek(k); ok && c.win == floorDiv(now, p.window) {
+			c.cur = max(0, c.cur-n)
+		}
+		return
+	}
+	if lg, ok := sh.logs.Peek(k); ok {
+		lg.removeEvents(now, n)
+	}
+}
+
 // reset forgets everything about k.
 func (s *localStore) reset(k lkey) {
 	sh := s.shard(k)

@@ -117,7 +117,7 @@ func (l *Limiter) announce(c BreakerChange) {
 // Allow reports whether one event for key may happen now under rule, and
 // records it if so. It is AllowN(ctx, rule, key, 1).
 func (l *Limiter) Allow(ctx context.Context, rule Rule, key string) (Result, error) {
-	return l.decide(ctx, &rule, key, 1, false)
+	return l.decide(ctx, &rule, key, 1, false, nil)
 }
 
 // AllowN reports whether n events for key may happen now under rule, and
@@ -130,24 +130,25 @@ func (l *Limiter) Allow(ctx context.Context, rule Rule, key string) (Result, err
 // overloaded Redis is no error: the call is decided by Options.Degraded and
 // the Result is Degraded.
 func (l *Limiter) AllowN(ctx context.Context, rule Rule, key string, n int) (Result, error) {
-	return l.decide(ctx, &rule, key, int64(n), false)
+	return l.decide(ctx, &rule, key, int64(n), false, nil)
 }
 
 // Peek reports what Allow would answer now, recording nothing and counting
 // no violation. Its Remaining is Rate - count.
 func (l *Limiter) Peek(ctx context.Context, rule Rule, key string) (Result, error) {
-	return l.decide(ctx, &rule, key, 1, true)
+	return l.decide(ctx, &rule, key, 1, true, nil)
 }
 
 // decide makes one decision, applies the rule's dry run and reports the
-// decision to Options.OnDecision.
-func (l *Limiter) decide(ctx context.Context, r *Rule, key string, n int64, peek bool) (Result, error) {
+// decision to Options.OnDecision. When u is not nil it learns what the call
+// recorded (see AllowAll).
+func (l *Limiter) decide(ctx context.Context, r *Rule, key string, n int64, peek bool, u *undo) (Result, error) {
 	hook := l.set.OnDecision
 	var start time.Time
 	if hook != nil {
 		start = time.Now()
 	}
-	res, path, err := l.route(ctx, r, key, n, peek)
+	res, path, err := l.route(ctx, r, key, n, peek, u)
 	if r.DryRun && err == nil && !res.Allowed {
 		res.Allowed, res.DryRun = true, true
 	}
@@ -158,8 +159,9 @@ func (l *Limiter) decide(ctx context.Context, r *Rule, key string, n int64, peek
 }
 
 // route decides a call on the path the limiter's state allows: Redis, the
-// shield, or the local limiter.
-func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek bool) (Result, Path, error) {
+// shield, or the local limiter. When u is not nil it learns what the call
+// recorded, so that AllowAll can take it back.
+func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek bool, u *undo) (Result, Path, error) {
 	res, err := Result{}, error(nil)
 	if l.closed.Load() {
 		return res, PathNone, ErrClosed
@@ -175,13 +177,18 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	if err != nil {
 		return res, PathNone, err
 	}
+	if u != nil {
+		*u = undo{k: k, p: p, n: n}
+	}
 	if !l.remote {
-		d := l.local.decide(k, &p, p.rate, l.localNow(), n, peek)
+		now := l.localNow()
+		u.at(now)
+		d := l.local.decide(k, &p, p.rate, now, n, peek)
 		return d.result(p.rate, false), PathLocal, nil
 	}
 	conn := l.conn.Load()
 	if conn == nil {
-		return l.degraded(r, &p, k, n, peek, nil), PathLocal, nil
+		return l.degraded(r, &p, k, n, peek, nil, u), PathLocal, nil
 	}
 	if n == 1 && l.set.ShieldMax >= 0 {
 		if d, ok := l.local.shielded(k, &p, l.localNow()); ok {
@@ -198,10 +205,11 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	if peek {
 		sent = 0
 	}
-	args := encodeCall(&keys, &argv, l.set.KeyPrefix, k, &p, now, l.set.Clock != nil, sent, l.id, l.seq.Add(1))
+	seq := l.seq.Add(1)
+	args := encodeCall(&keys, &argv, l.set.KeyPrefix, k, &p, now, l.set.Clock != nil, sent, l.id, seq)
 	b := conn.breakers.forKey(keys[0])
 	if b.resting() {
-		return l.degraded(r, &p, k, n, peek, b), PathLocal, nil
+		return l.degraded(r, &p, k, n, peek, b, u), PathLocal, nil
 	}
 	if err := ctx.Err(); err != nil {
 		return res, PathNone, err
@@ -210,7 +218,9 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 		return l.remoteDecide(ctx, conn.client, &p, keys[:], args)
 	})
 	if err == nil {
-		l.local.record(k, &p, l.localNow(), n, peek, &d, int64(l.set.ShieldMax/time.Microsecond))
+		mirrored := l.localNow()
+		l.local.record(k, &p, mirrored, n, peek, &d, int64(l.set.ShieldMax/time.Microsecond))
+		u.onRedisCall(conn, keys[0], l.id, seq, mirrored)
 		return d.result(p.rate, false), PathRedis, nil
 	}
 	var ce *callError
@@ -226,7 +236,7 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	default:
 		l.logOutage(ce.err)
 	}
-	return l.degraded(r, &p, k, n, peek, b), PathLocal, nil
+	return l.degraded(r, &p, k, n, peek, b, u), PathLocal, nil
 }
 
 // logOutage logs a failed Redis call: as an error when it means the client
@@ -275,7 +285,7 @@ func (l *Limiter) callContext(ctx context.Context) context.Context {
 // degraded decides a call without Redis, as the rule's degraded policy says;
 // b is the breaker that stands in front of the key (nil before Dial has
 // connected).
-func (l *Limiter) degraded(r *Rule, p *plan, k lkey, n int64, peek bool, b *breaker) Result {
+func (l *Limiter) degraded(r *Rule, p *plan, k lkey, n int64, peek bool, b *breaker, u *undo) Result {
 	rate := l.set.degradedRate(p.rate)
 	policy := r.Degraded
 	if policy == DegradedDefault {
@@ -295,7 +305,9 @@ func (l *Limiter) degraded(r *Rule, p *plan, k lkey, n int64, peek bool, b *brea
 		}
 		return Result{Limit: int(rate), RetryAfter: retry, Degraded: true}
 	}
-	d := l.local.decide(k, p, rate, l.localNow(), n, peek)
+	now := l.localNow()
+	u.at(now)
+	d := l.local.decide(k, p, rate, now, n, peek)
 	return d.result(rate, true)
 }
 
@@ -363,7 +375,11 @@ func (l *Limiter) Reset(ctx context.Context, rule Rule, key string) error {
 // It returns nil, the caller's ctx.Err(), an ErrRedis for a reply that
 // means misuse, or an ErrUnavailable that says what was not done.
 func (l *Limiter) adminCall(ctx context.Context, redisKey, what string, call func(context.Context, rueidis.Client) error) error {
-	conn := l.conn.Load()
+	return l.adminCallOn(ctx, l.conn.Load(), redisKey, what, call)
+}
+
+// adminCallOn is adminCall on conn, which may be nil before Dial connects.
+func (l *Limiter) adminCallOn(ctx context.Context, conn *redisConn, redisKey, what string, call func(context.Context, rueidis.Client) error) error {
 	if conn == nil {
 		return fmt.Errorf("%w: not connected yet: %s", ErrUnavailable, what)
 	}

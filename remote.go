@@ -25,6 +25,8 @@ var (
 	counterLua string
 	//go:embed lua/ban.lua
 	banLua string
+	//go:embed lua/undo.lua
+	undoLua string
 )
 
 var (
@@ -32,6 +34,7 @@ var (
 	penaltyScript = newScript(windowLua + strikesLua + penaltyLua)
 	counterScript = newScript(windowLua + strikesLua + counterLua)
 	banScript     = newScript(windowLua + banLua)
+	undoScript    = newScript(undoLua)
 )
 
 // script is a Lua script sent with EVALSHA, and with EVAL when the server

@@ -63,6 +63,23 @@ func (l *slidingLog) addEvents(now, n int64) {
 	l.events[i] = event{at: now, n: n}
 }
 
+// removeEvents takes back up to n events recorded at at.
+func (l *slidingLog) removeEvents(at, n int64) {
+	for i := len(l.events) - 1; i >= l.head; i-- {
+		e := &l.events[i]
+		if e.at != at {
+			continue
+		}
+		n = min(n, e.n)
+		e.n -= n
+		l.total -= n
+		if e.n == 0 {
+			l.events = append(l.events[:i], l.events[i+1:]...)
+		}
+		return
+	}
+}
+
 // bound drops the oldest events beyond max, so that a log mirrored from
 // Redis cannot grow past the rate it serves.
 func (l *slidingLog) bound(max int64) {

@@ -1,0 +1,115 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+
+	"github.com/redis/rueidis"
+)
+
+// Check is one (rule, key) pair of AllowAll.
+type Check struct {
+	Rule Rule
+	Key  string
+	N    int // events asked for (0: 1)
+}
+
+// AllowAll applies several (rule, key) pairs to one request, such as a
+// global, a per-user and a per-IP limit, and allows it only if every pair
+// allows it. The pairs are asked in order, each recording its events if it
+// allows; the first denial stops the walk: later pairs are not asked, and
+// the events the earlier pairs recorded are taken back, so a denied request
+// costs no pair anything. (A rule in dry run never denies.)
+//
+// It returns the Results of the pairs asked: all of them when the request
+// is allowed, up to and including the denying one otherwise; the request is
+// allowed when the last Result is. An error stops the walk the same way
+// and takes back what was recorded.
+//
+// Taking back is best effort: while Redis cannot be used, events recorded
+// on Redis by the earlier pairs stay recorded (the error is logged). Put the
+// pair most likely to deny first, and a denied request rarely records
+// anything.
+func (l *Limiter) AllowAll(ctx context.Context, checks []Check) ([]Result, error) {
+	results := make([]Result, 0, len(checks))
+	undos := make([]undo, len(checks))
+	for i := range checks {
+		c := &checks[i]
+		n := int64(c.N)
+		if n == 0 {
+			n = 1
+		}
+		res, err := l.decide(ctx, &c.Rule, c.Key, n, false, &undos[i])
+		if err != nil {
+			l.takeBack(undos[:i])
+			return results, err
+		}
+		results = append(results, res)
+		if !res.Allowed {
+			l.takeBack(undos[:i])
+			return results, nil
+		}
+		if res.DryRun {
+			undos[i] = undo{} // a dry run's rejection recorded nothing
+		}
+	}
+	return results, nil
+}
+
+// undo is what one allowed call recorded: events in the local limiter at a
+// time, and, when Redis decided, events in Redis under the call's member id.
+type undo struct {
+	k       lkey
+	p       plan
+	n       int64
+	local   bool  // events were recorded (or mirrored) locally at now
+	now     int64 // µs
+	conn    *redisConn
+	key     string // the Redis log or counter key
+	member  string // the call's member id
+	onRedis bool
+}
+
+// at notes that the call decided locally at now. u may be nil.
+func (u *undo) at(now int64) {
+	if u != nil {
+		u.local, u.now = true, now
+	}
+}
+
+// onRedis notes that Redis decided the call under seq, and that the
+// decision was mirrored locally at mirrored. u may be nil.
+func (u *undo) onRedisCall(conn *redisConn, key string, id string, seq uint64, mirrored int64) {
+	if u != nil {
+		u.conn, u.key, u.member, u.onRedis = conn, key, id+strconv.FormatUint(seq, 10), true
+		u.at(mirrored)
+	}
+}
+
+// takeBack removes the events the allowed calls of us recorded. It asks
+// Redis without waiting on a caller's context: the request is over.
+func (l *Limiter) takeBack(us []undo) {
+	for i := range us {
+		u := &us[i]
+		if u.local {
+			l.local.unrecord(u.k, &u.p, u.now, u.n)
+		}
+		if !u.onRedis {
+			continue
+		}
+		kind := "l"
+		if u.p.approx {
+			kind = "c"
+		}
+		args := []string{kind, u.member, strconv.FormatInt(u.n, 10)}
+		err := l.adminCallOn(context.Background(), u.conn, u.key, fmt.Sprintf("taking back %d events of rule %q", u.n, u.k.rule),
+			func(ctx context.Context, c rueidis.Client) error {
+				return undoScript.exec(ctx, c, []string{u.key}, args).Error()
+			})
+		if err != nil {
+			l.log.log(logOutage, slog.LevelWarn, "ratelimit: AllowAll could not take events back", "err", err)
+		}
+	}
+}
