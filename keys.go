@@ -60,15 +60,34 @@ func redisKeys(prefix string, k lkey) [3]string {
 // keyLen is the length of either Redis key of k.
 func keyLen(prefix string, k lkey) int {
 	ruleLen := escapedLen(k.rule)
-	return len(prefix) + len(layoutVersion) + 2 + decimalLen(int64(ruleLen)) + 1 + ruleLen + 2 + escapedLen(k.key) + 3
+	n := len(prefix) + len(layoutVersion) + 2 + decimalLen(int64(ruleLen)) + 1 + ruleLen + 2 + escapedLen(k.key) + 3
+	if k.group != "" {
+		groupLen := escapedLen(k.group)
+		n += 1 + decimalLen(int64(groupLen)) + 1 + groupLen + 2
+	}
+	return n
 }
 
 // writeKey writes the Redis key of k that ends in kind ('l', 'p' or 'c').
+// Inside a group the hash tag is the group's, 'g' and the escaped group
+// name with its length, and the pair follows it:
+//
+//	<prefix>v1:{g<len>:<group>}:<len>:<rule>:<kind><key>:<l|p>
+//
+// so every key of the group is in one slot; a tag outside a group starts
+// with a digit, so the two never meet.
 func writeKey(b *strings.Builder, prefix string, k lkey, kind byte) {
 	var lenBuf [20]byte
 	b.WriteString(prefix)
 	b.WriteString(layoutVersion)
 	b.WriteString(":{")
+	if k.group != "" {
+		b.WriteByte('g')
+		b.Write(strconv.AppendInt(lenBuf[:0], int64(escapedLen(k.group)), 10))
+		b.WriteByte(':')
+		writeEscaped(b, k.group)
+		b.WriteString("}:")
+	}
 	b.Write(strconv.AppendInt(lenBuf[:0], int64(escapedLen(k.rule)), 10))
 	b.WriteByte(':')
 	writeEscaped(b, k.rule)
@@ -79,7 +98,10 @@ func writeKey(b *strings.Builder, prefix string, k lkey, kind byte) {
 		b.WriteByte('=')
 	}
 	writeEscaped(b, k.key)
-	b.WriteString("}:")
+	if k.group == "" {
+		b.WriteByte('}')
+	}
+	b.WriteByte(':')
 	b.WriteByte(kind)
 }
 

@@ -18,6 +18,7 @@ const DefaultLocalCapacity = 100_000
 type lkey struct {
 	rule   string
 	key    string
+	group  string // the AllowGroup tag, "" outside a group
 	hashed bool
 }
 

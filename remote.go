@@ -27,6 +27,8 @@ var (
 	banLua string
 	//go:embed lua/undo.lua
 	undoLua string
+	//go:embed lua/group.lua
+	groupLua string
 )
 
 var (
@@ -35,6 +37,7 @@ var (
 	counterScript = newScript(windowLua + strikesLua + counterLua)
 	banScript     = newScript(windowLua + banLua)
 	undoScript    = newScript(undoLua)
+	groupScript   = newScript(windowLua + strikesLua + groupLua)
 )
 
 // script is a Lua script sent with EVALSHA, and with EVAL when the server
@@ -136,8 +139,14 @@ func parseReply(resp rueidis.RedisResult) (decision, error) {
 	if len(arr) != 9 {
 		return decision{}, errors.New("unexpected script reply")
 	}
+	return parseDecision(arr)
+}
+
+// parseDecision reads one decision's nine numbers.
+func parseDecision(arr []rueidis.RedisMessage) (decision, error) {
 	var v [9]int64
-	for i := range arr {
+	for i := range v {
+		var err error
 		if v[i], err = arr[i].AsInt64(); err != nil {
 			return decision{}, err
 		}

@@ -116,5 +116,5 @@ if n == 0 or not pen then
   return {0, count, retry, reset_in(), v, flags, 0, memory_left, k}
 end
 local flags, ban_left
-v, flags, ban_left, k = violate(pen, now, v, k)
+v, flags, ban_left, k = violate(pen, now, v, k, penalty_args(6))
 return {0, count, math.max(retry, ban_left), reset_in(), v, flags, ban_left, memory, k}

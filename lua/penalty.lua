@@ -62,6 +62,6 @@ if count + n <= rate then
 end
 
 local flags, ban_left
-v, flags, ban_left, k = violate(pen, now, v, k)
+v, flags, ban_left, k = violate(pen, now, v, k, penalty_args(6))
 local retry = math.max(retry_after(log, now, window, rate, count, n), ban_left)
 return {0, count, retry, reset_after(log, now, window), v, flags, ban_left, memory, k}

@@ -37,21 +37,30 @@ local function ban_length(ban_for, k, growth, max_ban)
   return math.floor(d)
 end
 
--- violate records one more violation at now and returns the violations,
--- the flags (1 warned, 2 banned), how long the ban lasts (0: no ban) and the
--- bans remembered.
--- ARGV[6..11] are warn_after, ban_after, ban_for, memory, growth, max_ban.
-local function violate(pen, now, v, k)
-  local warn_after = tonumber(ARGV[6])
-  local ban_after = tonumber(ARGV[7])
-  local memory = tonumber(ARGV[9])
+-- penalty_args reads a penalty's six arguments from ARGV, starting at i:
+-- warn_after, ban_after, ban_for, memory, growth, max_ban.
+local function penalty_args(i)
+  return {
+    warn_after = tonumber(ARGV[i]), ban_after = tonumber(ARGV[i + 1]),
+    ban_for = tonumber(ARGV[i + 2]), memory = tonumber(ARGV[i + 3]),
+    growth = tonumber(ARGV[i + 4]), max_ban = tonumber(ARGV[i + 5]),
+  }
+end
+
+-- violate records one more violation at now under the penalty pa (see
+-- penalty_args) and returns the violations, the flags (1 warned, 2
+-- banned), how long the ban lasts (0: no ban) and the bans remembered.
+local function violate(pen, now, v, k, pa)
+  local warn_after = pa.warn_after
+  local ban_after = pa.ban_after
+  local memory = pa.memory
   v = v + 1
   local flags = 0
   local ban_left = 0
   local ban_end = 0
   local keep = memory
   if v >= ban_after then
-    ban_left = ban_length(tonumber(ARGV[8]), k, tonumber(ARGV[10]), tonumber(ARGV[11]))
+    ban_left = ban_length(pa.ban_for, k, pa.growth, pa.max_ban)
     ban_end = now + ban_left
     k = k + 1
     flags = 2

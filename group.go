@@ -1,0 +1,215 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// MaxGroupSize is the most pairs one AllowGroup call may hold.
+const MaxGroupSize = 16
+
+// AllowGroup is AllowAll for pairs declared as one group, such as a user's
+// per-second, per-minute and per-day rules tagged by the user id: their
+// Redis keys share the group's hash tag, so one script decides all of them
+// at once. The request is allowed, and every pair records its events, only
+// if every pair allows it; otherwise nothing is recorded (the first denying
+// pair counts its violation, as Allow would). It returns the Results of the
+// pairs asked, as AllowAll does. A rule in dry run never denies.
+//
+// A pair's state in a group is its own, apart from the same rule and key
+// used outside the group or in another group: use each (rule, key) in one
+// place. group must not be empty; approximate rules cannot be grouped; a
+// group holds at most MaxGroupSize pairs. While Redis cannot be used the
+// pairs are decided locally, in order, as AllowAll decides them.
+func (l *Limiter) AllowGroup(ctx context.Context, group string, checks []Check) ([]Result, error) {
+	if l.closed.Load() {
+		return nil, ErrClosed
+	}
+	g, err := l.compileGroup(group, checks)
+	if err != nil {
+		return nil, err
+	}
+	if !l.remote {
+		return l.groupLocally(checks, g, nil), nil
+	}
+	conn := l.conn.Load()
+	if conn == nil {
+		return l.groupLocally(checks, g, nil), nil
+	}
+	keys, args := l.encodeGroup(g)
+	b := conn.breakers.forKey(keys[0])
+	if b.resting() {
+		return l.groupLocally(checks, g, b), nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var ds []decision
+	_, err = b.cb.Execute(func() (decision, error) {
+		resp := groupScript.exec(l.callContext(ctx), conn.client, keys, args)
+		if err := resp.Error(); err != nil {
+			return decision{}, classify(ctx, err)
+		}
+		arr, err := resp.ToArray()
+		if err != nil || len(arr) == 0 || len(arr)%9 != 0 || len(arr) > 9*len(g) {
+			return decision{}, &callError{kind: misuse, err: errors.New("unexpected script reply")}
+		}
+		for i := 0; i < len(arr); i += 9 {
+			d, err := parseDecision(arr[i : i+9])
+			if err != nil {
+				return decision{}, &callError{kind: misuse, err: err}
+			}
+			ds = append(ds, d)
+		}
+		return decision{}, nil
+	})
+	if err == nil {
+		return l.groupResults(checks, g, ds), nil
+	}
+	var ce *callError
+	switch {
+	case errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests):
+	case !errors.As(err, &ce):
+		return nil, err
+	case ce.kind == callerGone:
+		return nil, ce.err
+	case ce.kind == misuse:
+		return nil, fmt.Errorf("%w: group %q: %w", ErrRedis, group, ce.err)
+	default:
+		l.logOutage(ce.err)
+	}
+	return l.groupLocally(checks, g, b), nil
+}
+
+// groupPair is one validated pair of a group.
+type groupPair struct {
+	p   plan
+	k   lkey
+	n   int64
+	dry bool // Rule.DryRun
+}
+
+func (l *Limiter) compileGroup(group string, checks []Check) ([]groupPair, error) {
+	switch {
+	case group == "":
+		return nil, fmt.Errorf("%w: empty group", ErrInvalidKey)
+	case len(group) > MaxKeyLength:
+		return nil, fmt.Errorf("%w: group of %d bytes, longer than %d", ErrInvalidKey, len(group), MaxKeyLength)
+	case len(checks) == 0 || len(checks) > MaxGroupSize:
+		return nil, fmt.Errorf("%w: a group of %d pairs (1 to %d)", ErrInvalidRule, len(checks), MaxGroupSize)
+	}
+	g := make([]groupPair, len(checks))
+	for i := range checks {
+		c := &checks[i]
+		p, err := c.Rule.compile()
+		if err != nil {
+			return nil, err
+		}
+		if p.approx {
+			return nil, fmt.Errorf("%w: rule %q: approximate rules cannot be grouped", ErrInvalidRule, c.Rule.Name)
+		}
+		n := int64(max(c.N, 1))
+		if c.N < 0 || n > p.rate {
+			return nil, fmt.Errorf("%w: n = %d is outside 1..%d, the Rate of rule %q", ErrInvalidN, c.N, p.rate, c.Rule.Name)
+		}
+		k, err := localKey(c.Rule.Name, c.Key)
+		if err != nil {
+			return nil, err
+		}
+		k.group = group
+		g[i] = groupPair{p: p, k: k, n: n, dry: c.Rule.DryRun}
+	}
+	return g, nil
+}
+
+// encodeGroup returns group.lua's keys and arguments for g.
+func (l *Limiter) encodeGroup(g []groupPair) ([]string, []string) {
+	keys := make([]string, 0, 2*len(g))
+	args := make([]string, 0, 2+12*len(g))
+	now := ""
+	if l.set.Clock != nil {
+		now = strconv.FormatInt(l.set.Clock.Now().UnixMicro(), 10)
+	}
+	args = append(args, now, strconv.Itoa(len(g)))
+	member := l.id + strconv.FormatUint(l.seq.Add(1), 10)
+	itoa := func(v int64) string { return strconv.FormatInt(v, 10) }
+	flag := func(b bool) string {
+		if b {
+			return "1"
+		}
+		return "0"
+	}
+	for i := range g {
+		gp := &g[i]
+		var b strings.Builder
+		writeKey(&b, l.set.KeyPrefix, gp.k, 'l')
+		log := b.String()
+		b.Reset()
+		writeKey(&b, l.set.KeyPrefix, gp.k, 'p')
+		keys = append(keys, log, b.String())
+		pp := &gp.p.penalty
+		args = append(args, itoa(gp.p.window), itoa(gp.p.rate), itoa(gp.n), member, flag(gp.p.penalize), flag(gp.dry),
+			itoa(pp.warnAfter), itoa(pp.banAfter), itoa(pp.banFor), itoa(pp.memory),
+			strconv.FormatFloat(pp.growth, 'g', -1, 64), itoa(pp.maxBan))
+	}
+	return keys, args
+}
+
+// groupResults turns the script's decisions into Results, applies dry runs
+// and mirrors the decisions into the local limiter.
+func (l *Limiter) groupResults(checks []Check, g []groupPair, ds []decision) []Result {
+	now := l.localNow()
+	results := make([]Result, len(ds))
+	for i, d := range ds {
+		l.local.record(g[i].k, &g[i].p, now, g[i].n, false, &d, -1)
+		results[i] = d.result(g[i].p.rate, false)
+		if checks[i].Rule.DryRun && !results[i].Allowed {
+			results[i].Allowed, results[i].DryRun = true, true
+		}
+	}
+	if last := &results[len(results)-1]; !last.Allowed {
+		// Nothing was recorded in Redis: take the mirrored events back.
+		for i := 0; i < len(results)-1; i++ {
+			if ds[i].allowed {
+				l.local.unrecord(g[i].k, &g[i].p, now, g[i].n)
+			}
+		}
+	}
+	return results
+}
+
+// groupLocally decides a group without Redis, pair by pair, taking back
+// what earlier pairs recorded when a later one denies. b is the breaker in
+// front of the group (nil when there is no Redis or it is not connected).
+func (l *Limiter) groupLocally(checks []Check, g []groupPair, b *breaker) []Result {
+	results := make([]Result, 0, len(g))
+	undos := make([]undo, len(g))
+	for i := range g {
+		gp := &g[i]
+		undos[i] = undo{k: gp.k, p: gp.p, n: gp.n}
+		var res Result
+		if l.remote {
+			res = l.degraded(&checks[i].Rule, &gp.p, gp.k, gp.n, false, b, &undos[i])
+		} else {
+			now := l.localNow()
+			undos[i].at(now)
+			d := l.local.decide(gp.k, &gp.p, gp.p.rate, now, gp.n, false)
+			res = d.result(gp.p.rate, false)
+		}
+		if checks[i].Rule.DryRun && !res.Allowed {
+			res.Allowed, res.DryRun = true, true
+			undos[i] = undo{}
+		}
+		results = append(results, res)
+		if !res.Allowed {
+			l.takeBack(undos[:i])
+			break
+		}
+	}
+	return results
+}
