@@ -55,17 +55,21 @@ func Example() {
 	// call 4: allowed=false remaining=0 retry after 30s
 }
 
-func ExamplePenalty() {
+// exampleLimiter returns a limiter on an in-process Redis with a fake
+// clock, as Example builds one, and a function that stops both.
+func exampleLimiter() (*ratelimit.Limiter, *ratelimittest.Clock, func()) {
 	mr, client := exampleRedis()
-	defer mr.Close()
-	defer client.Close()
-
 	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 	limiter, err := ratelimit.New(client, ratelimit.Options{Clock: clock})
 	if err != nil {
 		panic(err)
 	}
-	defer limiter.Close()
+	return limiter, clock, func() { limiter.Close(); client.Close(); mr.Close() }
+}
+
+func ExamplePenalty() {
+	limiter, clock, stop := exampleLimiter()
+	defer stop()
 
 	rule := ratelimit.Rule{
 		Name:    "login",
@@ -142,4 +146,65 @@ func Example_fallback() {
 	// redis down:    allowed=true  remaining=0 degraded=true
 	// redis down:    allowed=false remaining=0 degraded=true
 	// redis back:    allowed=true  remaining=2 degraded=false
+}
+
+func ExampleLimiter_Ban() {
+	limiter, clock, stop := exampleLimiter()
+	defer stop()
+	login := ratelimit.Rule{Name: "login", Limit: ratelimit.PerMinute(5),
+		Penalty: &ratelimit.Penalty{BanAfter: 5, BanFor: 30 * time.Minute}}
+
+	ctx := context.Background()
+	if err := limiter.Ban(ctx, login, "203.0.113.7", time.Hour); err != nil {
+		panic(err)
+	}
+	res, _ := limiter.Peek(ctx, login, "203.0.113.7")
+	fmt.Println("banned:", res.Banned, "for", res.BannedFor)
+	clock.Advance(time.Hour)
+	res, _ = limiter.Allow(ctx, login, "203.0.113.7")
+	fmt.Println("an hour later allowed:", res.Allowed)
+	// Output:
+	// banned: true for 1h0m0s
+	// an hour later allowed: true
+}
+
+func ExampleLimiter_AllowAll() {
+	limiter, _, stop := exampleLimiter()
+	defer stop()
+	global := ratelimit.Rule{Name: "search", Limit: ratelimit.PerSecond(100)}
+	perUser := ratelimit.Rule{Name: "search:user", Limit: ratelimit.PerSecond(2)}
+
+	ctx := context.Background()
+	for i := 1; i <= 3; i++ {
+		results, err := limiter.AllowAll(ctx, []ratelimit.Check{
+			{Rule: perUser, Key: "user-7"}, // the likeliest to deny goes first
+			{Rule: global, Key: "all"},
+		})
+		if err != nil {
+			panic(err)
+		}
+		last := results[len(results)-1]
+		fmt.Printf("request %d: allowed=%v (asked %d rules)\n", i, last.Allowed, len(results))
+	}
+	res, _ := limiter.Peek(ctx, global, "all")
+	fmt.Println("global events:", 100-res.Remaining)
+	// Output:
+	// request 1: allowed=true (asked 2 rules)
+	// request 2: allowed=true (asked 2 rules)
+	// request 3: allowed=false (asked 1 rules)
+	// global events: 2
+}
+
+func ExampleRule_dryRun() {
+	limiter, _, stop := exampleLimiter()
+	defer stop()
+	candidate := ratelimit.Rule{Name: "export", Limit: ratelimit.PerHour(1), DryRun: true}
+
+	for i := 1; i <= 2; i++ {
+		res, _ := limiter.Allow(context.Background(), candidate, "tenant-3")
+		fmt.Printf("export %d: allowed=%v, enforcing would reject: %v\n", i, res.Allowed, res.DryRun)
+	}
+	// Output:
+	// export 1: allowed=true, enforcing would reject: false
+	// export 2: allowed=true, enforcing would reject: true
 }
