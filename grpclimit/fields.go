@@ -90,62 +90,72 @@ func appendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// list is one Structured Field list being built.
+// list is one Structured Field list being built. Its methods return the
+// longer list, as append does, so that a list can live on the stack.
 type list []byte
 
-func (l *list) item(name string) {
-	if len(*l) > 0 {
-		*l = append(*l, ", "...)
+// item starts an item: name as an sf-string.
+func (l list) item(name string) list {
+	if len(l) > 0 {
+		l = append(l, ", "...)
 	}
-	*l = appendString(*l, name)
+	return appendString(l, name)
 }
 
-func (l *list) param(key string, v int64) {
-	*l = append(*l, ';')
-	*l = append(*l, key...)
-	*l = append(*l, '=')
-	*l = strconv.AppendInt(*l, v, 10)
+// param adds the parameter ;key=v to the last item.
+func (l list) param(key string, v int64) list {
+	l = append(l, ';')
+	l = append(l, key...)
+	l = append(l, '=')
+	return strconv.AppendInt(l, v, 10)
 }
 
-func (l *list) flag(key string) {
-	*l = append(*l, ';')
-	*l = append(*l, key...)
+// flag adds the boolean parameter ;key (true) to the last item.
+func (l list) flag(key string) list {
+	l = append(l, ';')
+	return append(l, key...)
 }
 
 // fields returns the header metadata of the decisions made for one call.
 func fields(ds []decision, degradedHeader bool) metadata.MD {
-	var policy, limit, warn, degraded, dry list
+	// The two fields of every call are built on the stack and copied into
+	// one string: a call costs three allocations for them.
+	var policyBuf, limitBuf [128]byte
+	policy, limit := list(policyBuf[:0]), list(limitBuf[:0])
+	var warn, degraded, dry list
 	for i := range ds {
 		d := &ds[i]
 		name := d.policy.Name
-		policy.item(name)
-		policy.param("q", int64(d.res.Limit))
+		policy = policy.item(name)
+		policy = policy.param("q", int64(d.res.Limit))
 		if w := ceilSeconds(d.policy.Rule.Limit.Window); w > 0 {
-			policy.param("w", w)
+			policy = policy.param("w", w)
 		}
-		limit.item(name)
-		limit.param("r", int64(d.res.Remaining))
+		limit = limit.item(name)
+		limit = limit.param("r", int64(d.res.Remaining))
 		if t := d.resetSeconds(); t > 0 {
-			limit.param("t", t)
+			limit = limit.param("t", t)
 		}
 		if d.res.DryRun {
-			dry.item(name)
-			dry.param("t", retrySeconds(d.res.RetryAfter))
+			dry = dry.item(name)
+			dry = dry.param("t", retrySeconds(d.res.RetryAfter))
 			if d.res.Banned {
-				dry.flag("banned")
+				dry = dry.flag("banned")
 			}
 		} else if d.res.Warned && d.policy.Rule.Penalty != nil {
-			warn.item(name)
-			warn.param("violations", int64(d.res.Violations))
-			warn.param("ban-after", int64(d.policy.Rule.Penalty.BanAfter))
+			warn = warn.item(name)
+			warn = warn.param("violations", int64(d.res.Violations))
+			warn = warn.param("ban-after", int64(d.policy.Rule.Penalty.BanAfter))
 		}
 		if d.res.Degraded && degradedHeader {
-			degraded.item(name)
+			degraded = degraded.item(name)
 		}
 	}
+	both := string(append(policy, limit...))
+	vals := []string{both[:len(policy)], both[len(policy):]}
 	md := metadata.MD{
-		HeaderPolicy:    {string(policy)},
-		HeaderRateLimit: {string(limit)},
+		HeaderPolicy:    vals[:1:1],
+		HeaderRateLimit: vals[1:],
 	}
 	for _, f := range []struct {
 		key string

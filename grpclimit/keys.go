@@ -95,9 +95,9 @@ func Metadata(name string) KeyFunc {
 		return setupError(fmt.Errorf("%w: Metadata with an empty name", ErrInvalidSetup))
 	}
 	prefix := "header:" + textproto.CanonicalMIMEHeaderKey(name) + ":"
+	name = strings.ToLower(name) // as metadata keys are
 	return func(ctx context.Context, _ string) (string, error) {
-		md, _ := metadata.FromIncomingContext(ctx)
-		v := md.Get(name) // Get lowercases name
+		v := metadata.ValueFromIncomingContext(ctx, name)
 		if len(v) == 0 || v[0] == "" {
 			return "", fmt.Errorf("%w: no %s metadata", ErrNoKey, name)
 		}
@@ -190,12 +190,10 @@ func peerRequest(ctx context.Context, forwarded bool) (*http.Request, error) {
 		return nil, fmt.Errorf("%w: no peer", ErrNoKey)
 	}
 	r := &http.Request{RemoteAddr: p.Addr.String(), Header: http.Header{}}
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if forwarded {
-			r.Header[headerForwarded] = md.Get(headerForwarded)
-		} else {
-			r.Header[headerXFF] = md.Get(headerXFF)
-		}
+	if forwarded {
+		r.Header[headerForwarded] = metadata.ValueFromIncomingContext(ctx, "forwarded")
+	} else {
+		r.Header[headerXFF] = metadata.ValueFromIncomingContext(ctx, "x-forwarded-for")
 	}
 	return r, nil
 }
