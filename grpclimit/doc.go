@@ -61,8 +61,8 @@
 //	ratelimit-policy: "coupon";q=3;w=60
 //	ratelimit: "coupon";r=0;t=30
 //
-// A denial fails the call with codes.ResourceExhausted and the rule's
-// message ([DefaultMessage], or [DefaultBanMessage] while a penalty bans
+// A denial fails the call with codes.ResourceExhausted and the message of
+// [Options] ([DefaultMessage], or [DefaultBanMessage] while a penalty bans
 // the caller), and carries two details of google.rpc: a RetryInfo whose
 // delay is the time until the call could pass, rounded up to whole
 // milliseconds so that it never names a time before that (a ban's

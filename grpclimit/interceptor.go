@@ -108,18 +108,20 @@ type Options struct {
 // Every limited call sends the HeaderPolicy and HeaderRateLimit header
 // metadata, with one item per policy asked, denied or not; a client reads
 // them with grpc.Header. A denial fails the call with
-// codes.ResourceExhausted, the rule's message, and the details RetryInfo
-// (the delay until the call could pass, rounded up to whole milliseconds)
-// and QuotaFailure (the violated policy in QuotaId, its quota in
-// QuotaValue). A policy in dry run (ratelimit.Rule.DryRun) that would have
-// denied lets the call through and adds HeaderDryRun; a denial that
-// carries a penalty's warning adds HeaderWarning.
+// codes.ResourceExhausted, the message opts.Message (opts.BanMessage for a
+// banned caller), and the details RetryInfo (the delay until the call
+// could pass, rounded up to whole milliseconds) and QuotaFailure (the
+// violated policy in QuotaId, its quota in QuotaValue). A policy in dry
+// run (ratelimit.Rule.DryRun) that would have denied lets the call through
+// and adds HeaderDryRun; a denial that carries a penalty's warning adds
+// HeaderWarning.
 //
-// A call the limiter cannot decide on fails, and the cause is logged to
-// opts.Logger: with Unavailable when the Limiter is closed or cannot reach
-// its store, with the context's code when the caller's context ended, and
+// A call the limiter cannot decide on fails with ErrorMessage: with
+// Unavailable when the Limiter is closed or cannot reach its store, and
 // with Internal otherwise (an error from a KeyFunc other than ErrNoKey,
-// ratelimit.ErrRedis).
+// ratelimit.ErrRedis); the cause is logged to opts.Logger. When the
+// caller's context ended first, the call fails with the context's code
+// (Canceled, DeadlineExceeded) and nothing is logged.
 //
 // A setup mistake (a nil Limiter, no methods, a malformed method name, a
 // policy without a Key, with an invalid Rule or with a KeyFunc built

@@ -581,3 +581,27 @@ func TestHeaderNames(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryDelayNeverEarly checks, at many sub-millisecond offsets, that
+// RetryInfo's delay is the limiter's RetryAfter rounded up to the next
+// whole millisecond: never earlier, less than a millisecond later.
+func TestRetryDelayNeverEarly(t *testing.T) {
+	e := newEnv(t)
+	rule := ratelimit.Rule{Name: "r", Limit: ratelimit.PerSecond(1)}
+	client := unaryServer(t, e, "", grpclimit.Methods{check: {{Rule: rule, Key: grpclimit.Global()}}}, grpclimit.Options{})
+	if o := call(t, client); o.code != codes.OK {
+		t.Fatalf("first call: %v", o.code)
+	}
+	for at := 137 * time.Microsecond; at < time.Second; at += 19937 * time.Microsecond {
+		e.clk.Set(epoch.Add(at))
+		res, err := e.lim.Peek(context.Background(), rule, "global")
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := call(t, client)
+		if o.code != codes.ResourceExhausted || o.retry < res.RetryAfter || o.retry >= res.RetryAfter+time.Millisecond ||
+			o.retry%time.Millisecond != 0 {
+			t.Errorf("at %v: %v, RetryInfo %v for RetryAfter %v", at, o.code, o.retry, res.RetryAfter)
+		}
+	}
+}
