@@ -1,0 +1,83 @@
+// Package grpclimit limits the calls of a gRPC server with a
+// [ratelimit.Limiter], without touching the handlers: server interceptors
+// look up each call's method in a [Methods] table that names its rules and
+// how calls are keyed.
+//
+//	lim, _ := ratelimit.New(client, ratelimit.Options{})
+//	claim := ratelimit.Rule{Name: "coupon", Limit: ratelimit.PerMinute(3)}
+//	browse := ratelimit.Rule{Name: "catalog", Limit: ratelimit.PerSecond(5)}
+//	methods := grpclimit.Methods{
+//		"/shop.Coupons/Claim": {{Rule: claim, Key: grpclimit.Identity(userID)}},
+//		"/shop.Catalog/*":     {{Rule: browse, Key: grpclimit.IP(grpclimit.IPOptions{})}},
+//	}
+//	srv := grpc.NewServer(
+//		grpc.ChainUnaryInterceptor(auth, grpclimit.UnaryServerInterceptor(lim, methods, grpclimit.Options{})),
+//		grpc.ChainStreamInterceptor(grpclimit.StreamServerInterceptor(lim, methods, grpclimit.Options{})),
+//	)
+//
+// It is a module of its own, so that package ratelimit never depends on
+// gRPC. It reuses package httplimit's client address rules and keeps its
+// keys, field values and messages: a rule that limits both the HTTP and the
+// gRPC face of a service counts each caller in one bucket.
+//
+// # Keys
+//
+// A [KeyFunc] names the bucket a call counts in under a rule. [Global] puts
+// every caller of a method into one bucket; [Identity] keys by the caller
+// the service's authentication found (run that interceptor first);
+// [ClientCert] by a verified TLS client certificate; [IP] by the client's
+// address; [Metadata] by a metadata value. A call a KeyFunc cannot key,
+// such as an anonymous call on a per-user method, is refused by default
+// with codes.Unauthenticated, never counted in a bucket that all such calls
+// share; [Options].NoKey can let it through or key it by a fallback
+// instead.
+//
+// # Client addresses behind proxies
+//
+// "x-forwarded-for" and "forwarded" metadata are written by whoever makes
+// the call, so by default [IP] ignores them and uses the connection's peer.
+// Behind your own proxies (an L7 load balancer, Envoy), list their
+// addresses in [IPOptions].TrustedProxies: the metadata is then read from
+// the right, one trusted hop at a time, and the client is the first address
+// that is not one of your proxies. Whatever a client writes into the
+// metadata itself stays to the left of that address and is never reached.
+// IPv6 clients are grouped by their /64 (configurable). The rules are
+// httplimit's, applied to the call's HTTP/2 header fields.
+//
+// # Several rules on one method
+//
+// A method may have several policies ([Policy]: a rule and a KeyFunc); a
+// call must pass all of them. They are asked in order and the first denial
+// stops: later policies record nothing for the denied call, while events
+// already recorded by earlier ones stay recorded.
+//
+// # What the client sees
+//
+// Every limited call sends header metadata ([HeaderPolicy],
+// [HeaderRateLimit]) with the values of the RateLimit-Policy and RateLimit
+// fields of draft-ietf-httpapi-ratelimit-headers, one item per policy
+// asked; a client reads them with grpc.Header, on a denial too:
+//
+//	ratelimit-policy: "coupon";q=3;w=60
+//	ratelimit: "coupon";r=0;t=30
+//
+// A denial fails the call with codes.ResourceExhausted and the message of
+// [Options] ([DefaultMessage], or [DefaultBanMessage] while a penalty bans
+// the caller), and carries two details of google.rpc: a RetryInfo whose
+// delay is the time until the call could pass, rounded up to whole
+// milliseconds so that it never names a time before that (a ban's
+// remaining time for a banned caller), and a QuotaFailure whose violation
+// names the denying policy in QuotaId and its quota in QuotaValue. A denial
+// that carries a penalty's warning adds [HeaderWarning]; a policy in dry
+// run that would have denied lets the call through and adds
+// [HeaderDryRun]. A call the limiter cannot decide on fails with
+// Unavailable or Internal, and the cause is logged.
+//
+// Streams count once, when they open: a stream interceptor limits how
+// often streams start, not the messages they carry.
+//
+// # Concurrency
+//
+// The interceptors keep no state of their own: they are safe for
+// concurrent calls, as the Limiter is.
+package grpclimit
