@@ -85,10 +85,17 @@
 // # Cost
 //
 // Every attribute set is made once, when a rule is first seen, so the hook
-// adds no allocation of its own to a decision: with the SDK it costs a few
-// hundred nanoseconds, with a no-op MeterProvider a few (see
-// BenchmarkOnDecision). The gauges call Stats, which locks each shard of the
-// local limiter in turn, only when the metrics are collected.
+// adds no allocation to a decision. What remains is the SDK's own work for
+// one counter and one histogram: about half a microsecond on one core of
+// the project's machine with the SDK of go.opentelemetry.io/otel/sdk/metric
+// v1.46, about 40ns with a no-op MeterProvider (BenchmarkOnDecision). That
+// doubles the cost of the cheapest decision there is, a local-only one
+// (BenchmarkAllow), and is small beside a Redis round trip. The gauges call
+// Stats, which locks each shard of the local limiter in turn, only when the
+// metrics are collected.
+//
+// A [ratelimit.Decision] carries no context, so measurements are recorded
+// with context.Background: the SDK links no exemplar to a trace.
 //
 // # Concurrency
 //

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	ratelimitotel "github.com/ratelimit-go/ratelimit/otel"
 	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/redis/rueidis"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -246,8 +248,8 @@ func TestDecisions(t *testing.T) {
 
 		"ratelimit.breaker.changes {change} state=open": 1,
 
-		"ratelimit.breaker.open {breaker} ":            1,
-		"ratelimit.connected {limiter} ":               1,
+		"ratelimit.breaker.open {breaker} ": 1,
+		"ratelimit.connected {limiter} ":    1,
 		// The local limiter mirrors what Redis allowed (the logs of plain/k,
 		// login/ip and dry/k) and the ban of login/ip, and decided
 		// plain/down itself; the shield holds the rejections of plain/k,
@@ -274,4 +276,221 @@ func TestDecisions(t *testing.T) {
 		}
 	}
 	assertPoints(t, collect(t, reader), want)
+}
+
+// TestInstrumentKeepsHooks: hooks set before Instrument still run, after
+// the metrics have recorded.
+func TestInstrumentKeepsHooks(t *testing.T) {
+	m, reader := newMetrics(t, ratelimitotel.Options{})
+	var seen []string
+	opts := m.Instrument(ratelimit.Options{
+		Clock: ratelimittest.NewClock(epoch),
+		OnDecision: func(d ratelimit.Decision) {
+			seen = append(seen, fmt.Sprintf("%s %v", d.Rule.Name, d.Result.Allowed))
+		},
+	})
+	if opts.OnBreakerChange == nil {
+		t.Fatal("Instrument left OnBreakerChange unset")
+	}
+	l := newLimiter(t, nil, opts)
+	rule := ratelimit.Rule{Name: "r", Limit: ratelimit.PerMinute(1)}
+	l.Allow(context.Background(), rule, "k")
+	l.Allow(context.Background(), rule, "k")
+	if want := []string{"r true", "r false"}; !slices.Equal(seen, want) {
+		t.Errorf("the user's hook saw %q, want %q", seen, want)
+	}
+	assertPoints(t, collect(t, reader), map[string]float64{
+		decision("r", "allowed", false, false):     1,
+		decision("r", "rejected", false, false):    1,
+		"ratelimit.decision.duration s path=local": 2,
+	})
+
+	// OnBreakerChange chains the same way.
+	var changes []ratelimit.BreakerChange
+	opts = m.Instrument(ratelimit.Options{OnBreakerChange: func(c ratelimit.BreakerChange) { changes = append(changes, c) }})
+	c := ratelimit.BreakerChange{Breaker: "redis", From: ratelimit.BreakerOpen, To: ratelimit.BreakerHalfOpen}
+	opts.OnBreakerChange(c)
+	if len(changes) != 1 || changes[0] != c {
+		t.Errorf("the user's hook saw %+v", changes)
+	}
+	if got := collect(t, reader)["ratelimit.breaker.changes {change} state=half-open"]; got != 1 {
+		t.Errorf("half-open changes = %v, want 1", got)
+	}
+}
+
+// TestObserveAddsUpLimiters: the gauges report the sum over the observed
+// limiters, and each stop removes one.
+func TestObserveAddsUpLimiters(t *testing.T) {
+	m, reader := newMetrics(t, ratelimitotel.Options{})
+	if got := collect(t, reader); len(got) != 0 {
+		t.Fatalf("nothing observed, yet %v", got)
+	}
+	clk := ratelimittest.NewClock(epoch)
+	a := newLimiter(t, nil, ratelimit.Options{Clock: clk})
+	mr := miniredis.RunT(t)
+	b := newLimiter(t, newClient(t, mr.Addr()), ratelimit.Options{Clock: clk, Timeout: 10 * time.Second})
+	rule := ratelimit.Rule{Name: "r", Limit: ratelimit.PerMinute(1), Approximate: true}
+	for _, key := range []string{"1", "2"} {
+		a.Allow(context.Background(), rule, key)
+	}
+	b.Allow(context.Background(), rule, "3")
+
+	gauges := func(counters, connected float64) map[string]float64 {
+		return map[string]float64{
+			"ratelimit.breaker.open {breaker} ":            0,
+			"ratelimit.connected {limiter} ":               connected,
+			"ratelimit.local.entries {entry} kind=log":     0,
+			"ratelimit.local.entries {entry} kind=counter": counters,
+			"ratelimit.local.entries {entry} kind=strike":  0,
+			"ratelimit.local.entries {entry} kind=ban":     0,
+			"ratelimit.shield.entries {entry} ":            0,
+		}
+	}
+	stopA := m.Observe(a)
+	stopB := m.Observe(b)
+	stopB2 := m.Observe(b) // observed twice, counted once
+	assertPoints(t, collect(t, reader), gauges(3, 1))
+	stopB()
+	assertPoints(t, collect(t, reader), gauges(3, 1))
+	stopB2()
+	assertPoints(t, collect(t, reader), gauges(2, 0))
+	stopA()
+	if got := collect(t, reader); len(got) != 0 {
+		t.Fatalf("nothing observed any more, yet %v", got)
+	}
+}
+
+// TestMaxRules: rules past MaxRules are counted as OtherRule.
+func TestMaxRules(t *testing.T) {
+	m, reader := newMetrics(t, ratelimitotel.Options{MaxRules: 2})
+	l := newLimiter(t, nil, m.Instrument(ratelimit.Options{Clock: ratelimittest.NewClock(epoch)}))
+	for _, name := range []string{"a", "b", "c", "d", "a", "c"} {
+		l.Allow(context.Background(), ratelimit.Rule{Name: name, Limit: ratelimit.PerMinute(10)}, "k")
+	}
+	l.Allow(context.Background(), ratelimit.Rule{Name: "e"}, "k") // invalid
+	assertPoints(t, collect(t, reader), map[string]float64{
+		decision("a", "allowed", false, false):                         2,
+		decision("b", "allowed", false, false):                         1,
+		decision(ratelimitotel.OtherRule, "allowed", false, false):     3,
+		"ratelimit.errors {error} error.type=invalid_rule,rule=_other": 1,
+		"ratelimit.decision.duration s path=local":                     6,
+	})
+	if _, err := ratelimitotel.New(ratelimitotel.Options{MaxRules: -1}); err == nil {
+		t.Error("New accepted a negative MaxRules")
+	}
+}
+
+// TestGlobalMeterProvider: without a MeterProvider, Metrics uses the
+// global one.
+func TestGlobalMeterProvider(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer provider.Shutdown(context.Background())
+	otel.SetMeterProvider(provider)
+	m, err := ratelimitotel.New(ratelimitotel.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	m.OnDecision(ratelimit.Decision{Rule: ratelimit.Rule{Name: "g"}, N: 1, Path: ratelimit.PathRedis,
+		Result: ratelimit.Result{Allowed: true}, Took: time.Millisecond})
+	assertPoints(t, collect(t, reader), map[string]float64{
+		decision("g", "allowed", false, false):     1,
+		"ratelimit.decision.duration s path=redis": 1,
+	})
+}
+
+// TestOutcomes: every combination of the Result flags maps to the
+// documented attributes.
+func TestOutcomes(t *testing.T) {
+	m, reader := newMetrics(t, ratelimitotel.Options{})
+	for _, r := range []ratelimit.Result{
+		{Allowed: true},
+		{Allowed: true, Degraded: true},
+		{},
+		{Degraded: true},
+		{Warned: true, Violations: 2},
+		{Banned: true, Violations: 3},
+		{Banned: true, Degraded: true},
+		{Allowed: true, DryRun: true},
+		{Allowed: true, DryRun: true, Warned: true},
+		{Allowed: true, DryRun: true, Banned: true, Degraded: true},
+	} {
+		m.OnDecision(ratelimit.Decision{Rule: ratelimit.Rule{Name: "o"}, Result: r, Path: ratelimit.PathLocal})
+	}
+	m.OnDecision(ratelimit.Decision{Rule: ratelimit.Rule{Name: "o"}, Peek: true, Path: ratelimit.PathShield})
+	m.OnDecision(ratelimit.Decision{Rule: ratelimit.Rule{Name: "o"}, Err: context.DeadlineExceeded})
+	m.OnDecision(ratelimit.Decision{Rule: ratelimit.Rule{Name: "o"}, Err: fmt.Errorf("%w: WRONGTYPE", ratelimit.ErrRedis), Path: ratelimit.PathRedis})
+	m.OnDecision(ratelimit.Decision{Rule: ratelimit.Rule{Name: "o"}, Err: io.EOF})
+	assertPoints(t, collect(t, reader), map[string]float64{
+		decision("o", "allowed", false, false):  1,
+		decision("o", "allowed", true, false):   1,
+		decision("o", "rejected", false, false): 1,
+		decision("o", "rejected", true, false):  1,
+		decision("o", "warned", false, false):   1,
+		decision("o", "banned", false, false):   1,
+		decision("o", "banned", true, false):    1,
+		decision("o", "rejected", false, true):  1,
+		decision("o", "warned", false, true):    1,
+		decision("o", "banned", true, true):     1,
+
+		"ratelimit.errors {error} error.type=deadline_exceeded,rule=o": 1,
+		"ratelimit.errors {error} error.type=redis,rule=o":             1,
+		"ratelimit.errors {error} error.type=_OTHER,rule=o":            1,
+
+		"ratelimit.decision.duration s path=local":  10,
+		"ratelimit.decision.duration s path=shield": 1,
+	})
+}
+
+// TestOnDecisionAllocs: once a rule has been seen, recording a decision
+// allocates nothing.
+func TestOnDecisionAllocs(t *testing.T) {
+	m, _ := newMetrics(t, ratelimitotel.Options{})
+	d := ratelimit.Decision{Rule: ratelimit.Rule{Name: "hot"}, N: 1, Path: ratelimit.PathRedis,
+		Result: ratelimit.Result{Allowed: true}, Took: 300 * time.Microsecond}
+	m.OnDecision(d)
+	if n := testing.AllocsPerRun(1000, func() { m.OnDecision(d) }); n != 0 {
+		t.Errorf("OnDecision allocates %v times per call", n)
+	}
+}
+
+// TestConcurrentUse: decisions of new and known rules, observing, stopping
+// and collecting all at once; the totals come out exact.
+func TestConcurrentUse(t *testing.T) {
+	m, reader := newMetrics(t, ratelimitotel.Options{MaxRules: 8})
+	l := newLimiter(t, nil, ratelimit.Options{})
+	const workers, calls = 4, 500
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range calls {
+				rule := ratelimit.Rule{Name: fmt.Sprintf("r%d", (w+i)%16)}
+				m.OnDecision(ratelimit.Decision{Rule: rule, Path: ratelimit.PathLocal, Result: ratelimit.Result{Allowed: true}})
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for range 50 {
+			stop := m.Observe(l)
+			collect(t, reader)
+			stop()
+		}
+	}()
+	wg.Wait()
+	var decisions float64
+	named := map[string]bool{}
+	for k, v := range collect(t, reader) {
+		if strings.HasPrefix(k, "ratelimit.decisions ") {
+			decisions += v
+			named[k[strings.LastIndex(k, "rule=")+len("rule="):]] = true
+		}
+	}
+	if decisions != workers*calls || len(named) != 9 || !named[ratelimitotel.OtherRule] {
+		t.Errorf("%v decisions of rules %v; want %d, of 8 rules and %s", decisions, named, workers*calls, ratelimitotel.OtherRule)
+	}
 }
