@@ -66,8 +66,11 @@
 // ratelimit.decision.duration is how long each call of Allow, AllowN or
 // Peek that returned no error took, with the path that decided it: "redis",
 // "shield" (the hot-key shield answered without a Redis round trip) or
-// "local" (a limiter without Redis, or the fallback). Its advised buckets
-// are [DurationBuckets], 10µs to 1s.
+// "local" (a limiter without Redis, or the fallback). Its advised bucket
+// boundaries span 10µs (the shield, the local limiter) to 1s (ten times the
+// default Redis timeout): 10µs, 25µs, 50µs, 100µs, 250µs, 500µs, 1ms,
+// 2.5ms, 5ms, 10ms, 25ms, 50ms, 100ms, 250ms, 500ms, 1s. A View of the SDK's
+// MeterProvider can replace them.
 //
 // ratelimit.breaker.changes counts the state changes of the circuit
 // breakers in front of Redis, by the state entered: "open", "half-open" or

@@ -26,11 +26,10 @@ const DefaultMaxRules = 1000
 // Options.MaxRules distinct ones.
 const OtherRule = "_other"
 
-// DurationBuckets are the bucket boundaries, in seconds, that Metrics
+// durationBuckets are the bucket boundaries, in seconds, that Metrics
 // advises for ratelimit.decision.duration: from 10µs (the shield and the
 // local limiter) to 1s (far past the default Redis timeout of 100ms).
-// A View of the SDK's MeterProvider overrides them.
-var DurationBuckets = []float64{
+var durationBuckets = []float64{
 	0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005,
 	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
 }
@@ -46,8 +45,8 @@ type Options struct {
 	// measures under their own name; the rule attribute of later ones is
 	// OtherRule. Rule names come from the program, so the bound only
 	// matters for programs that make rule names from input (which they
-	// should not). It also bounds the memory Metrics keeps per rule (a few
-	// kilobytes of prepared attribute sets). The default is
+	// should not). It also bounds the memory Metrics keeps for rules: about
+	// 7 kB of prepared attribute sets per rule. The default is
 	// DefaultMaxRules (1000).
 	MaxRules int
 }
@@ -114,7 +113,7 @@ func New(opts Options) (*Metrics, error) {
 	m.duration, err = meter.Float64Histogram("ratelimit.decision.duration",
 		metric.WithUnit("s"),
 		metric.WithDescription("How long Allow, AllowN and Peek took to decide, by the path that decided."),
-		metric.WithExplicitBucketBoundaries(DurationBuckets...))
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
 	check(err)
 	m.changes, err = meter.Int64Counter("ratelimit.breaker.changes",
 		metric.WithUnit("{change}"),

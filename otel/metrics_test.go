@@ -23,6 +23,12 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
+// durationBuckets are the bucket boundaries the package documents.
+var durationBuckets = []float64{
+	0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005,
+	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+}
+
 var epoch = time.Date(2026, 11, 22, 12, 0, 0, 123456000, time.UTC)
 
 // newMetrics returns Metrics on an SDK MeterProvider whose manual reader
@@ -102,7 +108,7 @@ func collect(t testing.TB, r *sdkmetric.ManualReader) map[string]float64 {
 					if p.Sum < 0 {
 						t.Errorf("%s: negative sum %v", m.Name, p.Sum)
 					}
-					if want := ratelimitotel.DurationBuckets; !slices.Equal(p.Bounds, want) {
+					if want := durationBuckets; !slices.Equal(p.Bounds, want) {
 						t.Errorf("%s: bounds %v, want %v", m.Name, p.Bounds, want)
 					}
 				}
