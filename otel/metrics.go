@@ -84,8 +84,8 @@ type Metrics struct {
 }
 
 // New returns Metrics whose instruments are made by the meter named
-// ScopeName of opts.MeterProvider. It fails only when the provider refuses
-// to make an instrument.
+// ScopeName of opts.MeterProvider. It fails when opts.MaxRules is negative
+// or the provider refuses to make an instrument.
 func New(opts Options) (*Metrics, error) {
 	mp := opts.MeterProvider
 	if mp == nil {
