@@ -54,7 +54,10 @@ func Example_prometheus() {
 	defer client.Close()
 	opened := make(chan struct{}, 1)
 	limiter, err := ratelimit.New(client, metrics.Instrument(ratelimit.Options{
-		Clock:      ratelimittest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)),
+		Clock: ratelimittest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)),
+		// Far above the default (100ms), so that a busy test machine does
+		// not turn the first call, which connects, into a degraded one.
+		Timeout:    10 * time.Second,
 		TripAfter:  1,
 		ProbeAfter: time.Hour,
 		Logger:     discard,
