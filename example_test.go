@@ -33,7 +33,10 @@ func Example() {
 	defer client.Close()
 
 	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
-	limiter, err := ratelimit.New(client, ratelimit.Options{Clock: clock})
+	limiter, err := ratelimit.New(client, ratelimit.Options{
+		Clock:   clock,
+		Timeout: time.Second, // a busy test machine; the default is 100ms
+	})
 	if err != nil {
 		panic(err)
 	}
@@ -60,7 +63,7 @@ func Example() {
 func exampleLimiter() (*ratelimit.Limiter, *ratelimittest.Clock, func()) {
 	mr, client := exampleRedis()
 	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
-	limiter, err := ratelimit.New(client, ratelimit.Options{Clock: clock})
+	limiter, err := ratelimit.New(client, ratelimit.Options{Clock: clock, Timeout: time.Second})
 	if err != nil {
 		panic(err)
 	}
@@ -105,6 +108,7 @@ func Example_fallback() {
 	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 	limiter, err := ratelimit.New(client, ratelimit.Options{
 		Clock:      clock,
+		Timeout:    time.Second,
 		TripAfter:  1,
 		ProbeAfter: 10 * time.Millisecond,
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
