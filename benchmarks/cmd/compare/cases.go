@@ -83,6 +83,7 @@ func cases(window time.Duration) []benchCase {
 			contenders: []contender{oursLocal, sethvargoContender, xTimeRateContender},
 			notes: []string{
 				"ratelimit (local only): ratelimit.New(nil, ...), an exact sliding log per key in a sharded LRU; sethvargo: token bucket per key in one map; x/time/rate: token bucket per key in a sync.Map (Burst = Rate).",
+				"sethvargo refills Interval/Tokens tokens per elapsed Interval (its fillRate is nanoseconds per token, used as tokens per tick): at 1,000,000 per 1s a key gets 1,000 tokens a second after the first, so its fastest cells reject some calls (see 'allowed').",
 			},
 		},
 	}

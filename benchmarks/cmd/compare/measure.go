@@ -92,9 +92,10 @@ type cellResult struct {
 	allowed    uint64
 	elapsed    time.Duration
 	p50, p99   time.Duration
-	mallocs    uint64 // runtime.MemStats.Mallocs delta over the measured run
-	degraded   int64  // ours only: decisions made without Redis
-	err        error  // the first error a call returned; the cell is void
+	mallocs    uint64        // runtime.MemStats.Mallocs delta over the measured run
+	degraded   int64         // ours only: decisions made without Redis
+	redisCPU   time.Duration // CPU time redis-server spent over the measured run
+	err        error         // the first error a call returned; the cell is void
 
 	invalidRounds int // rounds of this cell that were void (errors, degraded)
 }
@@ -104,6 +105,15 @@ func (r *cellResult) opsPerSec() float64 {
 		return 0
 	}
 	return float64(r.ops) / r.elapsed.Seconds()
+}
+
+// redisCPUPerOp is the CPU time redis-server spent per call (0 for an
+// in-process contender).
+func (r *cellResult) redisCPUPerOp() time.Duration {
+	if r.ops == 0 {
+		return 0
+	}
+	return r.redisCPU / time.Duration(r.ops)
 }
 
 func (r *cellResult) allocsPerOp() float64 {
@@ -200,14 +210,18 @@ type cellPlan struct {
 	warmup, measure time.Duration
 }
 
-// primers is how many goroutines prime a limiter.
-const primers = 16
+// maxPrimers is the most goroutines that prime a limiter.
+const maxPrimers = 16
 
 // prime calls l.Allow once for every key, so that every key exists (in
 // Redis and in any local state) before the timed warm-up, whatever the
-// concurrency and speed of the cell.
-func prime(l limiter, keys []string) error {
+// speed of the cell. It uses at most as many goroutines as the cell: a
+// client that has seen concurrent calls may work differently from then on
+// (rueidis keeps its pipelining goroutines running), and a cell of one
+// goroutine must not be measured in a mode that only priming started.
+func prime(l limiter, keys []string, g int) error {
 	ctx := context.Background()
+	primers := min(g, maxPrimers)
 	errs := make(chan error, primers)
 	var wg sync.WaitGroup
 	for p := range primers {
@@ -247,7 +261,7 @@ func measureCell(ctx context.Context, e *env, c contender, s spec, keys []string
 		return res
 	}
 	defer closeFn()
-	if err := prime(l, keys); err != nil {
+	if err := prime(l, keys, g); err != nil {
 		res.err = fmt.Errorf("priming: %w", err)
 		return res
 	}
@@ -263,8 +277,22 @@ func measureCell(ctx context.Context, e *env, c contender, s spec, keys []string
 		deg0 = dg.Degraded()
 	}
 	runtime.GC()
+	var cpu0 time.Duration
+	if c.remote {
+		if cpu0, err = redisCPU(ctx, e.admin); err != nil {
+			res.err = err
+			return res
+		}
+	}
 	res = run(l, keys, g, p.measure)
 	res.contender = c.name
+	if c.remote {
+		cpu1, err := redisCPU(ctx, e.admin)
+		if err != nil && res.err == nil {
+			res.err = err
+		}
+		res.redisCPU = cpu1 - cpu0
+	}
 	if isDegrader {
 		res.degraded = dg.Degraded() - deg0
 	}

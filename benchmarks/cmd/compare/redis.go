@@ -198,3 +198,25 @@ func infoField(info, field string) (string, bool) {
 func flushAll(ctx context.Context, c rueidis.Client) error {
 	return c.Do(ctx, c.B().Flushall().Sync().Build()).Error()
 }
+
+// redisCPU returns the CPU time redis-server has used (used_cpu_sys +
+// used_cpu_user of INFO cpu): its cost of a run, including network I/O.
+func redisCPU(ctx context.Context, c rueidis.Client) (time.Duration, error) {
+	info, err := c.Do(ctx, c.B().Info().Section("cpu").Build()).ToString()
+	if err != nil {
+		return 0, err
+	}
+	var total time.Duration
+	for _, f := range []string{"used_cpu_sys", "used_cpu_user"} {
+		v, ok := infoField(info, f)
+		if !ok {
+			return 0, fmt.Errorf("INFO cpu has no %s", f)
+		}
+		sec, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0, fmt.Errorf("INFO cpu %s: %w", f, err)
+		}
+		total += time.Duration(sec * float64(time.Second))
+	}
+	return total, nil
+}

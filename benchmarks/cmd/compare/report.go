@@ -42,6 +42,7 @@ func printHeader(w io.Writer, cfg config, e *env) {
 	}
 	fmt.Fprintf(w, "- each cell: a fresh limiter, FLUSHALL (remote), one Allow per key, %v warm-up at the same concurrency, GC, then %v measured; %d round(s) over all cells, each cell showing its round with the most ops/s\n", cfg.warmup, cfg.measure, cfg.rounds)
 	fmt.Fprintf(w, "- latency: every %dth call of each goroutine timed (same for all), histogram of ~3%% buckets; allocs/op: MemStats.Mallocs delta over the whole measured run / ops, so it includes the clients' background goroutines\n", sampleEvery)
+	fmt.Fprintln(w, "- Redis CPU/op: redis-server's used_cpu_sys + used_cpu_user (INFO cpu) over the measured run / ops; what the server spends per call, network I/O included")
 	fmt.Fprintln(w, "- keys: each goroutine walks the key set round robin from its own offset; ratios are within this run (the machine is shared and noisy)")
 	fmt.Fprintln(w)
 }
@@ -102,12 +103,22 @@ func printCase(w io.Writer, bc benchCase, gs []int, res results) {
 	for _, c := range bc.contenders {
 		hasFloor = hasFloor || c.name == floor
 	}
+	remote := false
+	for _, c := range bc.contenders {
+		remote = remote || c.remote
+	}
 	fmt.Fprint(w, "| contender | goroutines | ops/s | p50 | p99 | allocs/op | allowed |")
+	if remote {
+		fmt.Fprint(w, " Redis CPU/op |")
+	}
 	if hasFloor {
 		fmt.Fprint(w, " ÷ floor |")
 	}
 	fmt.Fprintln(w, " note |")
 	fmt.Fprint(w, "|---|---:|---:|---:|---:|---:|---:|")
+	if remote {
+		fmt.Fprint(w, "---:|")
+	}
 	if hasFloor {
 		fmt.Fprint(w, "---:|")
 	}
@@ -125,6 +136,9 @@ func printCase(w io.Writer, bc benchCase, gs []int, res results) {
 			}
 			fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %.2f | %s |", c.name, g, fmtOps(r.opsPerSec()),
 				fmtDur(r.p50), fmtDur(r.p99), r.allocsPerOp(), allowed)
+			if remote {
+				fmt.Fprintf(w, " %s |", fmtDur(r.redisCPUPerOp()))
+			}
 			if hasFloor {
 				if f != nil && f.valid() && r.valid() {
 					fmt.Fprintf(w, " %s |", fmtRatio(r.opsPerSec(), f.opsPerSec()))
