@@ -10,6 +10,19 @@ import (
 	"time"
 )
 
+// loadAvg returns the first three fields of /proc/loadavg, or "unknown".
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
 // cpuModel returns the "model name" of /proc/cpuinfo, or "".
 func cpuModel() string {
 	f, err := os.Open("/proc/cpuinfo")
@@ -32,7 +45,7 @@ func printHeader(w io.Writer, cfg config, e *env) {
 	if m := cpuModel(); m != "" {
 		fmt.Fprintf(w, ", %s", m)
 	}
-	fmt.Fprintf(w, "; %s\n", runtime.Version())
+	fmt.Fprintf(w, "; %s; load average at the start %s\n", runtime.Version(), loadAvg())
 	if e.addr != "" {
 		how := "started by this program on a free loopback port, --save \"\" --appendonly no"
 		if !e.started {
@@ -208,5 +221,6 @@ func printTargets(w io.Writer, ts []target, res results) {
 	}
 	fmt.Fprintln(w, "```")
 	fmt.Fprintln(w)
+	fmt.Fprintf(w, "Load average at the end: %s (on %d CPUs).\n\n", loadAvg(), runtime.NumCPU())
 	fmt.Fprintln(w, "Case E (ours with vs without the per-call deadline and breaker) is not measured: the public API has no switch to bypass them.")
 }
