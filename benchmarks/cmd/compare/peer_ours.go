@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/redis/rueidis"
+)
+
+// ours is github.com/ratelimit-go/ratelimit: an exact sliding log, in Redis
+// through rueidis or, without a client, in process.
+type ours struct {
+	l        *ratelimit.Limiter
+	rule     ratelimit.Rule
+	degraded atomic.Int64
+}
+
+func (o *ours) Allow(ctx context.Context, key string) (bool, error) {
+	r, err := o.l.Allow(ctx, o.rule, key)
+	if r.Degraded {
+		o.degraded.Add(1)
+	}
+	return r.Allowed, err
+}
+
+func (o *ours) Degraded() int64 { return o.degraded.Load() }
+
+// ourRule is the Rule of spec s; a penalty rule warns from 3 violations and
+// bans at 10 for a minute (a mostly-allowed case never violates).
+func ourRule(s spec) ratelimit.Rule {
+	r := ratelimit.Rule{Name: s.name, Limit: ratelimit.Limit{Rate: s.rate, Window: s.window}}
+	if s.penalty {
+		r.Penalty = &ratelimit.Penalty{WarnAfter: 3, BanAfter: 10, BanFor: time.Minute}
+	}
+	return r
+}
+
+// ourOptions are the default Options, with the log discarded.
+func ourOptions() ratelimit.Options {
+	return ratelimit.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+func openOurs(addr string, s spec) (limiter, func(), error) {
+	var c rueidis.Client
+	if addr != "" {
+		var err error
+		if c, err = rueidisClient(addr); err != nil {
+			return nil, nil, err
+		}
+	}
+	l, err := ratelimit.New(c, ourOptions())
+	if err != nil {
+		if c != nil {
+			c.Close()
+		}
+		return nil, nil, err
+	}
+	closeAll := func() {
+		l.Close()
+		if c != nil {
+			c.Close()
+		}
+	}
+	return &ours{l: l, rule: ourRule(s)}, closeAll, nil
+}
+
+var (
+	oursRemote = contender{name: "ratelimit", remote: true, open: openOurs}
+	oursLocal  = contender{name: "ratelimit (local only)", open: openOurs}
+	// oursPenalty is ours under the same spec with a Penalty added.
+	oursPenalty = contender{name: "ratelimit + penalty", remote: true,
+		open: func(addr string, s spec) (limiter, func(), error) {
+			s.penalty = true
+			return openOurs(addr, s)
+		}}
+)
