@@ -1,0 +1,142 @@
+package ratelimit_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/redistest"
+)
+
+// Helpers shared by the reliability tests (lua_precision_test.go,
+// differential_test.go, fault_*_test.go, exactness_test.go,
+// hostile_input_test.go, fuzz_test.go).
+
+// layoutKeys returns the Redis keys of (rule, key) as README.md documents
+// them, written independently of keys.go so that the tests check the
+// documented layout rather than repeat the code:
+//
+//	<prefix>v1:{<len>:<rule>:=<key>}:l    the sliding log
+//	<prefix>v1:{<len>:<rule>:=<key>}:p    violations and ban
+//
+// '%' and '}' are escaped as %25 and %7D, <len> is the length of the escaped
+// rule, and a key longer than MaxKeyLength is replaced by the hex SHA-256 of
+// it, marked '#' instead of '='.
+func layoutKeys(prefix, rule, key string) (log, pen string) {
+	esc := strings.NewReplacer("%", "%25", "}", "%7D")
+	r := esc.Replace(rule)
+	kind, k := "=", esc.Replace(key)
+	if len(key) > ratelimit.MaxKeyLength {
+		sum := sha256.Sum256([]byte(key))
+		kind, k = "#", hex.EncodeToString(sum[:])
+	}
+	base := prefix + "v1:{" + strconv.Itoa(len(r)) + ":" + r + ":" + kind + k + "}"
+	return base + ":l", base + ":p"
+}
+
+// redisDoer is a redis-server the test talks to directly (a Server, or a
+// cluster node picked for a key).
+type redisDoer interface {
+	Do(args ...string) (string, error)
+}
+
+// mustDo runs a command on s and fails the test on any error.
+func mustDo(t testing.TB, s redisDoer, args ...string) string {
+	t.Helper()
+	r, err := s.Do(args...)
+	if err != nil {
+		t.Fatalf("%q: %v", args, err)
+	}
+	return r
+}
+
+// mustInt runs a command whose reply is an integer.
+func mustInt(t testing.TB, s redisDoer, args ...string) int {
+	t.Helper()
+	r := mustDo(t, s, args...)
+	n, err := strconv.Atoi(r)
+	if err != nil {
+		t.Fatalf("%q answered %q, not an integer", args, r)
+	}
+	return n
+}
+
+// nodeFor returns the cluster node that serves key.
+func nodeFor(t testing.TB, c *redistest.Cluster, key string) *redistest.Server {
+	t.Helper()
+	n, err := c.NodeForKey(key)
+	if err != nil {
+		t.Fatalf("NodeForKey(%q): %v", key, err)
+	}
+	return n
+}
+
+// commandCalls returns how many times the server ran cmd (lower case, e.g.
+// "evalsha"), from INFO commandstats; 0 when it never ran.
+func commandCalls(t testing.TB, s redisDoer, cmd string) int {
+	t.Helper()
+	info := mustDo(t, s, "INFO", "commandstats")
+	for line := range strings.Lines(info) {
+		line = strings.TrimSpace(line)
+		rest, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls=")
+		if !ok {
+			continue
+		}
+		n, _, _ := strings.Cut(rest, ",")
+		v, err := strconv.Atoi(n)
+		if err != nil {
+			t.Fatalf("malformed commandstats line %q", line)
+		}
+		return v
+	}
+	return 0
+}
+
+// scriptCalls is how many times the server ran one of the limiter's
+// scripts, by EVALSHA or by EVAL.
+func scriptCalls(t testing.TB, s redisDoer) int {
+	t.Helper()
+	return commandCalls(t, s, "evalsha") + commandCalls(t, s, "eval")
+}
+
+// quietLogger keeps the limiter's log lines in buf instead of the test output.
+func quietLogger(buf *syncBuffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(buf, nil))
+}
+
+// hangBound is the longest any call may take in a fault test: ten times the
+// limiter's Timeout. It catches hangs; it is no speed check.
+func hangBound(opts ratelimit.Options) time.Duration {
+	return 10 * opts.Timeout
+}
+
+// latencies keeps the number of calls and the worst latency seen by many
+// goroutines.
+type latencies struct {
+	calls, tooSlow, worst atomic.Int64
+}
+
+// observe records one call that took d and reports whether d is within bound.
+func (l *latencies) observe(d, bound time.Duration) bool {
+	l.calls.Add(1)
+	for {
+		old := l.worst.Load()
+		if int64(d) <= old || l.worst.CompareAndSwap(old, int64(d)) {
+			break
+		}
+	}
+	if d > bound {
+		l.tooSlow.Add(1)
+		return false
+	}
+	return true
+}
+
+// Worst returns the longest call observed.
+func (l *latencies) Worst() time.Duration { return time.Duration(l.worst.Load()) }
