@@ -140,3 +140,51 @@ func (l *latencies) observe(d, bound time.Duration) bool {
 
 // Worst returns the longest call observed.
 func (l *latencies) Worst() time.Duration { return time.Duration(l.worst.Load()) }
+
+// realStore is a real Redis the test can reach both through limiters and
+// directly, routing each direct command to the node that serves its key.
+type realStore struct {
+	name  string
+	addrs []string
+	// node returns the server holding key.
+	node func(t testing.TB, key string) redisDoer
+}
+
+// singleStore is one redis-server.
+func singleStore(s *redistest.Server) realStore {
+	return realStore{name: "redis", addrs: []string{s.Addr()},
+		node: func(testing.TB, string) redisDoer { return s }}
+}
+
+// clusterStore is a Redis Cluster.
+func clusterStore(c *redistest.Cluster) realStore {
+	return realStore{name: "cluster", addrs: c.Addrs(),
+		node: func(t testing.TB, key string) redisDoer { return nodeFor(t, c, key) }}
+}
+
+// realStores starts a redis-server and a 3-master cluster for the test, or
+// returns nil (after haveRedis has said why) when the binaries are missing.
+func realStores(t testing.TB) []realStore {
+	t.Helper()
+	if !haveRedis(t) {
+		return nil
+	}
+	return []realStore{
+		singleStore(redistest.Start(t, redistest.Options{})),
+		clusterStore(redistest.StartCluster(t)),
+	}
+}
+
+// limiter returns a limiter on the store with a key prefix of its own, and
+// that prefix.
+func (s realStore) limiter(t testing.TB, opts ratelimit.Options) (*ratelimit.Limiter, string) {
+	t.Helper()
+	opts = isolated(opts)
+	return newLimiter(t, newClient(t, s.addrs...), opts), opts.KeyPrefix
+}
+
+// zcard returns the number of members of the sorted set key.
+func (s realStore) zcard(t testing.TB, key string) int {
+	t.Helper()
+	return mustInt(t, s.node(t, key), "ZCARD", key)
+}
