@@ -92,6 +92,12 @@ func stepsPass(l *ratelimit.Limiter, clk interface{ Set(time.Time) }, c behaviou
 			got, err = l.Peek(ctx, rule, "k")
 		case reset:
 			err = l.Reset(ctx, rule, "k")
+		case allow:
+			if s.n != 0 {
+				got, err = l.AllowN(ctx, rule, "k", s.n)
+				break
+			}
+			fallthrough
 		default:
 			got, err = l.Allow(ctx, rule, "k")
 		}

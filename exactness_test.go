@@ -1,0 +1,269 @@
+package ratelimit_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+)
+
+// stampClock is a clock shared by several limiters: every reading is one
+// microsecond later than the one before (time starts at the wall clock and
+// moves only as it is read), and each goroutine's first reading since it last
+// called begin is kept, so the time a call was decided at is known exactly.
+// The limiter reads its Clock on the caller's goroutine: first for the
+// decision (the script's now, or the local path's), then, after a decision
+// on Redis, once more to mirror it.
+type stampClock struct {
+	base  time.Time
+	ticks atomic.Int64
+	first sync.Map // goroutine id → *int64, the first reading since begin
+}
+
+func newStampClock() *stampClock {
+	return &stampClock{base: time.Now().Truncate(time.Microsecond)}
+}
+
+func (c *stampClock) Now() time.Time {
+	t := c.base.Add(time.Duration(c.ticks.Add(1)) * time.Microsecond)
+	if v, ok := c.first.Load(goid()); ok {
+		p := v.(*int64)
+		if *p == 0 {
+			*p = t.UnixMicro()
+		}
+	}
+	return t
+}
+
+// begin starts recording for the calling goroutine; end returns its first
+// reading since then.
+func (c *stampClock) begin() {
+	v, _ := c.first.LoadOrStore(goid(), new(int64))
+	*v.(*int64) = 0
+}
+
+func (c *stampClock) end() int64 {
+	v, _ := c.first.Load(goid())
+	return *v.(*int64)
+}
+
+// goid returns the id of the calling goroutine (test-only trickery).
+func goid() int64 {
+	var buf [40]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	b = b[:bytes.IndexByte(b, ' ')]
+	id, _ := strconv.ParseInt(string(b), 10, 64)
+	return id
+}
+
+// TestExactnessUnderLoad runs four limiters, each with its own rueidis
+// client like four instances of an application, with 64 goroutines each,
+// against one key on a real redis-server and on a Redis Cluster. The
+// Timeout is generous, so no call may be Degraded.
+//
+//   - moving: a shared clock that advances one µs per reading; the window is
+//     400 readings long, so it slides many times. The
+//     decision time of every call is known: no interval of one window may
+//     hold more than Rate allowed calls, and Redis' own log agrees with the
+//     calls (every member's score is the time of an allowed call, and after a
+//     last call its ZCARD is the number of allowed calls in the last window).
+//     The same with every call serialized by one mutex is the control: the
+//     calls then reach Redis in timestamp order. Today the concurrent run
+//     exceeds Rate and is skipped as reorderBug; the control must pass.
+//   - instant: a fake clock that stands still: exactly Rate calls pass.
+func TestExactnessUnderLoad(t *testing.T) {
+	stores := realStores(t)
+	if stores == nil {
+		t.Skip("needs redis-server and redis-cli")
+	}
+	const instances, goroutines = 4, 64
+	for _, st := range stores {
+		for _, serial := range []bool{false, true} {
+			name := st.name + "/moving"
+			if serial {
+				name += "-serialized"
+			}
+			t.Run(name, func(t *testing.T) { testMovingClock(t, st, serial) })
+		}
+		t.Run(st.name+"/instant", func(t *testing.T) {
+			clk := newClock()
+			opts := isolated(ratelimit.Options{Clock: clk, Timeout: 10 * time.Second})
+			const rate = 500
+			rule := ratelimit.Rule{Name: "instant", Limit: ratelimit.PerMinute(rate)}
+			logKey, _ := layoutKeys(opts.KeyPrefix, rule.Name, "hot")
+			var allowed, calls atomic.Int64
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for i := 0; i < instances; i++ {
+				l := newLimiter(t, newClient(t, st.addrs...), opts)
+				for g := 0; g < goroutines; g++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						<-start
+						for k := 0; k < 4; k++ {
+							r, err := l.Allow(context.Background(), rule, "hot")
+							calls.Add(1)
+							if err != nil || r.Degraded {
+								t.Errorf("Allow = %+v, %v", r, err)
+								return
+							}
+							if r.Allowed {
+								allowed.Add(1)
+							}
+						}
+					}()
+				}
+			}
+			close(start)
+			wg.Wait()
+			if allowed.Load() != rate {
+				t.Errorf("%d of %d calls allowed at one instant, want exactly %d", allowed.Load(), calls.Load(), rate)
+			}
+			if n := st.zcard(t, logKey); n != rate {
+				t.Errorf("ZCARD = %d, want %d", n, rate)
+			}
+		})
+	}
+}
+
+// testMovingClock is TestExactnessUnderLoad/*/moving: with serial set, one
+// mutex makes every call (its clock reading and its script) run alone, so
+// calls reach Redis in timestamp order: the control for the concurrent run.
+func testMovingClock(t *testing.T, st realStore, serial bool) {
+	const instances, goroutines = 4, 64
+	clk := newStampClock()
+	opts := isolated(ratelimit.Options{Clock: clk, Timeout: 10 * time.Second})
+	var ls []*ratelimit.Limiter
+	for i := 0; i < instances; i++ {
+		ls = append(ls, newLimiter(t, newClient(t, st.addrs...), opts))
+	}
+	const rate = 8
+	rule := ratelimit.Rule{Name: "moving", Limit: ratelimit.Limit{Rate: rate, Window: 400 * time.Microsecond}}
+	logKey, _ := layoutKeys(opts.KeyPrefix, rule.Name, "hot")
+
+	var mu, serialMu sync.Mutex
+	var allowed []int64
+	var calls, degraded atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, l := range ls {
+		for g := 0; g < goroutines; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if serial {
+						serialMu.Lock()
+					}
+					clk.begin()
+					r, err := l.Allow(context.Background(), rule, "hot")
+					at := clk.end()
+					if serial {
+						serialMu.Unlock()
+					}
+					calls.Add(1)
+					if err != nil {
+						t.Errorf("Allow: %v", err)
+						return
+					}
+					if r.Degraded {
+						degraded.Add(1)
+					}
+					if r.Allowed {
+						mu.Lock()
+						allowed = append(allowed, at)
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+	}
+	time.Sleep(600 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if degraded.Load() != 0 {
+		t.Fatalf("%d of %d calls were degraded with a 10s Timeout", degraded.Load(), calls.Load())
+	}
+	slices.Sort(allowed)
+	w := rule.Limit.Window.Microseconds()
+	most, i := 0, 0
+	var worst []int64
+	for j := range allowed {
+		for allowed[j]-allowed[i] >= w {
+			i++
+		}
+		if n := j - i + 1; n > most {
+			most, worst = n, allowed[i:j+1]
+		}
+	}
+	span := time.Duration(clk.ticks.Load()) * time.Microsecond
+	t.Logf("%d calls, %d allowed over %v of clock (%d windows); most allowed in one window: %d (rate %d)",
+		calls.Load(), len(allowed), span, span/rule.Limit.Window, most, rate)
+	// Checked last, after Redis' log: see reorderBug.
+	defer func() {
+		if most > rate && !serial && !t.Failed() {
+			t.Skipf("%s. Here: %d calls allowed within %v, rate %d; their times (µs after the first): %v",
+				reorderBug, most, rule.Limit.Window, rate, offsets(worst))
+		}
+		if most > rate {
+			t.Errorf("%d calls allowed within %v, rate %d", most, rule.Limit.Window, rate)
+		}
+	}()
+
+	// Redis' own log: a last call trims it at a known time.
+	clk.begin()
+	last, err := ls[0].Allow(context.Background(), rule, "hot")
+	lastAt := clk.end()
+	if err != nil || last.Degraded {
+		t.Fatalf("last call = %+v, %v", last, err)
+	}
+	if last.Allowed {
+		allowed = append(allowed, lastAt)
+	}
+	isAllowed := map[int64]int{}
+	inLast := 0
+	for _, at := range allowed {
+		isAllowed[at]++
+		if at > lastAt-w {
+			inLast++
+		}
+	}
+	flat := strings.Split(mustDo(t, st.node(t, logKey), "ZRANGE", logKey, "0", "-1", "WITHSCORES"), "\n")
+	for k := 0; k+1 < len(flat); k += 2 {
+		score, err := strconv.ParseInt(flat[k+1], 10, 64)
+		if err != nil || isAllowed[score] == 0 {
+			t.Errorf("Redis' log holds %q at %q, the time of no allowed call", flat[k], flat[k+1])
+		}
+	}
+	if n := st.zcard(t, logKey); n != inLast {
+		t.Errorf("ZCARD after the last call = %d; allowed calls in its window: %d", n, inLast)
+	}
+}
+
+// offsets renders times relative to the first one.
+func offsets(times []int64) string {
+	if len(times) == 0 {
+		return "[]"
+	}
+	parts := make([]string, len(times))
+	for i, at := range times {
+		parts[i] = fmt.Sprint(at - times[0])
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
