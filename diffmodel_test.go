@@ -7,19 +7,30 @@ import (
 )
 
 // diffModel is a reference model of the limiter's decisions, written from
-// README.md's "Semantics" and the scripts' documented behaviour rather than
-// from the Go code: one sliding log and one penalty record per (rule name,
-// key). Calls that record or count a violation first drop the events that
-// have left the rule's current window ("trim"); Peek and calls on a banned
-// key only count, and leave the log alone.
+// README.md's "Semantics" rather than from the Go code: one sliding log and
+// one penalty record per (rule name, key). An event recorded at t0 counts at
+// t while t - t0 < Window, with the Window of the rule at hand.
 //
-// With trimOnLook set it also trims on Peek and on banned calls, as the
-// local path does (see TestCoreBugLocalPeekTrims): a divergence between the
-// local limiter and Redis that this variant explains step by step is that
-// known bug, not a new one.
+// The pure model (no flag set) never forgets an event, and its ResetAfter
+// is always "newest event + Window - now". The implementations drop events
+// that have left the window ("trim"), which forgets events that a later call
+// with an earlier time, or with a longer Window under the same name, still
+// counts (TestCoreBugReorderedCallsExceedRate), and answer ResetAfter =
+// Window for every allowed call. The flags reproduce them exactly:
+//
+//   - trimOnRecord: trim before recording or counting a violation, as the
+//     scripts do (Peek and calls on a banned key only count);
+//   - trimOnLook: trim on Peek and on banned calls too, as the local path
+//     does (TestCoreBugLocalPeekTrims);
+//   - resetIsWindow: an allowed call's ResetAfter is Window.
+//
+// The differential test requires Redis to match the trimming model step by
+// step, and the local path to match Redis or else the model with
+// trimOnLook; as long as the clock only moves forward and a name keeps its
+// Window, all of them must match the pure model.
 type diffModel struct {
-	trimOnLook bool
-	state      map[[2]string]*modelState
+	trimOnRecord, trimOnLook, resetIsWindow bool
+	state                                   map[[2]string]*modelState
 }
 
 type modelEvent struct{ at, n int64 }
@@ -31,9 +42,17 @@ type modelState struct {
 	banEnd     int64 // µs
 }
 
-func newDiffModel(trimOnLook bool) *diffModel {
-	return &diffModel{trimOnLook: trimOnLook, state: map[[2]string]*modelState{}}
+// The models the differential test runs.
+func pureModel() *diffModel { return &diffModel{state: map[[2]string]*modelState{}} }
+
+// windowResetModel differs from the pure model only in ResetAfter.
+func windowResetModel() *diffModel { m := pureModel(); m.resetIsWindow = true; return m }
+func redisModel() *diffModel {
+	m := pureModel()
+	m.trimOnRecord, m.resetIsWindow = true, true
+	return m
 }
+func quirkModel() *diffModel { m := redisModel(); m.trimOnLook = true; return m }
 
 func (m *diffModel) get(rule, key string) *modelState {
 	k := [2]string{rule, key}
@@ -161,11 +180,13 @@ func (m *diffModel) decide(rule ratelimit.Rule, key string, now time.Time, n int
 			res.Warned = !allowed && pen.WarnAfter > 0 && v >= int64(pen.WarnAfter)
 			return finish(allowed, count, s.retry(t, w, rate, count, 1), s.resetAfter(t, w))
 		}
-		s.trim(t, w)
+		if m.trimOnRecord {
+			s.trim(t, w)
+		}
 		count := s.live(t, w)
 		if count+n <= rate {
 			s.add(t, n)
-			return finish(true, count+n, 0, w)
+			return finish(true, count+n, 0, m.allowedReset(s, t, w))
 		}
 		v++
 		s.violations, s.last = v, t
@@ -190,11 +211,21 @@ func (m *diffModel) decide(rule ratelimit.Rule, key string, now time.Time, n int
 		count := s.live(t, w)
 		return finish(count+1 <= rate, count, s.retry(t, w, rate, count, 1), s.resetAfter(t, w))
 	}
-	s.trim(t, w)
+	if m.trimOnRecord {
+		s.trim(t, w)
+	}
 	count := s.live(t, w)
 	if count+n <= rate {
 		s.add(t, n)
-		return finish(true, count+n, 0, w)
+		return finish(true, count+n, 0, m.allowedReset(s, t, w))
 	}
 	return finish(false, count, s.retry(t, w, rate, count, n), s.resetAfter(t, w))
+}
+
+// allowedReset is the ResetAfter of an allowed call, just recorded at t.
+func (m *diffModel) allowedReset(s *modelState, t, w int64) int64 {
+	if m.resetIsWindow {
+		return w
+	}
+	return s.resetAfter(t, w)
 }
