@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"github.com/alicebob/miniredis/v2"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -148,18 +149,42 @@ type realStore struct {
 	addrs []string
 	// node returns the server holding key.
 	node func(t testing.TB, key string) redisDoer
+	// all are every server of the store.
+	all []redisDoer
 }
 
 // singleStore is one redis-server.
 func singleStore(s *redistest.Server) realStore {
 	return realStore{name: "redis", addrs: []string{s.Addr()},
-		node: func(testing.TB, string) redisDoer { return s }}
+		node: func(testing.TB, string) redisDoer { return s }, all: []redisDoer{s}}
 }
 
 // clusterStore is a Redis Cluster.
 func clusterStore(c *redistest.Cluster) realStore {
 	return realStore{name: "cluster", addrs: c.Addrs(),
-		node: func(t testing.TB, key string) redisDoer { return nodeFor(t, c, key) }}
+		node: func(t testing.TB, key string) redisDoer { return nodeFor(t, c, key) },
+		all:  []redisDoer{c.Node(0), c.Node(1), c.Node(2)}}
+}
+
+// miniredisStore is an in-process miniredis, reached directly over RESP.
+func miniredisStore(t testing.TB) realStore {
+	mr := miniredis.RunT(t)
+	d := addrDoer(mr.Addr())
+	return realStore{name: "miniredis", addrs: []string{mr.Addr()},
+		node: func(testing.TB, string) redisDoer { return d }, all: []redisDoer{d}}
+}
+
+// addrDoer sends each command on a new RESP connection to a server address.
+type addrDoer string
+
+func (a addrDoer) Do(args ...string) (string, error) {
+	c, err := redistest.Dial(string(a), 10*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c.Do(args...)
 }
 
 // realStores starts a redis-server and a 3-master cluster for the test, or
