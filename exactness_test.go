@@ -1,10 +1,8 @@
 package ratelimit_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,15 +16,12 @@ import (
 
 // stampClock is a clock shared by several limiters: every reading is one
 // microsecond later than the one before (time starts at the wall clock and
-// moves only as it is read), and each goroutine's first reading since it last
-// called begin is kept, so the time a call was decided at is known exactly.
-// The limiter reads its Clock on the caller's goroutine: first for the
-// decision (the script's now, or the local path's), then, after a decision
-// on Redis, once more to mirror it.
+// moves only as it is read), and the time each call was decided at is
+// recorded (see firstReadings).
 type stampClock struct {
+	firstReadings
 	base  time.Time
 	ticks atomic.Int64
-	first sync.Map // goroutine id → *int64, the first reading since begin
 }
 
 func newStampClock() *stampClock {
@@ -35,35 +30,8 @@ func newStampClock() *stampClock {
 
 func (c *stampClock) Now() time.Time {
 	t := c.base.Add(time.Duration(c.ticks.Add(1)) * time.Microsecond)
-	if v, ok := c.first.Load(goid()); ok {
-		p := v.(*int64)
-		if *p == 0 {
-			*p = t.UnixMicro()
-		}
-	}
+	c.note(t)
 	return t
-}
-
-// begin starts recording for the calling goroutine; end returns its first
-// reading since then.
-func (c *stampClock) begin() {
-	v, _ := c.first.LoadOrStore(goid(), new(int64))
-	*v.(*int64) = 0
-}
-
-func (c *stampClock) end() int64 {
-	v, _ := c.first.Load(goid())
-	return *v.(*int64)
-}
-
-// goid returns the id of the calling goroutine (test-only trickery).
-func goid() int64 {
-	var buf [40]byte
-	b := buf[:runtime.Stack(buf[:], false)]
-	b = bytes.TrimPrefix(b, []byte("goroutine "))
-	b = b[:bytes.IndexByte(b, ' ')]
-	id, _ := strconv.ParseInt(string(b), 10, 64)
-	return id
 }
 
 // TestExactnessUnderLoad runs four limiters, each with its own rueidis

@@ -13,7 +13,8 @@ import (
 
 // TestFaultClusterMasterDown stops one of the three masters of a Redis
 // Cluster (no replicas) while 32 goroutines call Allow on 30 keys spread
-// over all three, then restarts it. What must hold whatever the breaker's
+// over all three (each key's calls in time order: see loadConfig.perKey),
+// then restarts it. What must hold whatever the breaker's
 // granularity (one for the cluster today, perhaps one per node later):
 //
 //   - every call gets an answer: no error, no hang (10 × Timeout);
@@ -33,10 +34,10 @@ func TestFaultClusterMasterDown(t *testing.T) {
 	cluster := redistest.StartCluster(t)
 	var logs syncBuffer
 	var states stateLog
-	clk := newClock()
+	clk := newRecClock()
 	opts := ratelimit.Options{
 		Clock:           clk,
-		Timeout:         200 * time.Millisecond,
+		Timeout:         time.Second,
 		TripAfter:       3,
 		ProbeAfter:      100 * time.Millisecond,
 		KeyPrefix:       "cl:",
@@ -64,7 +65,7 @@ func TestFaultClusterMasterDown(t *testing.T) {
 		t.Fatalf("the 30 keys are on %d nodes, want 3: %v", len(perNode), perNode)
 	}
 
-	load := startLoad(t, l, clk, rule, bound, loadConfig{goroutines: 32, keys: keys,
+	load := startLoad(t, l, clk, rule, bound, loadConfig{goroutines: 32, keys: keys, perKey: true,
 		step: 100 * time.Millisecond, every: 5 * time.Millisecond, pause: time.Millisecond})
 	time.Sleep(200 * time.Millisecond)
 	load.setPhase(phaseInjecting)

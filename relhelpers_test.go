@@ -1,12 +1,16 @@
 package ratelimit_test
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"github.com/alicebob/miniredis/v2"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"log/slog"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -212,4 +216,78 @@ func (s realStore) limiter(t testing.TB, opts ratelimit.Options) (*ratelimit.Lim
 func (s realStore) zcard(t testing.TB, key string) int {
 	t.Helper()
 	return mustInt(t, s.node(t, key), "ZCARD", key)
+}
+
+// firstReadings records, per goroutine, the first and the last time a clock
+// returned since that goroutine called begin. A Limiter reads its Clock on
+// the caller's goroutine: a call decided on Redis reads it for the script's
+// now, then once more to mirror the decision locally (the first reading is
+// the decision's time); a call whose Redis call fails reads it for the
+// script, then again for the local decision (the last reading is the
+// decision's time); a call decided locally reads it once.
+type firstReadings struct {
+	readings sync.Map // goroutine id → *[2]int64 (µs: first, last; 0: none yet)
+}
+
+// note records t as the calling goroutine's latest reading.
+func (f *firstReadings) note(t time.Time) {
+	if v, ok := f.readings.Load(goid()); ok {
+		p := v.(*[2]int64)
+		if p[0] == 0 {
+			p[0] = t.UnixMicro()
+		}
+		p[1] = t.UnixMicro()
+	}
+}
+
+// begin starts recording for the calling goroutine.
+func (f *firstReadings) begin() {
+	v, _ := f.readings.LoadOrStore(goid(), new([2]int64))
+	*v.(*[2]int64) = [2]int64{}
+}
+
+// end returns the calling goroutine's first reading since begin (0 if none).
+func (f *firstReadings) end() int64 {
+	first, _ := f.span()
+	return first
+}
+
+// span returns the first and the last reading since begin.
+func (f *firstReadings) span() (first, last int64) {
+	v, _ := f.readings.Load(goid())
+	p := v.(*[2]int64)
+	return p[0], p[1]
+}
+
+// decidedAt returns the time a call with result r was decided at.
+func (f *firstReadings) decidedAt(r ratelimit.Result) int64 {
+	first, last := f.span()
+	if r.Degraded {
+		return last
+	}
+	return first
+}
+
+// goid returns the id of the calling goroutine (test-only trickery).
+func goid() int64 {
+	var buf [40]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	b = b[:bytes.IndexByte(b, ' ')]
+	id, _ := strconv.ParseInt(string(b), 10, 64)
+	return id
+}
+
+// recClock is a fake clock that records the time each call was decided at.
+type recClock struct {
+	*ratelimittest.Clock
+	firstReadings
+}
+
+func newRecClock() *recClock { return &recClock{Clock: newClock()} }
+
+func (c *recClock) Now() time.Time {
+	t := c.Clock.Now()
+	c.note(t)
+	return t
 }
