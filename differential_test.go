@@ -13,18 +13,32 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
 )
 
-// The differential test: random sequences of calls and clock moves run on a
-// local-only limiter and on a limiter backed by a real redis-server, each
-// with its own fake clock set to the same times; every Result and every
-// error must be identical.
+// The differential test: seeded random sequences of Allow, AllowN, Peek,
+// Reset and clock moves (µs steps, exact window boundaries and 1µs either
+// side, jumps, and moves backwards) over a few rules (with and without
+// penalties, some sharing a name with another Limit) and keys, run on a
+// local-only limiter and on a limiter backed by a real redis-server, each with
+// its own fake clock set to the same times, and on reference models
+// (diffmodel_test.go). Every Result and every error is compared.
 //
-// CI runs -diff.n sequences of -diff.steps steps. For a long run:
+//   - mode forward: the clock never moves back and a name keeps its Window.
+//     Local, Redis and README's formula (the pure model) must all agree.
+//   - mode anything: everything goes. Redis must match the model of its
+//     scripts exactly; the local path must match Redis, or the model of the
+//     known local bug at every step; deviations from README's formula are
+//     counted and attributed to the known bugs, and the subtest is skipped
+//     naming them while they last.
+//
+// A failure prints the seed and the shortest failing sequence found (steps
+// dropped and clock moves merged while the failure remains, each candidate
+// run on fresh state). CI runs -diff.n sequences of -diff.steps steps per
+// mode. A long run:
 //
 //	go test -race -run TestDifferential -diff.n=100000 -v
 //
-// and to replay one failure, the seed it printed:
+// and a replay of one sequence, with the seed it printed:
 //
-//	go test -run TestDifferential -diff.seed=SEED -diff.n=1 -v
+//	go test -run 'TestDifferential/forward' -diff.seed=SEED -diff.n=1 -v
 var (
 	diffN     = flag.Int("diff.n", 200, "differential test: number of random sequences")
 	diffSteps = flag.Int("diff.steps", 60, "differential test: steps per sequence")
