@@ -48,6 +48,7 @@ func (c *stampClock) Now() time.Time {
 //     The same with every call serialized by one mutex is the control: the
 //     calls then reach Redis in timestamp order. Today the concurrent run
 //     exceeds Rate and is skipped as reorderBug; the control must pass.
+//     local/moving does the same on one local-only limiter.
 //   - instant: a fake clock that stands still: exactly Rate calls pass.
 func TestExactnessUnderLoad(t *testing.T) {
 	stores := realStores(t)
@@ -55,13 +56,15 @@ func TestExactnessUnderLoad(t *testing.T) {
 		t.Skip("needs redis-server and redis-cli")
 	}
 	const instances, goroutines = 4, 64
+	t.Run("local/moving", func(t *testing.T) { testMovingClock(t, nil, false) })
+	t.Run("local/moving-serialized", func(t *testing.T) { testMovingClock(t, nil, true) })
 	for _, st := range stores {
 		for _, serial := range []bool{false, true} {
 			name := st.name + "/moving"
 			if serial {
 				name += "-serialized"
 			}
-			t.Run(name, func(t *testing.T) { testMovingClock(t, st, serial) })
+			t.Run(name, func(t *testing.T) { testMovingClock(t, &st, serial) })
 		}
 		t.Run(st.name+"/instant", func(t *testing.T) {
 			clk := newClock()
@@ -108,12 +111,24 @@ func TestExactnessUnderLoad(t *testing.T) {
 // testMovingClock is TestExactnessUnderLoad/*/moving: with serial set, one
 // mutex makes every call (its clock reading and its script) run alone, so
 // calls reach Redis in timestamp order: the control for the concurrent run.
-func testMovingClock(t *testing.T, st realStore, serial bool) {
+//
+// With st nil it runs one local-only limiter with 256 goroutines instead:
+// the local path reads the time before it takes the key's lock, so it meets
+// the same reordering.
+func testMovingClock(t *testing.T, st *realStore, serial bool) {
 	const instances, goroutines = 4, 64
 	clk := newStampClock()
 	opts := isolated(ratelimit.Options{Clock: clk, Timeout: 10 * time.Second})
 	var ls []*ratelimit.Limiter
 	for i := 0; i < instances; i++ {
+		if st == nil {
+			if i == 0 {
+				ls = append(ls, newLimiter(t, nil, opts))
+			} else {
+				ls = append(ls, ls[0])
+			}
+			continue
+		}
 		ls = append(ls, newLimiter(t, newClient(t, st.addrs...), opts))
 	}
 	const rate = 8
@@ -211,6 +226,9 @@ func testMovingClock(t *testing.T, st realStore, serial bool) {
 		if at > lastAt-w {
 			inLast++
 		}
+	}
+	if st == nil {
+		return
 	}
 	flat := strings.Split(mustDo(t, st.node(t, logKey), "ZRANGE", logKey, "0", "-1", "WITHSCORES"), "\n")
 	for k := 0; k+1 < len(flat); k += 2 {
