@@ -13,7 +13,8 @@ const reorderBug = "core bug: with Options.Clock set, calls reach the log out of
 	"(any two concurrent callers: the time is read before the script runs). A call trims every event at or " +
 	"before its own now - Window (ZREMRANGEBYSCORE in the scripts, slidingLog.trim locally); a call stamped " +
 	"earlier that arrives afterwards no longer sees those events, although they are less than a Window older " +
-	"than it, and is allowed beyond Rate. Fix: never trim what a call with an earlier stamp could still count " +
+	"than it, and is allowed beyond Rate. The local path reads its clock before it takes the key's lock, so concurrent " +
+	"local calls reorder too, even on the process clock. Fix: never trim what a call with an earlier stamp could still count " +
 	"(e.g. trim at most up to now - Window - a bound on reordering, and count with ZCOUNT (now-Window, +inf] " +
 	"instead of ZCARD), or decide every call at max(now, newest event)"
 
