@@ -307,6 +307,39 @@ var behaviourCases = []behaviourCase{
 		},
 	},
 	{
+		name: "a call stamped earlier than one already decided counts its whole window",
+		rule: ratelimit.Rule{Name: "reorder", Limit: ratelimit.Limit{Rate: 2, Window: 10 * time.Second}},
+		steps: []step{
+			{at: 0, n: 2, want: ok(2, 0, 10*sec)},
+			{at: 10*sec + us, want: ok(2, 1, 10*sec)},
+			// A delayed request, or another instance, stamped 9s: the
+			// events at 0, 0 and 10.000001s all count.
+			{at: 9 * sec, want: no(2, 0, sec, 11*sec+us)},
+		},
+	},
+	{
+		name: "a peek under a shorter window forgets nothing",
+		rule: ratelimit.Rule{Name: "reshaped", Limit: ratelimit.Limit{Rate: 3, Window: time.Second}},
+		steps: []step{
+			{at: 0, want: ok(3, 2, time.Second)},
+			{at: 300 * ms, do: peek, rule: &ratelimit.Rule{Name: "reshaped", Limit: ratelimit.Limit{Rate: 3, Window: 250 * ms}}, want: ok(3, 3, 0)},
+			{at: 400 * ms, want: ok(3, 1, time.Second)},
+		},
+	},
+	{
+		name: "a banned call under a shorter window forgets nothing",
+		rule: ratelimit.Rule{Name: "banned-reshaped", Limit: ratelimit.PerMinute(1), Penalty: &ratelimit.Penalty{BanAfter: 1, BanFor: 10 * time.Second}},
+		steps: []step{
+			{at: 0, want: ok(1, 0, time.Minute)},
+			{at: 0, want: banned(violated(no(1, 0, time.Minute, time.Minute), 1), 10*sec)},
+			{at: sec, rule: &ratelimit.Rule{Name: "banned-reshaped", Limit: ratelimit.Limit{Rate: 1, Window: 100 * ms}, Penalty: &ratelimit.Penalty{BanAfter: 1, BanFor: 10 * time.Second}},
+				want: banned(violated(no(1, 0, 9*sec, 0), 1), 9*sec)},
+			// The ban is over and the event at 0 is still in the minute: a
+			// violation, and a new ban.
+			{at: 11 * sec, want: banned(violated(no(1, 0, 49*sec, 49*sec), 2), 10*sec)},
+		},
+	},
+	{
 		name: "reads write nothing, even when the clock goes back after them",
 		rule: ratelimit.Rule{Name: "read-only", Limit: ratelimit.PerMinute(1)},
 		steps: []step{

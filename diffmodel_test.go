@@ -13,24 +13,25 @@ import (
 //
 // The pure model (no flag set) never forgets an event, and its ResetAfter
 // is always "newest event + Window - now". The implementations drop events
-// that have left the window ("trim"), which forgets events that a later call
-// with an earlier time, or with a longer Window under the same name, still
-// counts (TestCoreBugReorderedCallsExceedRate), and answer ResetAfter =
-// Window for every allowed call. The flags reproduce them exactly:
+// more than two windows old ("trim"), which forgets events that a later
+// call stamped more than a window earlier, or with a longer Window under
+// the same name, still counts, and answer ResetAfter = Window for every
+// allowed call. The flags reproduce them exactly:
 //
-//   - trimOnRecord: trim before recording or counting a violation, as the
-//     scripts do (Peek and calls on a banned key only count);
-//   - trimOnLook: trim on Peek and on banned calls too, as the local path
-//     does (TestCoreBugLocalPeekTrims);
+//   - trimOnRecord: before recording or counting a violation, drop the
+//     events more than two windows old, as the scripts do (Peek and calls
+//     on a banned key only count); counting goes by time, so only a call
+//     stamped more than a window earlier than calls already decided, or a
+//     name whose Window grew, can miss an event;
 //   - resetIsWindow: an allowed call's ResetAfter is Window.
 //
 // The differential test requires Redis to match the trimming model step by
-// step, and the local path to match Redis or else the model with
-// trimOnLook; as long as the clock only moves forward and a name keeps its
-// Window, all of them must match the pure model.
+// step, and the local path to match Redis; as long as the clock only moves
+// forward and a name keeps its Window, all of them must match the pure
+// model.
 type diffModel struct {
-	trimOnRecord, trimOnLook, resetIsWindow bool
-	state                                   map[[2]string]*modelState
+	trimOnRecord, resetIsWindow bool
+	state                       map[[2]string]*modelState
 }
 
 type modelEvent struct{ at, n int64 }
@@ -52,7 +53,6 @@ func redisModel() *diffModel {
 	m.trimOnRecord, m.resetIsWindow = true, true
 	return m
 }
-func quirkModel() *diffModel { m := redisModel(); m.trimOnLook = true; return m }
 
 func (m *diffModel) get(rule, key string) *modelState {
 	k := [2]string{rule, key}
@@ -163,25 +163,20 @@ func (m *diffModel) decide(rule ratelimit.Rule, key string, now time.Time, n int
 		}
 		res.Violations = int(v)
 		if s.banEnd > t {
-			if m.trimOnLook {
-				s.trim(t, w)
-			}
 			count := s.live(t, w)
 			res.Banned = true
+			res.BannedFor = time.Duration(s.banEnd-t) * time.Microsecond
 			retry := max(s.retry(t, w, rate, count, asked), s.banEnd-t)
 			return finish(false, count, retry, s.resetAfter(t, w))
 		}
 		if peek {
-			if m.trimOnLook {
-				s.trim(t, w)
-			}
 			count := s.live(t, w)
 			allowed := count+1 <= rate
 			res.Warned = !allowed && pen.WarnAfter > 0 && v >= int64(pen.WarnAfter)
 			return finish(allowed, count, s.retry(t, w, rate, count, 1), s.resetAfter(t, w))
 		}
 		if m.trimOnRecord {
-			s.trim(t, w)
+			s.trim(t, 2*w)
 		}
 		count := s.live(t, w)
 		if count+n <= rate {
@@ -194,6 +189,7 @@ func (m *diffModel) decide(rule ratelimit.Rule, key string, now time.Time, n int
 		if v >= int64(pen.BanAfter) {
 			s.banEnd = t + pen.BanFor.Microseconds()
 			res.Banned = true
+			res.BannedFor = pen.BanFor
 		} else {
 			res.Warned = pen.WarnAfter > 0 && v >= int64(pen.WarnAfter)
 		}
@@ -205,14 +201,11 @@ func (m *diffModel) decide(rule ratelimit.Rule, key string, now time.Time, n int
 	}
 
 	if peek {
-		if m.trimOnLook {
-			s.trim(t, w)
-		}
 		count := s.live(t, w)
 		return finish(count+1 <= rate, count, s.retry(t, w, rate, count, 1), s.resetAfter(t, w))
 	}
 	if m.trimOnRecord {
-		s.trim(t, w)
+		s.trim(t, 2*w)
 	}
 	count := s.live(t, w)
 	if count+n <= rate {

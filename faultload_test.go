@@ -71,12 +71,11 @@ type loadConfig struct {
 	// starts in and a number unique to the call; it overrides keys.
 	keyFor func(phase int32, n int64) string
 	// perKey runs the calls of one key one at a time (goroutines still share
-	// keys and the clock still moves freely). Concurrent calls on one key can
-	// reach the log out of timestamp order while the clock moves, and then
-	// exceed Rate (reorderBug, pinned by TestCoreBugReorderedCallsExceedRate
-	// and TestExactnessUnderLoad): the fault tests check fault handling, so
-	// they keep each key's calls in time order, and any excess they find is a
-	// bug of its own.
+	// keys and the clock still moves freely). Concurrent calls on one key
+	// reach the log out of timestamp order while the clock moves, which the
+	// limiter handles (TestExactnessUnderLoad); the fault tests keep each
+	// key's calls in time order anyway, so that any excess they find points
+	// at fault handling alone.
 	perKey bool
 }
 

@@ -194,7 +194,7 @@ func (l *Limiter) groupLocally(checks []Check, g []groupPair, b *breaker) []Resu
 		undos[i] = undo{k: gp.k, p: gp.p, n: gp.n}
 		var res Result
 		if l.remote {
-			res = l.degraded(&checks[i].Rule, &gp.p, gp.k, gp.n, false, b, &undos[i])
+			res = l.degraded(&checks[i].Rule, &gp.p, gp.k, gp.n, false, b, &undos[i], l.localNow())
 		} else {
 			now := l.localNow()
 			undos[i].at(now)

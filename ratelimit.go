@@ -180,27 +180,26 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	if u != nil {
 		*u = undo{k: k, p: p, n: n}
 	}
+	// The call's time, read once: the Clock's reading is the time every
+	// path decides at. Without a Clock the script reads Redis' TIME, and
+	// now is the process clock for the local paths.
+	now := l.localNow()
 	if !l.remote {
-		now := l.localNow()
 		u.at(now)
 		d := l.local.decide(k, &p, p.rate, now, n, peek)
 		return d.result(p.rate, false), PathLocal, nil
 	}
 	conn := l.conn.Load()
 	if conn == nil {
-		return l.degraded(r, &p, k, n, peek, nil, u), PathLocal, nil
+		return l.degraded(r, &p, k, n, peek, nil, u, now), PathLocal, nil
 	}
 	if n == 1 && l.set.ShieldMax >= 0 {
-		if d, ok := l.local.shielded(k, &p, l.localNow()); ok {
+		if d, ok := l.local.shielded(k, &p, now); ok {
 			return d.result(p.rate, false), PathShield, nil
 		}
 	}
 	var keys [2]string
 	var argv [11]string
-	var now int64
-	if l.set.Clock != nil {
-		now = l.set.Clock.Now().UnixMicro()
-	}
 	sent := n
 	if peek {
 		sent = 0
@@ -209,7 +208,7 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	args := encodeCall(&keys, &argv, l.set.KeyPrefix, k, &p, now, l.set.Clock != nil, sent, l.id, seq)
 	b := conn.breakers.forKey(keys[0])
 	if b.resting() {
-		return l.degraded(r, &p, k, n, peek, b, u), PathLocal, nil
+		return l.degraded(r, &p, k, n, peek, b, u, now), PathLocal, nil
 	}
 	if err := ctx.Err(); err != nil {
 		return res, PathNone, err
@@ -218,7 +217,13 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 		return l.remoteDecide(ctx, conn.client, &p, keys[:], args)
 	})
 	if err == nil {
-		mirrored := l.localNow()
+		// Redis' answer is copied locally at the call's time when a Clock
+		// is set, and on receipt otherwise, so that the shield's deadlines
+		// (now + RetryAfter) never mix Redis' clock with the process'.
+		mirrored := now
+		if l.set.Clock == nil {
+			mirrored = l.localNow()
+		}
 		l.local.record(k, &p, mirrored, n, peek, &d, int64(l.set.ShieldMax/time.Microsecond))
 		u.onRedisCall(conn, keys[0], l.id, seq, mirrored)
 		return d.result(p.rate, false), PathRedis, nil
@@ -236,7 +241,7 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	default:
 		l.logOutage(ce.err)
 	}
-	return l.degraded(r, &p, k, n, peek, b, u), PathLocal, nil
+	return l.degraded(r, &p, k, n, peek, b, u, now), PathLocal, nil
 }
 
 // logOutage logs a failed Redis call: as an error when it means the client
@@ -285,7 +290,7 @@ func (l *Limiter) callContext(ctx context.Context) context.Context {
 // degraded decides a call without Redis, as the rule's degraded policy says;
 // b is the breaker that stands in front of the key (nil before Dial has
 // connected).
-func (l *Limiter) degraded(r *Rule, p *plan, k lkey, n int64, peek bool, b *breaker, u *undo) Result {
+func (l *Limiter) degraded(r *Rule, p *plan, k lkey, n int64, peek bool, b *breaker, u *undo, now int64) Result {
 	rate := l.set.degradedRate(p.rate)
 	policy := r.Degraded
 	if policy == DegradedDefault {
@@ -305,7 +310,6 @@ func (l *Limiter) degraded(r *Rule, p *plan, k lkey, n int64, peek bool, b *brea
 		}
 		return Result{Limit: int(rate), RetryAfter: retry, Degraded: true}
 	}
-	now := l.localNow()
 	u.at(now)
 	d := l.local.decide(k, p, rate, now, n, peek)
 	return d.result(rate, true)

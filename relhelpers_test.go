@@ -291,3 +291,27 @@ func (c *recClock) Now() time.Time {
 	c.note(t)
 	return t
 }
+
+// mostInOneWindow returns the most events Redis' log at logKey holds within
+// any one window-long interval: what Rate bounds. (The log itself keeps a
+// window more than counting needs, see lua/window.lua.)
+func mostInOneWindow(t testing.TB, s redisDoer, logKey string, window time.Duration) int {
+	t.Helper()
+	flat := strings.Split(mustDo(t, s, "ZRANGE", logKey, "0", "-1", "WITHSCORES"), "\n")
+	var at []int64
+	for k := 0; k+1 < len(flat); k += 2 {
+		score, err := strconv.ParseInt(flat[k+1], 10, 64)
+		if err != nil {
+			t.Fatalf("score %q of %s: %v", flat[k+1], logKey, err)
+		}
+		at = append(at, score)
+	}
+	most, w := 0, window.Microseconds()
+	for i, j := 0, 0; j < len(at); j++ {
+		for at[j]-at[i] >= w {
+			i++
+		}
+		most = max(most, j-i+1)
+	}
+	return most
+}

@@ -102,8 +102,8 @@ func (l *slidingLog) bound(max int64) {
 // without writing on both paths, so a clock that later goes backwards finds
 // the same state in Redis and locally.
 type meter interface {
-	// prune drops what has expired at now, as an allowing or rejecting
-	// call does in Redis.
+	// prune drops what no call can count any more, as an allowing or
+	// rejecting call does in Redis.
 	prune(now int64, p *plan)
 	// count returns the count at now.
 	count(now int64, p *plan) int64
@@ -117,7 +117,11 @@ type meter interface {
 	add(now int64, p *plan, n int64)
 }
 
-func (l *slidingLog) prune(now int64, p *plan) { l.trim(now, p.window) }
+// prune drops the events more than two windows old, as lua/window.lua's
+// trim does: counting goes by time (live), so pruning only bounds memory,
+// and the extra window keeps what a call stamped up to a window earlier
+// than calls already decided still counts.
+func (l *slidingLog) prune(now int64, p *plan) { l.trim(now, 2*p.window) }
 
 // live returns where the events still in the window at now start, and how
 // many there are, without trimming.

@@ -46,7 +46,7 @@ for i = 1, m do
     stop = true
   else
     trim(log, now, window)
-    local count = redis.call('ZCARD', log)
+    local count = live_count(log, now, window)
     if count + n <= rate then
       passed[#passed + 1] = {log = log, window = window, n = n, id = ARGV[a + 3]}
       push(1, count + n, 0, window, v, 0, 0, memory_left, k)

@@ -30,7 +30,7 @@ if n == 0 then
 end
 
 trim(log, now, window)
-local count = redis.call('ZCARD', log)
+local count = live_count(log, now, window)
 if count + n <= rate then
   record(log, now, window, n, ARGV[5])
   return {1, count + n, 0, window, 0, 0, 0, 0, 0}

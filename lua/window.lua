@@ -75,7 +75,11 @@ local function record(log, now, window, n, id)
   redis.call('PEXPIRE', log, math.ceil(window / 1000) + 1000)
 end
 
--- trim removes the events that have left the window.
+-- trim removes the events that are more than two windows old. Counting
+-- goes by score (live_count), so trimming only bounds memory; it keeps one
+-- more window than counting needs, so that a call stamped up to a window
+-- earlier than calls already decided (concurrent callers with a Clock of
+-- their own reach Redis in any order) still counts every event it should.
 local function trim(log, now, window)
-  redis.call('ZREMRANGEBYSCORE', log, '-inf', string.format('%d', now - window))
+  redis.call('ZREMRANGEBYSCORE', log, '-inf', string.format('%d', now - 2 * window))
 end
