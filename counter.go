@@ -33,11 +33,11 @@ func (c *counter) view(now, window int64) (win, cur, prev, elapsed int64) {
 
 // prune does nothing: like lua/counter.lua, the counter moves to a new
 // window only when it records events there.
-func (c *counter) prune(int64, *plan) {}
+func (c *counter) prune(int64, int64) {}
 
-func (c *counter) count(now int64, p *plan) int64 {
-	_, cur, prev, elapsed := c.view(now, p.window)
-	frac := float64(p.window-elapsed) / float64(p.window)
+func (c *counter) count(now, window int64) int64 {
+	_, cur, prev, elapsed := c.view(now, window)
+	frac := float64(window-elapsed) / float64(window)
 	return int64(math.Ceil(float64(float64(prev)*frac) + float64(cur)))
 }
 
@@ -45,36 +45,36 @@ func (c *counter) count(now int64, p *plan) int64 {
 // until the previous window's weight has fallen far enough, or, when the
 // current window alone is too full, until it has become the previous one
 // and fallen far enough in turn.
-func (c *counter) retryIn(now int64, p *plan, rate, asked int64) int64 {
+func (c *counter) retryIn(now, window, rate, asked int64) int64 {
 	need := rate - asked
 	if need < 0 {
-		return p.window
+		return window
 	}
-	win, cur, prev, _ := c.view(now, p.window)
-	w := float64(p.window)
+	win, cur, prev, _ := c.view(now, window)
+	w := float64(window)
 	var at float64
 	if cur <= need {
-		at = float64(win*p.window) + (w - float64(float64(need-cur)*w)/float64(prev))
+		at = float64(win*window) + (w - float64(float64(need-cur)*w)/float64(prev))
 	} else {
-		at = float64((win+1)*p.window) + (w - float64(float64(need)*w)/float64(cur))
+		at = float64((win+1)*window) + (w - float64(float64(need)*w)/float64(cur))
 	}
 	return max(int64(math.Ceil(at-float64(now))), 1)
 }
 
-func (c *counter) reset(now int64, p *plan, _ bool) int64 {
-	win, cur, prev, _ := c.view(now, p.window)
+func (c *counter) reset(now, window int64, _ bool) int64 {
+	win, cur, prev, _ := c.view(now, window)
 	switch {
 	case cur > 0:
-		return (win+2)*p.window - now
+		return (win+2)*window - now
 	case prev > 0:
-		return (win+1)*p.window - now
+		return (win+1)*window - now
 	}
 	return 0
 }
 
 // add moves the counter to now's window and records n events there.
-func (c *counter) add(now int64, p *plan, n int64) {
-	c.win, c.cur, c.prev, _ = c.view(now, p.window)
+func (c *counter) add(now, window, n int64) {
+	c.win, c.cur, c.prev, _ = c.view(now, window)
 	c.cur += n
 }
 

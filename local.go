@@ -96,10 +96,10 @@ func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek bool) deci
 			d.banned = true
 			d.banLeft = st.banEnd - now
 			if m, ok := sh.meter(k, p, now, false); ok {
-				d.count = m.count(now, p)
-				d.reset = m.reset(now, p, false)
+				d.count = m.count(now, p.window)
+				d.reset = m.reset(now, p.window, false)
 				if d.count+asked > rate {
-					d.retry = m.retryIn(now, p, rate, asked)
+					d.retry = m.retryIn(now, p.window, rate, asked)
 				}
 			}
 			d.retry = max(d.retry, d.banLeft)
@@ -113,20 +113,20 @@ func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek bool) deci
 		return d
 	}
 	if !peek {
-		m.prune(now, p)
+		m.prune(now, p.window)
 	}
-	d.count = m.count(now, p)
-	d.reset = m.reset(now, p, false)
+	d.count = m.count(now, p.window)
+	d.reset = m.reset(now, p.window, false)
 	if d.count+asked <= rate {
 		d.allowed = true
 		if !peek {
-			m.add(now, p, n)
+			m.add(now, p.window, n)
 			d.count += n
-			d.reset = m.reset(now, p, true)
+			d.reset = m.reset(now, p.window, true)
 		}
 		return d
 	}
-	d.retry = m.retryIn(now, p, rate, asked)
+	d.retry = m.retryIn(now, p.window, rate, asked)
 	if !p.penalize || n > rate {
 		return d
 	}
@@ -222,8 +222,8 @@ func (s *localStore) record(k lkey, p *plan, now, n int64, peek bool, d *decisio
 func (sh *localShard) mirror(k lkey, p *plan, now, n int64, d *decision) {
 	if d.allowed {
 		m, _ := sh.meter(k, p, now, true)
-		m.prune(now, p)
-		m.add(now, p, n)
+		m.prune(now, p.window)
+		m.add(now, p.window, n)
 		if lg, ok := m.(*slidingLog); ok {
 			lg.bound(p.rate)
 		}

@@ -20,15 +20,14 @@ func TestSlidingLogKeepsTimeOrder(t *testing.T) {
 			t.Fatalf("events %v, want %v", l.events[l.head:], want)
 		}
 	}
-	p := &plan{window: 10}
-	if l.count(29, p) != 4 || l.retryIn(29, p, 4, 1) != 1 || l.reset(29, p, false) != 21 || l.head != 0 {
-		t.Fatalf("at 29: count %d retry %d reset %d head %d", l.count(29, p), l.retryIn(29, p, 4, 1), l.reset(29, p, false), l.head)
+	if l.count(29, 10) != 4 || l.retryIn(29, 10, 4, 1) != 1 || l.reset(29, 10, false) != 21 || l.head != 0 {
+		t.Fatalf("at 29: count %d retry %d reset %d head %d", l.count(29, 10), l.retryIn(29, 10, 4, 1), l.reset(29, 10, false), l.head)
 	}
-	l.prune(29, p) // keeps t0 > 9: a window more than counting needs
+	l.prune(29, 10) // keeps t0 > 9: a window more than counting needs
 	if l.head != 1 || l.total != 5 {
 		t.Fatalf("prune left head %d total %d", l.head, l.total)
 	}
-	l.prune(39, p) // keeps t0 > 19
+	l.prune(39, 10) // keeps t0 > 19
 	if l.head != 2 || l.total != 4 {
 		t.Fatalf("prune left head %d total %d", l.head, l.total)
 	}

@@ -16,6 +16,14 @@ type slidingLog struct {
 	head    int
 	total   int64 // sum of n over events[head:]
 	touched int64 // µs when the LRU last moved this log to its front
+
+	// A cache of live: events[first:] are the events later than cut, and
+	// they number firstTotal. Time mostly moves forward, so live only
+	// advances first; anything else that moves events resets it (first <
+	// head means unknown).
+	first      int
+	firstTotal int64
+	cut        int64
 }
 
 // trim drops the events that have left the window at now: an event at t0
@@ -28,8 +36,12 @@ func (l *slidingLog) trim(now, window int64) {
 	}
 	if l.head == len(l.events) {
 		l.events, l.head = l.events[:0], 0
+		l.forget()
 	}
 }
+
+// forget drops live's cache after events moved.
+func (l *slidingLog) forget() { l.first = -1 }
 
 // addEvents records n events at now, keeping time order even when the clock
 // went backwards. It reuses the slice's room before it grows it.
@@ -38,17 +50,25 @@ func (l *slidingLog) addEvents(now, n int64) {
 	last := len(l.events) - 1
 	if last >= l.head && l.events[last].at == now {
 		l.events[last].n += n
+		if l.first >= l.head && l.first <= last && now > l.cut {
+			l.firstTotal += n
+		}
 		return
 	}
 	if l.head > 0 && len(l.events) == cap(l.events) {
 		live := copy(l.events, l.events[l.head:])
 		l.events, l.head = l.events[:live], 0
 		last = live - 1
+		l.forget()
 	}
 	if last < l.head || l.events[last].at < now {
 		l.events = append(l.events, event{at: now, n: n})
+		if l.first >= l.head && now > l.cut {
+			l.firstTotal += n
+		}
 		return
 	}
+	l.forget()
 	// The clock went backwards: insert in order, merging with an equal time.
 	i := l.head
 	for i < len(l.events) && l.events[i].at < now {
@@ -65,6 +85,7 @@ func (l *slidingLog) addEvents(now, n int64) {
 
 // removeEvents takes back up to n events recorded at at.
 func (l *slidingLog) removeEvents(at, n int64) {
+	defer l.forget()
 	for i := len(l.events) - 1; i >= l.head; i-- {
 		e := &l.events[i]
 		if e.at != at {
@@ -83,6 +104,7 @@ func (l *slidingLog) removeEvents(at, n int64) {
 // bound drops the oldest events beyond max, so that a log mirrored from
 // Redis cannot grow past the rate it serves.
 func (l *slidingLog) bound(max int64) {
+	defer l.forget()
 	for l.total > max && l.head < len(l.events) {
 		e := &l.events[l.head]
 		drop := l.total - max
@@ -104,37 +126,42 @@ func (l *slidingLog) bound(max int64) {
 type meter interface {
 	// prune drops what no call can count any more, as an allowing or
 	// rejecting call does in Redis.
-	prune(now int64, p *plan)
+	prune(now, window int64)
 	// count returns the count at now.
-	count(now int64, p *plan) int64
+	count(now, window int64) int64
 	// retryIn returns how long until asked more events fit under rate;
 	// called only when they do not fit now.
-	retryIn(now int64, p *plan, rate, asked int64) int64
+	retryIn(now, window, rate, asked int64) int64
 	// reset returns how long until the record is empty; justAdded says the
 	// call has just added events at now.
-	reset(now int64, p *plan, justAdded bool) int64
+	reset(now, window int64, justAdded bool) int64
 	// add records n events at now.
-	add(now int64, p *plan, n int64)
+	add(now, window, n int64)
 }
 
 // prune drops the events more than two windows old, as lua/window.lua's
 // trim does: counting goes by time (live), so pruning only bounds memory,
 // and the extra window keeps what a call stamped up to a window earlier
 // than calls already decided still counts.
-func (l *slidingLog) prune(now int64, p *plan) { l.trim(now, 2*p.window) }
+func (l *slidingLog) prune(now, window int64) { l.trim(now, 2*window) }
 
 // live returns where the events still in the window at now start, and how
 // many there are, without trimming.
 func (l *slidingLog) live(now, window int64) (int, int64) {
-	i, total := l.head, l.total
-	for cut := now - window; i < len(l.events) && l.events[i].at <= cut; i++ {
-		total -= l.events[i].n
+	cut := now - window
+	if l.first < l.head || cut < l.cut {
+		l.first, l.firstTotal = l.head, l.total
 	}
-	return i, total
+	for l.first < len(l.events) && l.events[l.first].at <= cut {
+		l.firstTotal -= l.events[l.first].n
+		l.first++
+	}
+	l.cut = cut
+	return l.first, l.firstTotal
 }
 
-func (l *slidingLog) count(now int64, p *plan) int64 {
-	_, total := l.live(now, p.window)
+func (l *slidingLog) count(now, window int64) int64 {
+	_, total := l.live(now, window)
 	return total
 }
 
@@ -142,36 +169,36 @@ func (l *slidingLog) count(now int64, p *plan) int64 {
 // more to fit under rate: when the k-th oldest live event leaves, at most
 // rate - asked remain. A request that can never fit (asked > rate) waits a
 // whole window.
-func (l *slidingLog) retryIn(now int64, p *plan, rate, asked int64) int64 {
-	first, total := l.live(now, p.window)
+func (l *slidingLog) retryIn(now, window, rate, asked int64) int64 {
+	first, total := l.live(now, window)
 	k := total + asked - rate
 	if k <= 0 {
 		return 0
 	}
 	if asked > rate {
-		return p.window
+		return window
 	}
 	var seen int64
 	for _, e := range l.events[first:] {
 		seen += e.n
 		if seen >= k {
-			return e.at + p.window - now
+			return e.at + window - now
 		}
 	}
-	return p.window // unreachable: k <= total
+	return window // unreachable: k <= total
 }
 
 // reset returns how long until the window holds no events: the window
 // itself right after an add, as lua/sliding.lua answers without looking the
 // newest event up.
-func (l *slidingLog) reset(now int64, p *plan, justAdded bool) int64 {
+func (l *slidingLog) reset(now, window int64, justAdded bool) int64 {
 	if justAdded {
-		return p.window
+		return window
 	}
 	if l.head == len(l.events) {
 		return 0
 	}
-	return max(0, l.events[len(l.events)-1].at+p.window-now)
+	return max(0, l.events[len(l.events)-1].at+window-now)
 }
 
-func (l *slidingLog) add(now int64, _ *plan, n int64) { l.addEvents(now, n) }
+func (l *slidingLog) add(now, _, n int64) { l.addEvents(now, n) }
