@@ -103,18 +103,31 @@ func logKey(rule, key string) string {
 	return "rl:v1:{" + strconv.Itoa(len(rule)) + ":" + rule + ":=" + key + "}:l"
 }
 
+// counterKey is the Redis key of our approximate counter of (rule, key).
+func counterKey(rule, key string) string {
+	return "rl:v1:{" + strconv.Itoa(len(rule)) + ":" + rule + ":=" + key + "}:c"
+}
+
 // memoryUsage returns MEMORY USAGE key SAMPLES 0 (every element counted).
 func memoryUsage(ctx context.Context, c rueidis.Client, key string) (int64, error) {
 	return c.Do(ctx, c.B().MemoryUsage().Key(key).Samples(0).Build()).AsInt64()
 }
 
 // redisMemory fills one key with rate events through our limiter, AllowN
-// in chunks of at most 1,000, and reads MEMORY USAGE of its log key; then
-// it reads the key of each Redis peer after one call, which does not grow
-// with the rate.
+// in chunks of at most 1,000, and reads MEMORY USAGE of its log key, and of
+// its counter under an approximate rule; then it reads the key of each
+// Redis peer after one call, which does not grow with the rate.
 func redisMemory(ctx context.Context, e *env) ([]memoryRow, error) {
 	var rows []memoryRow
 	const key = "user-1"
+	for _, rate := range []int{10, 1_000, 100_000} {
+		used, err := approximateMemory(ctx, e, rate, key)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, memoryRow{what: oursRemote.name + " (Approximate)", rate: rate, bytes: float64(used),
+			note: "one small hash per key, at any rate"})
+	}
 	for _, rate := range []int{10, 1_000, 100_000} {
 		if err := flushAll(ctx, e.admin); err != nil {
 			return nil, err
@@ -182,4 +195,34 @@ func redisMemory(ctx context.Context, e *env) ([]memoryRow, error) {
 		rows = append(rows, memoryRow{what: c.name, rate: 0, bytes: float64(used), note: "one small value per key, at any rate"})
 	}
 	return rows, flushAll(ctx, e.admin)
+}
+
+// approximateMemory fills one key with rate events under an approximate rule
+// and returns MEMORY USAGE of its counter.
+func approximateMemory(ctx context.Context, e *env, rate int, key string) (int64, error) {
+	if err := flushAll(ctx, e.admin); err != nil {
+		return 0, err
+	}
+	c, err := rueidisClient(e.addr)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	l, err := ratelimit.New(c, ourOptions())
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	rule := ratelimit.Rule{Name: "mem", Limit: ratelimit.Limit{Rate: rate, Window: time.Hour}, Approximate: true}
+	chunk := min(rate, 1000)
+	for filled := 0; filled < rate; filled += chunk {
+		r, err := l.AllowN(ctx, rule, key, chunk)
+		if err == nil && (!r.Allowed || r.Degraded) {
+			err = fmt.Errorf("allowed %v, degraded %v", r.Allowed, r.Degraded)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("filling an approximate rate %d: %w", rate, err)
+		}
+	}
+	return memoryUsage(ctx, e.admin, counterKey(rule.Name, key))
 }
