@@ -318,6 +318,18 @@ var behaviourCases = []behaviourCase{
 		},
 	},
 	{
+		name: "a cached rejection is not answered after the clock went back or events arrived",
+		rule: ratelimit.Rule{Name: "a", Limit: ratelimit.Limit{Rate: 3, Window: 250 * ms}},
+		steps: []step{
+			{at: 0, rule: &ratelimit.Rule{Name: "a", Limit: ratelimit.PerSecond(5)}, want: ok(5, 4, sec)},
+			{at: 0, n: 2, want: ok(3, 0, 250*ms)},
+			{at: 0, want: no(3, 0, 250*ms, 250*ms)}, // the shield caches this rejection
+			{at: 1557008 * us, n: 3, rule: &ratelimit.Rule{Name: "a", Limit: ratelimit.PerSecond(5)}, want: ok(5, 2, sec)},
+			// Back before the cached rejection, with newer events in the log.
+			{at: -1524999 * us, want: no(3, 0, 3332007*us, 3332007*us)},
+		},
+	},
+	{
 		name: "a peek under a shorter window forgets nothing",
 		rule: ratelimit.Rule{Name: "reshaped", Limit: ratelimit.Limit{Rate: 3, Window: time.Second}},
 		steps: []step{

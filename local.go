@@ -209,8 +209,13 @@ func (s *localStore) record(k lkey, p *plan, now, n int64, peek bool, d *decisio
 	sh := s.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if shieldMax >= 0 && (n == 1 || peek) {
-		sh.shield(k, p, now, d, shieldMax)
+	if shieldMax >= 0 {
+		switch {
+		case d.allowed && !peek:
+			sh.denials.Remove(k) // events arrived: a cached rejection may be stale
+		case n == 1 || peek:
+			sh.shield(k, p, now, d, shieldMax)
+		}
 	}
 	if !peek {
 		sh.mirror(k, p, now, n, d)
@@ -302,7 +307,8 @@ type denial struct {
 	penalize     bool
 	approx       bool
 	banned       bool
-	until        int64 // answered here while now < until
+	since        int64 // when it was cached: a clock gone back behind it is not answered here
+	until        int64 // answered here while since <= now < until
 	retryAt      int64
 	resetAt      int64
 	violations   int64
@@ -334,7 +340,7 @@ func (sh *localShard) shield(k lkey, p *plan, now int64, d *decision, shieldMax 
 	}
 	sh.denials.Add(k, &denial{
 		rate: p.rate, window: p.window, penalize: p.penalize, approx: p.approx, banned: d.banned,
-		until: until, retryAt: now + d.retry, resetAt: now + d.reset,
+		since: now, until: until, retryAt: now + d.retry, resetAt: now + d.reset,
 		violations: d.violations, forgetAt: now + d.memoryLeft,
 	})
 }
@@ -349,7 +355,7 @@ func (s *localStore) shielded(k lkey, p *plan, now int64) (decision, bool) {
 	if !ok {
 		return decision{}, false
 	}
-	if now >= e.until || e.rate != p.rate || e.window != p.window || e.penalize != p.penalize || e.approx != p.approx {
+	if now >= e.until || now < e.since || e.rate != p.rate || e.window != p.window || e.penalize != p.penalize || e.approx != p.approx {
 		sh.denials.Remove(k)
 		return decision{}, false
 	}
