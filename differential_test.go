@@ -42,7 +42,7 @@ import (
 var (
 	diffN     = flag.Int("diff.n", 200, "differential test: number of random sequences")
 	diffSteps = flag.Int("diff.steps", 60, "differential test: steps per sequence")
-	diffSeed  = flag.Uint64("diff.seed", 0, "differential test: seed of the first sequence (0: from the time)")
+	diffSeed  = flag.Uint64("diff.seed", 20261122, "differential test: seed of the first sequence (0: from the time, for campaigns such as -diff.seed=0 -diff.n=100000)")
 )
 
 // diffPenalty is the ladder of the penalised rules.
@@ -373,13 +373,23 @@ func TestDifferentialLocalVersusRedis(t *testing.T) {
 	}
 	server := redistest.Start(t, redistest.Options{})
 	client := newClient(t, server.Addr())
+	// In mode anything the remote limiter runs without its hot-key shield:
+	// a shielded answer skips the script, and with it a trim, which only a
+	// clock that jumps back by more than a window can tell (README: such a
+	// clock can find older events dropped, or not). Mode forward keeps the
+	// shield on and requires README's formula all the same.
+	shieldOff := false
 	newPair := func() (diffPair, func()) {
 		lc, rc := newClock(), newClock()
 		local, err := ratelimit.New(nil, testOptions(lc))
 		if err != nil {
 			t.Fatal(err)
 		}
-		remote, err := ratelimit.New(client, isolated(testOptions(rc)))
+		remoteOpts := isolated(testOptions(rc))
+		if shieldOff {
+			remoteOpts.ShieldMax = -1
+		}
+		remote, err := ratelimit.New(client, remoteOpts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -391,6 +401,7 @@ func TestDifferentialLocalVersusRedis(t *testing.T) {
 		seed = uint64(time.Now().UnixNano())
 	}
 	for _, mode := range []diffMode{diffForward, diffAnything} {
+		shieldOff = mode.backwards
 		t.Run(mode.name, func(t *testing.T) {
 			start := time.Now()
 			var trimKnown, resetKnown int

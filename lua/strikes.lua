@@ -57,7 +57,7 @@ local function violate(pen, now, v, k, pa)
   v = v + 1
   local flags = 0
   local ban_left = 0
-  local ban_end = 0
+  local ban_end
   local keep = memory
   if v >= ban_after then
     ban_left = ban_length(pa.ban_for, k, pa.growth, pa.max_ban)
@@ -70,8 +70,12 @@ local function violate(pen, now, v, k, pa)
   elseif warn_after > 0 and v >= warn_after then
     flags = 1
   end
-  redis.call('HSET', pen, 'v', string.format('%d', v), 'l', string.format('%d', now),
-    'b', string.format('%d', ban_end), 'k', string.format('%d', k))
+  redis.call('HSET', pen, 'v', string.format('%d', v), 'l', string.format('%d', now), 'k', string.format('%d', k))
+  if ban_left > 0 then
+    -- Only a new ban moves the ban's end: an earlier one stays on record,
+    -- as the local path keeps it (it matters to a clock that goes back).
+    redis.call('HSET', pen, 'b', string.format('%d', ban_end))
+  end
   redis.call('PEXPIRE', pen, math.ceil(keep / 1000) + 1000)
   return v, flags, ban_left, k
 end
