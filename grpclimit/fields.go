@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/sfv"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -48,17 +49,9 @@ type decision struct {
 	res    ratelimit.Result
 }
 
-// ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
-}
-
 // retrySeconds is the t of a denial: the seconds until the call could
 // pass, rounded up, at least 1.
-func retrySeconds(d time.Duration) int64 { return max(1, ceilSeconds(d)) }
+func retrySeconds(d time.Duration) int64 { return max(1, sfv.CeilSeconds(d)) }
 
 // resetSeconds is the t parameter of the RateLimit field: for a denial the
 // seconds until the same call could pass, otherwise until the window is
@@ -67,27 +60,7 @@ func (d *decision) resetSeconds() int64 {
 	if !d.res.Allowed {
 		return retrySeconds(d.res.RetryAfter)
 	}
-	return ceilSeconds(d.res.ResetAfter)
-}
-
-// appendString appends s as a Structured Field sf-string (RFC 8941, 3.3.3):
-// quoted, with '"' and '\' escaped. An sf-string holds printable ASCII
-// only, so every other byte, and '%', is written as %XX (as httplimit
-// writes policy names).
-func appendString(b []byte, s string) []byte {
-	const hex = "0123456789ABCDEF"
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < 0x20 || c > 0x7e || c == '%':
-			b = append(b, '%', hex[c>>4], hex[c&0xf])
-		default:
-			b = append(b, c)
-		}
-	}
-	return append(b, '"')
+	return sfv.CeilSeconds(d.res.ResetAfter)
 }
 
 // list is one Structured Field list being built. Its methods return the
@@ -99,7 +72,7 @@ func (l list) item(name string) list {
 	if len(l) > 0 {
 		l = append(l, ", "...)
 	}
-	return appendString(l, name)
+	return sfv.AppendString(l, name)
 }
 
 // param adds the parameter ;key=v to the last item.
@@ -128,7 +101,7 @@ func fields(ds []decision, degradedHeader bool) metadata.MD {
 		name := d.policy.Name
 		policy = policy.item(name)
 		policy = policy.param("q", int64(d.res.Limit))
-		if w := ceilSeconds(d.policy.Rule.Limit.Window); w > 0 {
+		if w := sfv.CeilSeconds(d.policy.Rule.Limit.Window); w > 0 {
 			policy = policy.param("w", w)
 		}
 		limit = limit.item(name)

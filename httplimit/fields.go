@@ -3,7 +3,8 @@ package httplimit
 import (
 	"net/http"
 	"strconv"
-	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/sfv"
 )
 
 // Names of the response header fields the middleware writes.
@@ -46,41 +47,14 @@ const (
 	HeaderLegacyReset     = "X-RateLimit-Reset"
 )
 
-// ceilSeconds returns d in whole seconds, rounded up; 0 for d <= 0.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
-}
-
 // resetSeconds is the t parameter of d: for a denial the seconds until the
 // same request could pass, otherwise until the window is empty, when the
 // whole quota is back (0: nothing recorded, no t).
 func (d *Decision) resetSeconds() int64 {
 	if !d.Result.Allowed {
-		return max(1, ceilSeconds(d.Result.RetryAfter))
+		return max(1, sfv.CeilSeconds(d.Result.RetryAfter))
 	}
-	return ceilSeconds(d.Result.ResetAfter)
-}
-
-// appendString appends s as a Structured Field sf-string (RFC 8941, 3.3.3):
-// quoted, with '"' and '\' escaped. An sf-string holds printable ASCII
-// only, so every other byte, and '%', is written as %XX.
-func appendString(b []byte, s string) []byte {
-	const hex = "0123456789ABCDEF"
-	b = append(b, '"')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < 0x20 || c > 0x7e || c == '%':
-			b = append(b, '%', hex[c>>4], hex[c&0xf])
-		default:
-			b = append(b, c)
-		}
-	}
-	return append(b, '"')
+	return sfv.CeilSeconds(d.Result.ResetAfter)
 }
 
 // writeFields sets the rate limit fields of the decisions made for one
@@ -94,14 +68,14 @@ func writeFields(h http.Header, ds []Decision, opts *Options) {
 			policy = append(policy, ", "...)
 			limit = append(limit, ", "...)
 		}
-		policy = appendString(policy, d.Policy)
+		policy = sfv.AppendString(policy, d.Policy)
 		policy = append(policy, ";q="...)
 		policy = strconv.AppendInt(policy, int64(d.Result.Limit), 10)
-		if w := ceilSeconds(d.Rule.Limit.Window); w > 0 {
+		if w := sfv.CeilSeconds(d.Rule.Limit.Window); w > 0 {
 			policy = append(policy, ";w="...)
 			policy = strconv.AppendInt(policy, w, 10)
 		}
-		limit = appendString(limit, d.Policy)
+		limit = sfv.AppendString(limit, d.Policy)
 		limit = append(limit, ";r="...)
 		limit = strconv.AppendInt(limit, int64(d.Result.Remaining), 10)
 		if t := d.resetSeconds(); t > 0 {
@@ -112,7 +86,7 @@ func writeFields(h http.Header, ds []Decision, opts *Options) {
 			if len(warn) > 0 {
 				warn = append(warn, ", "...)
 			}
-			warn = appendString(warn, d.Policy)
+			warn = sfv.AppendString(warn, d.Policy)
 			warn = append(warn, ";violations="...)
 			warn = strconv.AppendInt(warn, int64(d.Result.Violations), 10)
 			warn = append(warn, ";ban-after="...)
@@ -122,15 +96,15 @@ func writeFields(h http.Header, ds []Decision, opts *Options) {
 			if len(dry) > 0 {
 				dry = append(dry, ", "...)
 			}
-			dry = appendString(dry, d.Policy)
+			dry = sfv.AppendString(dry, d.Policy)
 			dry = append(dry, ";t="...)
-			dry = strconv.AppendInt(dry, ceilSeconds(d.Result.RetryAfter), 10)
+			dry = strconv.AppendInt(dry, sfv.CeilSeconds(d.Result.RetryAfter), 10)
 		}
 		if d.Result.Degraded && opts.DegradedHeader {
 			if len(degraded) > 0 {
 				degraded = append(degraded, ", "...)
 			}
-			degraded = appendString(degraded, d.Policy)
+			degraded = sfv.AppendString(degraded, d.Policy)
 		}
 	}
 	h.Add(HeaderPolicy, string(policy))
