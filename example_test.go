@@ -58,21 +58,13 @@ func Example() {
 	// call 4: allowed=false remaining=0 retry after 30s
 }
 
-// exampleLimiter returns a limiter on an in-process Redis with a fake
-// clock, as Example builds one, and a function that stops both.
-func exampleLimiter() (*ratelimit.Limiter, *ratelimittest.Clock, func()) {
-	mr, client := exampleRedis()
-	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
-	limiter, err := ratelimit.New(client, ratelimit.Options{Clock: clock, Timeout: time.Second})
+func ExamplePenalty() {
+	env, err := ratelimittest.NewLimiter(ratelimit.Options{})
 	if err != nil {
 		panic(err)
 	}
-	return limiter, clock, func() { limiter.Close(); client.Close(); mr.Close() }
-}
-
-func ExamplePenalty() {
-	limiter, clock, stop := exampleLimiter()
-	defer stop()
+	defer env.Close()
+	limiter, clock := env.Limiter, env.Clock
 
 	rule := ratelimit.Rule{
 		Name:    "login",
@@ -153,8 +145,12 @@ func Example_fallback() {
 }
 
 func ExampleLimiter_Ban() {
-	limiter, clock, stop := exampleLimiter()
-	defer stop()
+	env, err := ratelimittest.NewLimiter(ratelimit.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer env.Close()
+	limiter, clock := env.Limiter, env.Clock
 	login := ratelimit.Rule{Name: "login", Limit: ratelimit.PerMinute(5),
 		Penalty: &ratelimit.Penalty{BanAfter: 5, BanFor: 30 * time.Minute}}
 
@@ -173,8 +169,12 @@ func ExampleLimiter_Ban() {
 }
 
 func ExampleLimiter_AllowAll() {
-	limiter, _, stop := exampleLimiter()
-	defer stop()
+	env, err := ratelimittest.NewLimiter(ratelimit.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer env.Close()
+	limiter := env.Limiter
 	global := ratelimit.Rule{Name: "search", Limit: ratelimit.PerSecond(100)}
 	perUser := ratelimit.Rule{Name: "search:user", Limit: ratelimit.PerSecond(2)}
 
@@ -200,8 +200,12 @@ func ExampleLimiter_AllowAll() {
 }
 
 func ExampleRule_dryRun() {
-	limiter, _, stop := exampleLimiter()
-	defer stop()
+	env, err := ratelimittest.NewLimiter(ratelimit.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer env.Close()
+	limiter := env.Limiter
 	candidate := ratelimit.Rule{Name: "export", Limit: ratelimit.PerHour(1), DryRun: true}
 
 	for i := 1; i <= 2; i++ {

@@ -7,11 +7,9 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/grpclimit"
 	"github.com/ratelimit-go/ratelimit/ratelimittest"
-	"github.com/redis/rueidis"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -22,29 +20,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 )
-
-// exampleLimiter returns a Limiter on an in-process miniredis with a fake
-// clock, and a function that stops both.
-func exampleLimiter() (*ratelimit.Limiter, *ratelimittest.Clock, func()) {
-	mr, err := miniredis.Run()
-	if err != nil {
-		panic(err)
-	}
-	client, err := rueidis.NewClient(rueidis.ClientOption{
-		InitAddress:       []string{mr.Addr()},
-		DisableCache:      true, // miniredis has no client-side caching
-		ForceSingleClient: true,
-	})
-	if err != nil {
-		panic(err)
-	}
-	clk := ratelimittest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
-	lim, err := ratelimit.New(client, ratelimit.Options{Clock: clk})
-	if err != nil {
-		panic(err)
-	}
-	return lim, clk, func() { lim.Close(); client.Close(); mr.Close() }
-}
 
 // exampleServer serves the health service in memory through opts and
 // returns a client of it, and a function that stops both.
@@ -88,8 +63,12 @@ func show(err error, header metadata.MD) {
 // A method limited per user: three calls in any minute. The user comes
 // from metadata here; in a service, from its authentication interceptor.
 func ExampleUnaryServerInterceptor() {
-	lim, clk, stop := exampleLimiter()
-	defer stop()
+	env, err := ratelimittest.NewLimiter(ratelimit.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer env.Close()
+	lim, clk := env.Limiter, env.Clock
 
 	user := grpclimit.Identity(func(ctx context.Context) (string, bool) {
 		v := metadata.ValueFromIncomingContext(ctx, "x-user-id")
@@ -119,7 +98,7 @@ func ExampleUnaryServerInterceptor() {
 		clk.Advance(10*time.Second + 500*time.Microsecond)
 	}
 	// An anonymous call has no key.
-	_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{})
+	_, err = client.Check(context.Background(), &healthpb.HealthCheckRequest{})
 	fmt.Println(status.Code(err), status.Convert(err).Message())
 	// Output:
 	// OK ratelimit: ["health";r=2;t=60]
@@ -168,8 +147,12 @@ func ExampleIP() {
 // and a global cap. The first denial stops: the global policy records
 // nothing for it. Streams count once, when they open.
 func ExampleStreamServerInterceptor() {
-	lim, _, stop := exampleLimiter()
-	defer stop()
+	env, err := ratelimittest.NewLimiter(ratelimit.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer env.Close()
+	lim := env.Limiter
 
 	perClient := ratelimit.Rule{Name: "watch:client", Limit: ratelimit.PerSecond(2)}
 	global := ratelimit.Rule{Name: "watch:all", Limit: ratelimit.PerSecond(1000)}

@@ -14,7 +14,6 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/grpclimit"
 	"github.com/ratelimit-go/ratelimit/ratelimittest"
-	"github.com/redis/rueidis"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -47,26 +46,14 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	mr := miniredis.RunT(t)
-	c, err := rueidis.NewClient(rueidis.ClientOption{
-		InitAddress:       []string{mr.Addr()},
-		DisableCache:      true,
-		ForceSingleClient: true,
-		Dialer:            net.Dialer{Timeout: 5 * time.Second},
-	})
-	if err != nil {
-		t.Fatalf("rueidis.NewClient: %v", err)
-	}
-	t.Cleanup(c.Close)
-	clk := ratelimittest.NewClock(epoch)
 	// A generous Timeout: under -race a call to miniredis can take longer
 	// than the default 100ms, and a timed-out call is decided locally.
-	lim, err := ratelimit.New(c, ratelimit.Options{Clock: clk, Logger: discard, Timeout: 10 * time.Second})
+	l, err := ratelimittest.NewLimiter(ratelimit.Options{Clock: ratelimittest.NewClock(epoch), Logger: discard, Timeout: 10 * time.Second})
 	if err != nil {
-		t.Fatalf("ratelimit.New: %v", err)
+		t.Fatalf("ratelimittest.NewLimiter: %v", err)
 	}
-	t.Cleanup(lim.Close)
-	return &env{mr: mr, clk: clk, lim: lim}
+	t.Cleanup(l.Close)
+	return &env{mr: l.Redis, clk: l.Clock, lim: l.Limiter}
 }
 
 // peerListener is a bufconn listener whose connections come from addr, as

@@ -9,35 +9,10 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
 	"github.com/ratelimit-go/ratelimit/ratelimittest"
-	"github.com/redis/rueidis"
 )
-
-// exampleLimiter returns a Limiter on an in-process miniredis with a fake
-// clock, and a function that stops both.
-func exampleLimiter() (*ratelimit.Limiter, *ratelimittest.Clock, func()) {
-	mr, err := miniredis.Run()
-	if err != nil {
-		panic(err)
-	}
-	client, err := rueidis.NewClient(rueidis.ClientOption{
-		InitAddress:       []string{mr.Addr()},
-		DisableCache:      true, // miniredis has no client-side caching
-		ForceSingleClient: true,
-	})
-	if err != nil {
-		panic(err)
-	}
-	clk := ratelimittest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
-	lim, err := ratelimit.New(client, ratelimit.Options{Clock: clk})
-	if err != nil {
-		panic(err)
-	}
-	return lim, clk, func() { lim.Close(); client.Close(); mr.Close() }
-}
 
 // show sends one request and prints what the client sees.
 func show(h http.Handler, r *http.Request) {
@@ -54,8 +29,12 @@ func show(h http.Handler, r *http.Request) {
 
 // A coupon route limited per user: three claims in any minute.
 func ExampleLimit() {
-	lim, clk, stop := exampleLimiter()
-	defer stop()
+	env, err := ratelimittest.NewLimiter(ratelimit.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer env.Close()
+	lim, clk := env.Limiter, env.Clock
 
 	claim := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "coupon claimed\n")
@@ -119,8 +98,12 @@ func ExampleIP() {
 // Several policies on one route: per IP against scrapers, and a global cap.
 // The first denial stops: the global policy records nothing for it.
 func ExampleStack() {
-	lim, _, stop := exampleLimiter()
-	defer stop()
+	env, err := ratelimittest.NewLimiter(ratelimit.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer env.Close()
+	lim := env.Limiter
 
 	perIP := ratelimit.Rule{Name: "merchant:ip", Limit: ratelimit.PerSecond(2)}
 	global := ratelimit.Rule{Name: "merchant:all", Limit: ratelimit.PerSecond(1000)}

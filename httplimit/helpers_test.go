@@ -3,7 +3,6 @@ package httplimit_test
 import (
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -12,15 +11,12 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/ratelimittest"
-	"github.com/redis/rueidis"
 )
 
 // epoch is where the tests' fake clocks start.
 var epoch = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
 var discard = slog.New(slog.DiscardHandler)
-
-func netDialer() net.Dialer { return net.Dialer{Timeout: 5 * time.Second} }
 
 // env is a limiter on a fresh miniredis with a fake clock.
 type env struct {
@@ -31,26 +27,14 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	mr := miniredis.RunT(t)
-	c, err := rueidis.NewClient(rueidis.ClientOption{
-		InitAddress:       []string{mr.Addr()},
-		DisableCache:      true,
-		ForceSingleClient: true,
-		Dialer:            netDialer(),
-	})
-	if err != nil {
-		t.Fatalf("rueidis.NewClient: %v", err)
-	}
-	t.Cleanup(c.Close)
-	clk := ratelimittest.NewClock(epoch)
 	// A generous Timeout: under -race a call to miniredis can take longer
 	// than the default 100ms, and a timed-out call is decided locally.
-	lim, err := ratelimit.New(c, ratelimit.Options{Clock: clk, Logger: discard, Timeout: 10 * time.Second})
+	l, err := ratelimittest.NewLimiter(ratelimit.Options{Clock: ratelimittest.NewClock(epoch), Logger: discard, Timeout: 10 * time.Second})
 	if err != nil {
-		t.Fatalf("ratelimit.New: %v", err)
+		t.Fatalf("ratelimittest.NewLimiter: %v", err)
 	}
-	t.Cleanup(lim.Close)
-	return &env{mr: mr, clk: clk, lim: lim}
+	t.Cleanup(l.Close)
+	return &env{mr: l.Redis, clk: l.Clock, lim: l.Limiter}
 }
 
 // ok is the handler behind the middleware under test.
