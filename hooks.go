@@ -17,9 +17,13 @@ const (
 	// PathLocal: the local limiter decided, in a Limiter without Redis or
 	// while Redis could not be used (then Result.Degraded is set).
 	PathLocal
+	// PathShed: Redis is healthy but had as many calls in flight as
+	// admission control allows, so the call was decided at once by the
+	// rule's degraded policy instead of queueing (Result.Degraded is set).
+	PathShed
 )
 
-// String returns "none", "redis", "shield" or "local".
+// String returns "none", "redis", "shield", "local" or "shed".
 func (p Path) String() string {
 	switch p {
 	case PathRedis:
@@ -28,6 +32,8 @@ func (p Path) String() string {
 		return "shield"
 	case PathLocal:
 		return "local"
+	case PathShed:
+		return "shed"
 	}
 	return "none"
 }
