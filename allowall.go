@@ -69,7 +69,7 @@ type undo struct {
 	conn    *redisConn
 	key     string // the Redis log or counter key
 	member  string // the call's member id
-	onRedis bool
+	onRedis bool   // Redis decided the call: its events are in Redis too
 }
 
 // at notes that the call decided locally at now. u may be nil.
@@ -79,7 +79,7 @@ func (u *undo) at(now int64) {
 	}
 }
 
-// onRedis notes that Redis decided the call under seq, and that the
+// onRedisCall notes that Redis decided the call under seq, and that the
 // decision was mirrored locally at mirrored. u may be nil.
 func (u *undo) onRedisCall(conn *redisConn, key string, id string, seq uint64, mirrored int64) {
 	if u != nil {
@@ -104,7 +104,7 @@ func (l *Limiter) takeBack(us []undo) {
 			kind = "c"
 		}
 		args := []string{kind, u.member, strconv.FormatInt(u.n, 10)}
-		err := l.adminCallOn(context.Background(), u.conn, u.key, fmt.Sprintf("taking back %d events of rule %q", u.n, u.k.rule),
+		err := l.adminCall(context.Background(), u.conn, u.key, subject{"rule", u.k.rule}, fmt.Sprintf("taking back %d events", u.n),
 			func(ctx context.Context, c rueidis.Client) error {
 				return undoScript.exec(ctx, c, []string{u.key}, args).Error()
 			})

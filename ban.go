@@ -34,17 +34,18 @@ func (l *Limiter) Ban(ctx context.Context, rule Rule, key string, d time.Duratio
 	if err != nil {
 		return err
 	}
-	l.local.ban(k, l.localNow(), d.Microseconds())
+	now := l.localNow()
+	l.local.ban(k, now, d.Microseconds())
 	if !l.remote {
 		return nil
 	}
 	keys := redisKeys(l.set.KeyPrefix, k)
-	var now string
+	var at string
 	if l.set.Clock != nil {
-		now = strconv.FormatInt(l.set.Clock.Now().UnixMicro(), 10)
+		at = strconv.FormatInt(now, 10)
 	}
-	args := []string{now, strconv.FormatInt(d.Microseconds(), 10)}
-	return l.adminCall(ctx, keys[1], fmt.Sprintf("ban of %q under rule %q: banned locally only", key, rule.Name),
+	args := []string{at, strconv.FormatInt(d.Microseconds(), 10)}
+	return l.adminCall(ctx, l.conn.Load(), keys[1], subject{"rule", rule.Name}, fmt.Sprintf("ban of key %q: banned locally only", key),
 		func(ctx context.Context, c rueidis.Client) error {
 			return banScript.exec(ctx, c, keys[1:2], args).Error()
 		})

@@ -58,7 +58,7 @@ type BreakerChange struct {
 // open and not yet due for a probe, calls skip the gobreaker (and its mutex)
 // altogether.
 type breaker struct {
-	cb         *gobreaker.CircuitBreaker[decision]
+	cb         *gobreaker.CircuitBreaker[struct{}]
 	state      atomic.Int32 // a BreakerState, copied from OnStateChange
 	openedAt   atomic.Int64 // process clock, UnixNano, of the last opening
 	probeAfter time.Duration
@@ -68,7 +68,7 @@ type breaker struct {
 func newBreaker(name string, s *settings, changes *changeQueue) *breaker {
 	b := &breaker{probeAfter: s.ProbeAfter, changes: changes}
 	trip := uint32(s.TripAfter)
-	b.cb = gobreaker.NewCircuitBreaker[decision](gobreaker.Settings{
+	b.cb = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:        name,
 		MaxRequests: 1,
 		Timeout:     s.ProbeAfter,

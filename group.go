@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
-	"github.com/sony/gobreaker/v2"
+	"github.com/redis/rueidis"
 )
 
 // MaxGroupSize is the most pairs one AllowGroup call may hold.
@@ -27,63 +28,68 @@ const MaxGroupSize = 16
 // group holds at most MaxGroupSize pairs. While Redis cannot be used the
 // pairs are decided locally, in order, as AllowAll decides them.
 func (l *Limiter) AllowGroup(ctx context.Context, group string, checks []Check) ([]Result, error) {
+	hook := l.set.OnDecision
+	var start time.Time
+	if hook != nil {
+		start = time.Now()
+	}
+	results, path, err := l.decideGroup(ctx, group, checks)
+	if hook != nil {
+		took := time.Since(start)
+		for i := range results {
+			c := &checks[i]
+			hook(Decision{Rule: c.Rule, Key: c.Key, N: max(c.N, 1), Result: results[i], Path: path, Took: took})
+		}
+		if err != nil && len(checks) > 0 {
+			c := &checks[0]
+			hook(Decision{Rule: c.Rule, Key: c.Key, N: max(c.N, 1), Err: err, Path: path, Took: took})
+		}
+	}
+	return results, err
+}
+
+// decideGroup decides a group on Redis, or without Redis as AllowAll
+// would, and says where.
+func (l *Limiter) decideGroup(ctx context.Context, group string, checks []Check) ([]Result, Path, error) {
 	if l.closed.Load() {
-		return nil, ErrClosed
+		return nil, PathNone, ErrClosed
 	}
 	g, err := l.compileGroup(group, checks)
 	if err != nil {
-		return nil, err
+		return nil, PathNone, err
 	}
-	if !l.remote {
-		return l.groupLocally(checks, g, nil), nil
-	}
+	now := l.localNow() // the group's one reading of the clock
 	conn := l.conn.Load()
-	if conn == nil {
-		return l.groupLocally(checks, g, nil), nil
+	if !l.remote || conn == nil {
+		return l.groupWithoutRedis(checks, g, sent{path: PathLocal}, now), PathLocal, nil
 	}
-	keys, args := l.encodeGroup(g)
-	b := conn.breakers.forKey(keys[0])
-	if b.resting() {
-		return l.groupLocally(checks, g, b), nil
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+	keys, args := l.encodeGroup(g, now)
 	var ds []decision
-	_, err = b.cb.Execute(func() (decision, error) {
-		resp := groupScript.exec(l.callContext(ctx), conn.client, keys, args)
+	s, err := l.viaRedis(ctx, conn, keys[0], subject{"group", group}, func(ctx context.Context, c rueidis.Client) error {
+		resp := groupScript.exec(ctx, c, keys, args)
 		if err := resp.Error(); err != nil {
-			return decision{}, classify(ctx, err)
+			return err
 		}
 		arr, err := resp.ToArray()
 		if err != nil || len(arr) == 0 || len(arr)%9 != 0 || len(arr) > 9*len(g) {
-			return decision{}, &callError{kind: misuse, err: errors.New("unexpected script reply")}
+			return &callError{kind: misuse, err: errors.New("unexpected script reply")}
 		}
 		for i := 0; i < len(arr); i += 9 {
 			d, err := parseDecision(arr[i : i+9])
 			if err != nil {
-				return decision{}, &callError{kind: misuse, err: err}
+				return &callError{kind: misuse, err: err}
 			}
 			ds = append(ds, d)
 		}
-		return decision{}, nil
+		return nil
 	})
-	if err == nil {
-		return l.groupResults(checks, g, ds), nil
-	}
-	var ce *callError
 	switch {
-	case errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests):
-	case !errors.As(err, &ce):
-		return nil, err
-	case ce.kind == callerGone:
-		return nil, ce.err
-	case ce.kind == misuse:
-		return nil, fmt.Errorf("%w: group %q: %w", ErrRedis, group, ce.err)
-	default:
-		l.logOutage(ce.err)
+	case err != nil:
+		return nil, PathRedis, err
+	case s.path != PathRedis:
+		return l.groupWithoutRedis(checks, g, s, now), s.path, nil
 	}
-	return l.groupLocally(checks, g, b), nil
+	return l.groupResults(checks, g, ds, l.receivedAt(now)), PathRedis, nil
 }
 
 // groupPair is one validated pair of a group.
@@ -127,15 +133,16 @@ func (l *Limiter) compileGroup(group string, checks []Check) ([]groupPair, error
 	return g, nil
 }
 
-// encodeGroup returns group.lua's keys and arguments for g.
-func (l *Limiter) encodeGroup(g []groupPair) ([]string, []string) {
+// encodeGroup returns group.lua's keys and arguments for g, decided at now
+// when a Clock is set.
+func (l *Limiter) encodeGroup(g []groupPair, now int64) ([]string, []string) {
 	keys := make([]string, 0, 2*len(g))
 	args := make([]string, 0, 2+12*len(g))
-	now := ""
+	at := ""
 	if l.set.Clock != nil {
-		now = strconv.FormatInt(l.set.Clock.Now().UnixMicro(), 10)
+		at = strconv.FormatInt(now, 10)
 	}
-	args = append(args, now, strconv.Itoa(len(g)))
+	args = append(args, at, strconv.Itoa(len(g)))
 	member := l.id + strconv.FormatUint(l.seq.Add(1), 10)
 	itoa := func(v int64) string { return strconv.FormatInt(v, 10) }
 	flag := func(b bool) string {
@@ -161,9 +168,8 @@ func (l *Limiter) encodeGroup(g []groupPair) ([]string, []string) {
 }
 
 // groupResults turns the script's decisions into Results, applies dry runs
-// and mirrors the decisions into the local limiter.
-func (l *Limiter) groupResults(checks []Check, g []groupPair, ds []decision) []Result {
-	now := l.localNow()
+// and mirrors the decisions into the local limiter at now.
+func (l *Limiter) groupResults(checks []Check, g []groupPair, ds []decision, now int64) []Result {
 	results := make([]Result, len(ds))
 	for i, d := range ds {
 		l.local.record(g[i].k, &g[i].p, now, g[i].n, false, &d, -1)
@@ -183,24 +189,16 @@ func (l *Limiter) groupResults(checks []Check, g []groupPair, ds []decision) []R
 	return results
 }
 
-// groupLocally decides a group without Redis, pair by pair, taking back
-// what earlier pairs recorded when a later one denies. b is the breaker in
-// front of the group (nil when there is no Redis or it is not connected).
-func (l *Limiter) groupLocally(checks []Check, g []groupPair, b *breaker) []Result {
+// groupWithoutRedis decides a group without Redis at now, pair by pair as
+// AllowAll would, taking back what earlier pairs recorded when a later one
+// denies. s says why Redis was not used.
+func (l *Limiter) groupWithoutRedis(checks []Check, g []groupPair, s sent, now int64) []Result {
 	results := make([]Result, 0, len(g))
 	undos := make([]undo, len(g))
 	for i := range g {
 		gp := &g[i]
 		undos[i] = undo{k: gp.k, p: gp.p, n: gp.n}
-		var res Result
-		if l.remote {
-			res = l.degraded(&checks[i].Rule, &gp.p, gp.k, gp.n, false, b, &undos[i], l.localNow())
-		} else {
-			now := l.localNow()
-			undos[i].at(now)
-			d := l.local.decide(gp.k, &gp.p, gp.p.rate, now, gp.n, false)
-			res = d.result(gp.p.rate, false)
-		}
+		res := l.withoutRedis(&checks[i].Rule, &gp.p, gp.k, gp.n, false, s, &undos[i], now)
 		if checks[i].Rule.DryRun && !res.Allowed {
 			res.Allowed, res.DryRun = true, true
 			undos[i] = undo{}

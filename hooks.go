@@ -38,8 +38,12 @@ func (p Path) String() string {
 	return "none"
 }
 
-// Decision is one call of Allow, AllowN or Peek as Options.OnDecision
-// reports it.
+// Decision is one decision as Options.OnDecision reports it: a call of
+// Allow, AllowN or Peek (and so of Wait, once per try), one pair of AllowAll
+// (each pair asked is reported as its own Decision), or one pair of
+// AllowGroup (one Decision per Result it returns, all with the group's Path
+// and Took; when AllowGroup fails as a whole, one Decision with Err for its
+// first pair).
 type Decision struct {
 	Rule   Rule
 	Key    string

@@ -23,11 +23,14 @@ type Clock interface {
 // Options configure a Limiter. The zero value is a sensible configuration:
 // each field documents its default.
 type Options struct {
-	// Clock, when set, is the only time source: the local path reads it and
-	// the remote path passes its time to the scripts. When nil, the remote
-	// path uses Redis' own TIME inside the script (one clock for every
-	// application instance, immune to skew between them) and the local path
-	// the process clock.
+	// Clock, when set, is the time every decision is made at: each call
+	// reads it once, decides locally at that time and passes it to the
+	// scripts on Redis. When nil, the scripts read Redis' own TIME (one clock
+	// for every application instance, immune to skew between them) and the
+	// local path the process clock. The machinery around the decisions
+	// (Timeout, the circuit breaker's ProbeAfter, admission control, log
+	// throttling) always runs on the process clock: it measures how long
+	// Redis takes, not the time decisions are made at.
 	Clock Clock
 	// Timeout is the budget of one Redis call; a call that takes longer is
 	// decided locally. The default is DefaultTimeout (100ms).
@@ -70,9 +73,11 @@ type Options struct {
 	// or after ShieldMax when ShieldMax > 0. Negative turns the shield off.
 	// The default, 0, caches each rejection until it ends.
 	ShieldMax time.Duration
-	// OnDecision, when set, is called after every Allow, AllowN and Peek,
-	// on the caller's goroutine, with the decision, where it was made and
-	// how long it took. Keep it fast: it is on the request path.
+	// OnDecision, when set, is called after every decision: each Allow,
+	// AllowN, Peek and Wait try, and each pair AllowAll or AllowGroup
+	// decides (see Decision), on the caller's goroutine, with the decision,
+	// where it was made and how long it took. Keep it fast: it is on the
+	// request path.
 	OnDecision func(Decision)
 	// OnBreakerChange, when set, is called after each state change of a
 	// circuit breaker, in order, from a goroutine of the Limiter's and never

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"github.com/sony/gobreaker/v2"
 )
 
 // Limiter decides whether callers may proceed. It keeps an exact sliding
@@ -159,23 +157,22 @@ func (l *Limiter) decide(ctx context.Context, r *Rule, key string, n int64, peek
 }
 
 // route decides a call on the path the limiter's state allows: Redis, the
-// shield, or the local limiter. When u is not nil it learns what the call
+// shield, or without Redis. When u is not nil it learns what the call
 // recorded, so that AllowAll can take it back.
 func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek bool, u *undo) (Result, Path, error) {
-	res, err := Result{}, error(nil)
 	if l.closed.Load() {
-		return res, PathNone, ErrClosed
+		return Result{}, PathNone, ErrClosed
 	}
 	p, err := r.compile()
 	if err != nil {
-		return res, PathNone, err
+		return Result{}, PathNone, err
 	}
 	if n < 1 || n > p.rate {
-		return res, PathNone, fmt.Errorf("%w: n = %d is outside 1..%d, the Rate of rule %q", ErrInvalidN, n, p.rate, r.Name)
+		return Result{}, PathNone, fmt.Errorf("%w: n = %d is outside 1..%d, the Rate of rule %q", ErrInvalidN, n, p.rate, r.Name)
 	}
 	k, err := localKey(r.Name, key)
 	if err != nil {
-		return res, PathNone, err
+		return Result{}, PathNone, err
 	}
 	if u != nil {
 		*u = undo{k: k, p: p, n: n}
@@ -184,14 +181,9 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	// path decides at. Without a Clock the script reads Redis' TIME, and
 	// now is the process clock for the local paths.
 	now := l.localNow()
-	if !l.remote {
-		u.at(now)
-		d := l.local.decide(k, &p, p.rate, now, n, peek)
-		return d.result(p.rate, false), PathLocal, nil
-	}
 	conn := l.conn.Load()
 	if conn == nil {
-		return l.degraded(r, &p, k, n, peek, nil, u, now), PathLocal, nil
+		return l.withoutRedis(r, &p, k, n, peek, sent{path: PathLocal}, u, now), PathLocal, nil
 	}
 	if n == 1 && l.set.ShieldMax >= 0 {
 		if d, ok := l.local.shielded(k, &p, now); ok {
@@ -200,62 +192,31 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	}
 	var keys [2]string
 	var argv [11]string
-	sent := n
+	sentN := n
 	if peek {
-		sent = 0
+		sentN = 0
 	}
 	seq := l.seq.Add(1)
-	args := encodeCall(&keys, &argv, l.set.KeyPrefix, k, &p, now, l.set.Clock != nil, sent, l.id, seq)
-	b := conn.breakers.forKey(keys[0])
-	if b.resting() {
-		return l.degraded(r, &p, k, n, peek, b, u, now), PathLocal, nil
-	}
-	if err := ctx.Err(); err != nil {
-		return res, PathNone, err
-	}
-	d, err := b.cb.Execute(func() (decision, error) {
-		return l.remoteDecide(ctx, conn.client, &p, keys[:], args)
+	args := encodeCall(&keys, &argv, l.set.KeyPrefix, k, &p, now, l.set.Clock != nil, sentN, l.id, seq)
+	var d decision
+	s, err := l.viaRedis(ctx, conn, keys[0], subject{"rule", r.Name}, func(ctx context.Context, c rueidis.Client) (err error) {
+		d, err = remoteDecide(ctx, c, &p, keys[:], args)
+		return err
 	})
-	if err == nil {
-		// Redis' answer is copied locally at the call's time when a Clock
-		// is set, and on receipt otherwise, so that the shield's deadlines
-		// (now + RetryAfter) never mix Redis' clock with the process'.
-		mirrored := now
-		if l.set.Clock == nil {
-			mirrored = l.localNow()
-		}
-		l.local.record(k, &p, mirrored, n, peek, &d, int64(l.set.ShieldMax/time.Microsecond))
-		u.onRedisCall(conn, keys[0], l.id, seq, mirrored)
-		return d.result(p.rate, false), PathRedis, nil
+	if err != nil {
+		return Result{}, PathRedis, err
 	}
-	var ce *callError
-	switch {
-	case errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests):
-	case !errors.As(err, &ce):
-		return res, PathRedis, err
-	case ce.kind == callerGone:
-		return res, PathRedis, ce.err
-	case ce.kind == misuse:
-		l.log.log(logMisuse, slog.LevelError, "ratelimit: redis refused the script", "rule", r.Name, "err", ce.err)
-		return res, PathRedis, fmt.Errorf("%w: rule %q: %w", ErrRedis, r.Name, ce.err)
-	default:
-		l.logOutage(ce.err)
+	if s.path != PathRedis {
+		return l.withoutRedis(r, &p, k, n, peek, s, u, now), s.path, nil
 	}
-	return l.degraded(r, &p, k, n, peek, b, u, now), PathLocal, nil
-}
-
-// logOutage logs a failed Redis call: as an error when it means the client
-// is misconfigured, as a warning otherwise.
-func (l *Limiter) logOutage(err error) {
-	if isAuthFailure(err) {
-		l.log.log(logAuth, slog.LevelError, "ratelimit: redis refused the credentials; deciding locally", "err", err)
-		return
-	}
-	l.log.log(logOutage, slog.LevelWarn, "ratelimit: redis call failed; deciding locally", "err", err)
+	at := l.receivedAt(now)
+	l.local.record(k, &p, at, n, peek, &d, int64(l.set.ShieldMax/time.Microsecond))
+	u.onRedisCall(conn, keys[0], l.id, seq, at)
+	return d.result(p.rate, false), PathRedis, nil
 }
 
 // remoteDecide runs the rule's script for one call.
-func (l *Limiter) remoteDecide(ctx context.Context, c rueidis.Client, p *plan, keys []string, args []string) (decision, error) {
+func remoteDecide(ctx context.Context, c rueidis.Client, p *plan, keys []string, args []string) (decision, error) {
 	s, nk := slidingScript, 1
 	switch {
 	case p.approx && p.penalize:
@@ -265,9 +226,9 @@ func (l *Limiter) remoteDecide(ctx context.Context, c rueidis.Client, p *plan, k
 	case p.penalize:
 		s, nk = penaltyScript, 2
 	}
-	resp := s.exec(l.callContext(ctx), c, keys[:nk], args)
+	resp := s.exec(ctx, c, keys[:nk], args)
 	if err := resp.Error(); err != nil {
-		return decision{}, classify(ctx, err)
+		return decision{}, err
 	}
 	d, err := parseReply(resp)
 	if err != nil {
@@ -276,21 +237,16 @@ func (l *Limiter) remoteDecide(ctx context.Context, c rueidis.Client, p *plan, k
 	return d, nil
 }
 
-// callContext bounds one Redis call by Options.Timeout, or by the caller's
-// earlier deadline. The caller's cancellation is seen at once when its
-// deadline is the earlier; otherwise the call ends when Redis answers or the
-// budget runs out, and the cancellation is reported then.
-func (l *Limiter) callContext(ctx context.Context) context.Context {
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= l.set.Timeout {
-		return ctx
+// withoutRedis decides a call without Redis: in a local-only Limiter on the
+// local log at the rule's rate, otherwise as the rule's degraded policy says
+// (s says why Redis was not used, and which breaker stands in front of the
+// key).
+func (l *Limiter) withoutRedis(r *Rule, p *plan, k lkey, n int64, peek bool, s sent, u *undo, now int64) Result {
+	if !l.remote {
+		u.at(now)
+		d := l.local.decide(k, p, p.rate, now, n, peek)
+		return d.result(p.rate, false)
 	}
-	return l.deadlines.context()
-}
-
-// degraded decides a call without Redis, as the rule's degraded policy says;
-// b is the breaker that stands in front of the key (nil before Dial has
-// connected).
-func (l *Limiter) degraded(r *Rule, p *plan, k lkey, n int64, peek bool, b *breaker, u *undo, now int64) Result {
 	rate := l.set.degradedRate(p.rate)
 	policy := r.Degraded
 	if policy == DegradedDefault {
@@ -305,14 +261,25 @@ func (l *Limiter) degraded(r *Rule, p *plan, k lkey, n int64, peek bool, b *brea
 		return Result{Allowed: true, Limit: int(rate), Remaining: int(remaining), Degraded: true}
 	case DegradedDeny:
 		retry := l.set.ProbeAfter
-		if b != nil {
-			retry = b.untilProbe()
+		if s.b != nil && s.path == PathLocal {
+			retry = s.b.untilProbe()
 		}
 		return Result{Limit: int(rate), RetryAfter: retry, Degraded: true}
 	}
 	u.at(now)
 	d := l.local.decide(k, p, rate, now, n, peek)
 	return d.result(rate, true)
+}
+
+// receivedAt is when a decision Redis made is copied locally: at the call's
+// time now when a Clock is set, and on receipt otherwise, so that the
+// shield's deadlines (now + RetryAfter) never mix Redis' clock with the
+// process'.
+func (l *Limiter) receivedAt(now int64) int64 {
+	if l.set.Clock != nil {
+		return now
+	}
+	return time.Now().UnixMicro()
 }
 
 // localNow is the time of the local path, in µs.
@@ -368,49 +335,10 @@ func (l *Limiter) Reset(ctx context.Context, rule Rule, key string) error {
 		return nil
 	}
 	keys := redisKeys(l.set.KeyPrefix, k)
-	return l.adminCall(ctx, keys[0], fmt.Sprintf("reset of %q under rule %q: redis may still hold the old state", key, rule.Name),
+	return l.adminCall(ctx, l.conn.Load(), keys[0], subject{"rule", rule.Name}, fmt.Sprintf("reset of key %q: redis may still hold the old state", key),
 		func(ctx context.Context, c rueidis.Client) error {
 			return c.Do(ctx, c.B().Del().Key(keys[:]...).Build()).Error()
 		})
-}
-
-// adminCall runs one call of an administrative method (Reset, Ban) on
-// Redis, through the breaker in front of redisKey, under Options.Timeout.
-// It returns nil, the caller's ctx.Err(), an ErrRedis for a reply that
-// means misuse, or an ErrUnavailable that says what was not done.
-func (l *Limiter) adminCall(ctx context.Context, redisKey, what string, call func(context.Context, rueidis.Client) error) error {
-	return l.adminCallOn(ctx, l.conn.Load(), redisKey, what, call)
-}
-
-// adminCallOn is adminCall on conn, which may be nil before Dial connects.
-func (l *Limiter) adminCallOn(ctx context.Context, conn *redisConn, redisKey, what string, call func(context.Context, rueidis.Client) error) error {
-	if conn == nil {
-		return fmt.Errorf("%w: not connected yet: %s", ErrUnavailable, what)
-	}
-	b := conn.breakers.forKey(redisKey)
-	if b.resting() {
-		return fmt.Errorf("%w: circuit breaker open: %s", ErrUnavailable, what)
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	_, err := b.cb.Execute(func() (decision, error) {
-		if err := call(l.callContext(ctx), conn.client); err != nil {
-			return decision{}, classify(ctx, err)
-		}
-		return decision{}, nil
-	})
-	if err == nil {
-		return nil
-	}
-	var ce *callError
-	switch {
-	case errors.As(err, &ce) && ce.kind == callerGone:
-		return ce.err
-	case errors.As(err, &ce) && ce.kind == misuse:
-		return fmt.Errorf("%w: %s: %w", ErrRedis, what, ce.err)
-	}
-	return fmt.Errorf("%w: %s: %w", ErrUnavailable, what, err)
 }
 
 // Close stops the Limiter's goroutines and, for a Limiter made by Dial,
@@ -420,6 +348,7 @@ func (l *Limiter) Close() {
 		l.closed.Store(true)
 		close(l.done)
 		l.workers.Wait()
+		l.deadlines.stop()
 		if conn := l.conn.Load(); conn != nil && l.owned {
 			conn.client.Close()
 		}

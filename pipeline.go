@@ -1,0 +1,124 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/sony/gobreaker/v2"
+)
+
+// errNotConnected and errBreakerOpen say why a call was not sent to Redis.
+var (
+	errNotConnected = errors.New("not connected yet")
+	errBreakerOpen  = errors.New("circuit breaker open")
+)
+
+// sent is how a call through the pipeline ended when it did not end in an
+// error: on Redis (path PathRedis), or to be decided without Redis (PathLocal
+// while Redis cannot be used, PathShed when admission control shed it), in
+// which case cause says why.
+type sent struct {
+	path  Path
+	b     *breaker // the breaker in front of the key; nil before Dial connects
+	cause error
+}
+
+// subject names what a call is about in the pipeline's logs and errors, as
+// `rule "coupon:claim"` or `group "user:42"`. It is two strings rather than
+// one formatted string, so that the hot path formats nothing.
+type subject struct {
+	kind string // "rule", "group"
+	name string
+}
+
+func (s subject) String() string { return fmt.Sprintf("%s %q", s.kind, s.name) }
+
+// viaRedis carries one Redis call through everything that stands between a
+// caller and Redis, in one place for every method that talks to Redis:
+// the connection (nil before Dial has connected), the circuit breaker in
+// front of redisKey, the call's deadline (Options.Timeout or the caller's
+// earlier one), the classification of its failure, and the logging of
+// failures. run makes the call on c under the deadline's ctx; a failure it
+// returns is classified here (see classify).
+//
+// viaRedis returns a sent with path PathRedis when run succeeded; a sent
+// with another path when the call must be decided without Redis; or an
+// error: the caller's ctx.Err() when the caller's context ended, or an
+// ErrRedis for a reply that means misuse (logged as an error). What to do
+// without Redis is the caller's: decide locally, or report ErrUnavailable.
+func (l *Limiter) viaRedis(ctx context.Context, conn *redisConn, redisKey string, about subject, run func(ctx context.Context, c rueidis.Client) error) (sent, error) {
+	if conn == nil {
+		return sent{path: PathLocal, cause: errNotConnected}, nil
+	}
+	b := conn.breakers.forKey(redisKey)
+	if b.resting() {
+		return sent{path: PathLocal, b: b, cause: errBreakerOpen}, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return sent{b: b}, err
+	}
+	_, err := b.cb.Execute(func() (struct{}, error) {
+		if err := run(l.callContext(ctx), conn.client); err != nil {
+			return struct{}{}, classify(ctx, err)
+		}
+		return struct{}{}, nil
+	})
+	if err == nil {
+		return sent{path: PathRedis, b: b}, nil
+	}
+	var ce *callError
+	switch {
+	case errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests):
+		return sent{path: PathLocal, b: b, cause: errBreakerOpen}, nil
+	case !errors.As(err, &ce):
+		return sent{b: b}, err // unreachable: run's failures are classified
+	case ce.kind == callerGone:
+		return sent{b: b}, ce.err
+	case ce.kind == misuse:
+		l.log.log(logMisuse, slog.LevelError, "ratelimit: redis refused the call", "about", about.String(), "err", ce.err)
+		return sent{b: b}, fmt.Errorf("%w: %s: %w", ErrRedis, about, ce.err)
+	}
+	l.logOutage(ce.err)
+	return sent{path: PathLocal, b: b, cause: ce.err}, nil
+}
+
+// logOutage logs a failed Redis call: as an error when it means the client
+// is misconfigured, as a warning otherwise.
+func (l *Limiter) logOutage(err error) {
+	if isAuthFailure(err) {
+		l.log.log(logAuth, slog.LevelError, "ratelimit: redis refused the credentials; deciding locally", "err", err)
+		return
+	}
+	l.log.log(logOutage, slog.LevelWarn, "ratelimit: redis call failed; deciding locally", "err", err)
+}
+
+// callContext bounds one Redis call by Options.Timeout, or by the caller's
+// earlier deadline. The caller's cancellation is seen at once when its
+// deadline is the earlier; otherwise the call ends when Redis answers or the
+// budget runs out, and the cancellation is reported then.
+func (l *Limiter) callContext(ctx context.Context) context.Context {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= l.set.Timeout {
+		return ctx
+	}
+	return l.deadlines.context()
+}
+
+// adminCall runs one call of a method that has no local substitute on
+// Redis (Reset, Ban, taking events back) through the pipeline. It returns
+// nil, the caller's ctx.Err(), an ErrRedis for a reply that means misuse,
+// or an error wrapping ErrUnavailable that says what was not done (what)
+// and why.
+func (l *Limiter) adminCall(ctx context.Context, conn *redisConn, redisKey string, about subject, what string, run func(context.Context, rueidis.Client) error) error {
+	s, err := l.viaRedis(ctx, conn, redisKey, about, run)
+	switch {
+	case err != nil:
+		return err
+	case s.path != PathRedis:
+		return fmt.Errorf("%w: %s: %s: %w", ErrUnavailable, about, what, s.cause)
+	}
+	return nil
+}
