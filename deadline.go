@@ -19,10 +19,13 @@ type sharedDeadline struct {
 	mu     sync.Mutex // serializes renewals
 }
 
+// deadlineCtx is one shared context. A renewal leaves the one it replaces
+// to expire on its own (calls may still be waiting on it), which releases its
+// timer; stop cancels the current one when the Limiter closes.
 type deadlineCtx struct {
 	ctx    context.Context
-	cancel context.CancelFunc // never called early: the context expires on its own
-	end    int64              // deadline, UnixNano
+	cancel context.CancelFunc
+	end    int64 // deadline, UnixNano
 }
 
 func newSharedDeadline(budget time.Duration) *sharedDeadline {
@@ -32,17 +35,27 @@ func newSharedDeadline(budget time.Duration) *sharedDeadline {
 // context returns a context that expires at most budget after now.
 func (s *sharedDeadline) context() context.Context {
 	now := time.Now().UnixNano()
-	min := now + int64(s.budget-s.budget/8)
-	if c := s.cur.Load(); c != nil && c.end >= min {
+	earliest := now + int64(s.budget-s.budget/8)
+	if c := s.cur.Load(); c != nil && c.end >= earliest {
 		return c.ctx
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c := s.cur.Load(); c != nil && c.end >= min {
+	if c := s.cur.Load(); c != nil && c.end >= earliest {
 		return c.ctx
 	}
 	end := time.Now().Add(s.budget)
 	ctx, cancel := context.WithDeadline(context.Background(), end)
 	s.cur.Store(&deadlineCtx{ctx: ctx, cancel: cancel, end: end.UnixNano()})
 	return ctx
+}
+
+// stop cancels the current shared context, releasing its timer: calls still
+// waiting on it end as if their budget had run out.
+func (s *sharedDeadline) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.cur.Load(); c != nil {
+		c.cancel()
+	}
 }

@@ -117,7 +117,8 @@ func (p *penaltyPlan) banLength(bans int64) int64 {
 }
 
 // strikes is the penalty state of one key, as the local path keeps it; the
-// remote path keeps the same three numbers in a Redis hash.
+// remote path keeps the same four numbers in a Redis hash (see
+// lua/strikes.lua).
 type strikes struct {
 	violations int64 // as of last
 	last       int64 // µs of the last violation

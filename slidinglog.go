@@ -101,13 +101,13 @@ func (l *slidingLog) removeEvents(at, n int64) {
 	}
 }
 
-// bound drops the oldest events beyond max, so that a log mirrored from
+// bound drops the oldest events beyond limit, so that a log mirrored from
 // Redis cannot grow past the rate it serves.
-func (l *slidingLog) bound(max int64) {
+func (l *slidingLog) bound(limit int64) {
 	defer l.forget()
-	for l.total > max && l.head < len(l.events) {
+	for l.total > limit && l.head < len(l.events) {
 		e := &l.events[l.head]
-		drop := l.total - max
+		drop := l.total - limit
 		if drop >= e.n {
 			l.total -= e.n
 			l.head++

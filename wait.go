@@ -20,10 +20,11 @@ type sleeper interface {
 // counts a violation as Allow's would, so Wait suits rules without a
 // Penalty best.
 //
-// When ctx has a deadline before the call could pass, Wait returns the
-// rejection at once with an error wrapping context.DeadlineExceeded. With
-// Options.Clock set to a clock that has an After method (as
-// ratelimittest.Clock has), Wait sleeps on that clock.
+// When ctx has a deadline before the call could pass (RetryAfter from now),
+// Wait returns the rejection at once with an error wrapping
+// context.DeadlineExceeded. With Options.Clock set to a clock that has an
+// After method (as ratelimittest.Clock has), Wait sleeps on that clock;
+// ctx's deadline is still real time.
 func (l *Limiter) Wait(ctx context.Context, rule Rule, key string) (Result, error) {
 	for {
 		r, err := l.Allow(ctx, rule, key)
@@ -37,25 +38,25 @@ func (l *Limiter) Wait(ctx context.Context, rule Rule, key string) (Result, erro
 	}
 }
 
-// sleep waits for d on the limiter's clock, or until ctx ends.
+// sleep waits for d on the limiter's clock, or until ctx ends. When ctx's
+// deadline comes before d has passed, it returns at once: waiting could
+// only end in the deadline.
 func (l *Limiter) sleep(ctx context.Context, d time.Duration) error {
-	if s, ok := l.set.Clock.(sleeper); ok {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.After(d):
-			return nil
-		}
-	}
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
 		return fmt.Errorf("%w: the wait ends after the context's deadline", context.DeadlineExceeded)
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
+	var wake <-chan time.Time
+	if s, ok := l.set.Clock.(sleeper); ok {
+		wake = s.After(d)
+	} else {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		wake = t.C
+	}
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-t.C:
+	case <-wake:
 		return nil
 	}
 }

@@ -55,21 +55,23 @@ func TestWaitSleepsUntilTheCallCanPass(t *testing.T) {
 }
 
 func TestWaitEndsWithItsContext(t *testing.T) {
-	l := newLimiter(t, nil, ratelimit.Options{}) // the process clock
-	rule := ratelimit.Rule{Name: "wait-ctx", Limit: ratelimit.PerHour(1)}
-	ctx := context.Background()
-	if _, err := l.Wait(ctx, rule, "k"); err != nil {
-		t.Fatal(err)
-	}
-	short, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	r, err := l.Wait(short, rule, "k")
-	if !errors.Is(err, context.DeadlineExceeded) || r.Allowed || r.RetryAfter <= time.Minute {
-		t.Fatalf("Wait with a deadline before the retry = %+v, %v; want DeadlineExceeded at once", r, err)
-	}
-	cancelled, cancel2 := context.WithCancel(ctx)
-	cancel2()
-	if _, err := l.Wait(cancelled, rule, "k"); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Wait with a cancelled context: %v", err)
+	for _, clk := range []ratelimit.Clock{nil, newClock()} { // the process clock, a fake that can sleep
+		l := newLimiter(t, nil, ratelimit.Options{Clock: clk})
+		rule := ratelimit.Rule{Name: "wait-ctx", Limit: ratelimit.PerHour(1)}
+		ctx := context.Background()
+		if _, err := l.Wait(ctx, rule, "k"); err != nil {
+			t.Fatal(err)
+		}
+		short, cancel := context.WithTimeout(ctx, time.Minute)
+		r, err := l.Wait(short, rule, "k")
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || r.Allowed || r.RetryAfter <= time.Minute {
+			t.Fatalf("clock %T: Wait with a deadline before the retry = %+v, %v; want DeadlineExceeded at once", clk, r, err)
+		}
+		cancelled, cancel2 := context.WithCancel(ctx)
+		cancel2()
+		if _, err := l.Wait(cancelled, rule, "k"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("clock %T: Wait with a cancelled context: %v", clk, err)
+		}
 	}
 }

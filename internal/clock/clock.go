@@ -1,24 +1,13 @@
-// Package clock holds the clocks the limiter reads: the process clock and a
-// settable fake for tests. The public fake for users' tests lives in package
-// ratelimittest and wraps the one here.
+// Package clock holds the fake clock behind ratelimittest.Clock: a clock
+// that moves only when a test moves it, and wakes the sleepers whose time
+// has come. The limiter itself reads ratelimit.Options.Clock, or the
+// process clock when none is set.
 package clock
 
 import (
 	"sync"
 	"time"
 )
-
-// Clock tells the current time. It has the same method set as
-// ratelimit.Clock, so either can stand for the other.
-type Clock interface {
-	Now() time.Time
-}
-
-// Real is the process clock.
-type Real struct{}
-
-// Now returns time.Now().
-func (Real) Now() time.Time { return time.Now() }
 
 // Fake is a clock that moves only when told to. The zero value reads as the
 // zero time; a Fake is safe for concurrent use.

@@ -39,14 +39,6 @@ func TestFakeConcurrentAdvance(t *testing.T) {
 	}
 }
 
-func TestRealFollowsProcessClock(t *testing.T) {
-	before := time.Now()
-	got := Real{}.Now()
-	if got.Before(before) {
-		t.Fatalf("Real.Now %v before time.Now %v", got, before)
-	}
-}
-
 func TestFakeAfterFiresWhenMovedPastIt(t *testing.T) {
 	start := time.Unix(1000, 0)
 	f := NewFake(start)
