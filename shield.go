@@ -1,0 +1,75 @@
+package ratelimit
+
+// The hot-key shield: a rejection Redis made that nothing but a Reset can
+// lift early is cached per process, and the same call is answered from the
+// cache without a round trip until it could pass (see Options.ShieldMax).
+
+// denial is a rejection Redis made for one event, cached so that the same
+// call is answered without a round trip until it could pass. All times are
+// the local path's µs, taken on receipt (never Redis' own TIME).
+type denial struct {
+	rate, window int64 // the rule it holds for
+	penalize     bool
+	approx       bool
+	banned       bool
+	since        int64 // when it was cached: a clock gone back behind it is not answered here
+	until        int64 // answered here while since <= now < until
+	retryAt      int64
+	resetAt      int64
+	violations   int64
+	forgetAt     int64 // violations remembered while now < forgetAt
+}
+
+// shield caches a rejection of one event that nothing can lift early: under
+// a rule without penalty a full window (rejections record nothing, so no
+// event can arrive, and none leaves before RetryAfter), and a ban. Only a
+// Reset lifts either; this limiter's Reset clears the cache, another
+// process' is seen when the entry ends, or after shieldMax when > 0. An
+// allowed decision drops a stale entry. The caller holds sh.mu.
+func (sh *localShard) shield(k lkey, p *plan, now int64, d *decision, shieldMax int64) {
+	if d.allowed {
+		sh.denials.Remove(k)
+		return
+	}
+	var until int64
+	switch {
+	case d.banned:
+		until = now + d.banLeft
+	case !p.penalize:
+		until = now + d.retry
+	default:
+		return // a rejection under a penalty is a violation: Redis must count it
+	}
+	if shieldMax > 0 {
+		until = min(until, now+shieldMax)
+	}
+	sh.denials.Add(k, &denial{
+		rate: p.rate, window: p.window, penalize: p.penalize, approx: p.approx, banned: d.banned,
+		since: now, until: until, retryAt: now + d.retry, resetAt: now + d.reset,
+		violations: d.violations, forgetAt: now + d.memoryLeft,
+	})
+}
+
+// shielded answers a call for one event from the shield, when it holds a
+// rejection of k under the same rule that has not ended by now.
+func (s *localStore) shielded(k lkey, p *plan, now int64) (decision, bool) {
+	sh := s.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, ok := sh.denials.Get(k)
+	if !ok {
+		return decision{}, false
+	}
+	if now >= e.until || now < e.since || e.rate != p.rate || e.window != p.window || e.penalize != p.penalize || e.approx != p.approx {
+		sh.denials.Remove(k)
+		return decision{}, false
+	}
+	d := decision{count: e.rate, retry: e.retryAt - now, reset: max(0, e.resetAt-now), banned: e.banned}
+	if e.banned {
+		d.banLeft = e.until - now
+		if now < e.forgetAt {
+			d.violations = e.violations
+		}
+	}
+	return d, true
+}
