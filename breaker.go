@@ -63,6 +63,7 @@ type breaker struct {
 	openedAt   atomic.Int64 // process clock, UnixNano, of the last opening
 	probeAfter time.Duration
 	changes    *changeQueue
+	gate       atomic.Pointer[gate] // admission control of the key range's master
 }
 
 func newBreaker(name string, s *settings, changes *changeQueue) *breaker {
@@ -168,14 +169,21 @@ type breakerSet struct {
 	cluster bool
 }
 
+// Every breaker starts in front of one shared admission gate; on a Redis
+// Cluster, followMasters then gives each master a gate of its own, shared
+// by the breakers of its slot ranges.
 func newBreakerSet(cluster bool, s *settings, changes *changeQueue) breakerSet {
+	shared := newGate(s.Timeout)
 	if !cluster {
-		return breakerSet{all: []*breaker{newBreaker("redis", s, changes)}}
+		b := newBreaker("redis", s, changes)
+		b.gate.Store(shared)
+		return breakerSet{all: []*breaker{b}}
 	}
 	all := make([]*breaker, clusterSlots/slotsPerBreaker)
 	for i := range all {
 		name := fmt.Sprintf("slots %d-%d", i*slotsPerBreaker, (i+1)*slotsPerBreaker-1)
 		all[i] = newBreaker(name, s, changes)
+		all[i].gate.Store(shared)
 	}
 	return breakerSet{all: all, cluster: true}
 }

@@ -58,6 +58,13 @@
 // decisions are mirrored into the local log, so an outage does not start
 // from an empty one.
 //
+// A load spike is not an outage: admission control bounds the calls in
+// flight to each Redis master by the latency it measures (see README's
+// "Admission control"), and a call that finds the bound full is decided at
+// once by the degraded policy ([PathShed]) instead of queueing until it
+// times out. Only admitted calls that Redis failed (a network error, an
+// unavailable reply, no reply within the budget) move the breaker.
+//
 // A call that timed out has an unknown outcome: Redis may still run the
 // script after the caller gave up, and so record an event for a call that
 // the fallback decided. The count in Redis never exceeds the Rate because of

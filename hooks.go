@@ -69,6 +69,19 @@ type Stats struct {
 	// Connected reports whether the Limiter has a Redis client (false for
 	// a local-only Limiter, and for Dial's until it connects).
 	Connected bool
+	// ShedDecisions counts, since the Limiter was made, the decisions
+	// admission control shed to the degraded policy while Redis was healthy
+	// but had as many calls in flight as it could serve in time
+	// (PathShed).
+	ShedDecisions uint64
+	// OutageDecisions counts, since the Limiter was made, the decisions
+	// made by the degraded policy because Redis could not be used: not
+	// connected yet, the breaker open, or the call failed as an outage.
+	OutageDecisions uint64
+	// InFlight is the number of calls now on their way to Redis, and
+	// AdmissionLimit the bound admission control now puts on them, summed
+	// over the masters (see README's failure modes).
+	InFlight, AdmissionLimit int
 }
 
 // Stats returns a snapshot of the Limiter's local state. It locks each
@@ -85,11 +98,18 @@ func (l *Limiter) Stats() Stats {
 		s.Shielded += sh.denials.Len()
 		sh.mu.Unlock()
 	}
+	s.ShedDecisions, s.OutageDecisions = l.shed.Load(), l.outages.Load()
 	if conn := l.conn.Load(); conn != nil {
 		s.Connected = true
+		seen := make(map[*gate]bool)
 		for _, b := range conn.breakers.all {
 			if BreakerState(b.state.Load()) != BreakerClosed {
 				s.BreakersOpen++
+			}
+			if g := b.gate.Load(); !seen[g] {
+				seen[g] = true
+				s.InFlight += int(g.inflight.Load())
+				s.AdmissionLimit += int(g.limit.Load())
 			}
 		}
 	}

@@ -115,9 +115,14 @@ func TestStats(t *testing.T) {
 	mustAllow(t, l, approx, "1")
 	mustAllow(t, l, banning, "1")
 	mustAllow(t, l, banning, "1") // banned
-	want := ratelimit.Stats{LocalLogs: 4, LocalCounters: 1, LocalBans: 1, Shielded: 2, Connected: true}
+	want := ratelimit.Stats{LocalLogs: 4, LocalCounters: 1, LocalBans: 1, Shielded: 2, Connected: true, AdmissionLimit: 64}
 	if s := l.Stats(); s != want {
 		t.Fatalf("Stats = %+v, want %+v", s, want)
+	}
+	mr.Close()
+	mustAllow(t, l, plain, "4") // decided without Redis: an outage decision
+	if s := l.Stats(); s.OutageDecisions != 1 || s.ShedDecisions != 0 {
+		t.Fatalf("after one call while Redis is down: %+v, want 1 outage decision", s)
 	}
 	if s := newLimiter(t, nil, ratelimit.Options{}).Stats(); s.Connected {
 		t.Fatalf("a local-only limiter says it is connected: %+v", s)

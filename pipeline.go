@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"github.com/sony/gobreaker/v2"
 )
 
 // errNotConnected and errBreakerOpen say why a call was not sent to Redis.
 var (
 	errNotConnected = errors.New("not connected yet")
 	errBreakerOpen  = errors.New("circuit breaker open")
+	errShed         = errors.New("shed by admission control: as many calls in flight as redis can serve in time")
 )
 
 // sent is how a call through the pipeline ended when it did not end in an
@@ -40,10 +40,11 @@ func (s subject) String() string { return fmt.Sprintf("%s %q", s.kind, s.name) }
 // viaRedis carries one Redis call through everything that stands between a
 // caller and Redis, in one place for every method that talks to Redis:
 // the connection (nil before Dial has connected), the circuit breaker in
-// front of redisKey, the call's deadline (Options.Timeout or the caller's
-// earlier one), the classification of its failure, and the logging of
-// failures. run makes the call on c under the deadline's ctx; a failure it
-// returns is classified here (see classify).
+// front of redisKey, admission control for the key's master (see gate), the
+// call's deadline (Options.Timeout or the caller's earlier one), the
+// classification of its failure, and the logging of failures. run makes the
+// call on c under the deadline's ctx; a failure it returns is classified
+// here (see classify).
 //
 // viaRedis returns a sent with path PathRedis when run succeeded; a sent
 // with another path when the call must be decided without Redis; or an
@@ -61,24 +62,37 @@ func (l *Limiter) viaRedis(ctx context.Context, conn *redisConn, redisKey string
 	if err := ctx.Err(); err != nil {
 		return sent{b: b}, err
 	}
+	g := b.gate.Load()
+	if !g.acquire(ctx) {
+		if err := ctx.Err(); err != nil {
+			return sent{b: b}, err
+		}
+		return sent{path: PathShed, b: b, cause: errShed}, nil
+	}
+	start := time.Now()
 	_, err := b.cb.Execute(func() (struct{}, error) {
 		if err := run(l.callContext(ctx), conn.client); err != nil {
 			return struct{}{}, classify(ctx, err)
 		}
 		return struct{}{}, nil
 	})
+	took := time.Since(start)
 	if err == nil {
+		g.release(took, true, false)
 		return sent{path: PathRedis, b: b}, nil
 	}
 	var ce *callError
-	switch {
-	case errors.Is(err, gobreaker.ErrOpenState), errors.Is(err, gobreaker.ErrTooManyRequests):
+	if !errors.As(err, &ce) {
+		// The breaker refused the call (it opened meanwhile, or is
+		// half-open with its probe under way): nothing was sent.
+		g.release(took, false, false)
 		return sent{path: PathLocal, b: b, cause: errBreakerOpen}, nil
-	case !errors.As(err, &ce):
-		return sent{b: b}, err // unreachable: run's failures are classified
-	case ce.kind == callerGone:
+	}
+	g.release(took, ce.kind != callerGone, ce.kind == outage)
+	switch ce.kind {
+	case callerGone:
 		return sent{b: b}, ce.err
-	case ce.kind == misuse:
+	case misuse:
 		l.log.log(logMisuse, slog.LevelError, "ratelimit: redis refused the call", "about", about.String(), "err", ce.err)
 		return sent{b: b}, fmt.Errorf("%w: %s: %w", ErrRedis, about, ce.err)
 	}

@@ -31,6 +31,9 @@ type Limiter struct {
 	id  string        // random per Limiter: the start of every member it writes
 	seq atomic.Uint64 // the rest of the member
 
+	shed    atomic.Uint64 // decisions shed by admission control
+	outages atomic.Uint64 // decisions made without Redis because it could not be used
+
 	closed    atomic.Bool
 	closeOnce sync.Once
 	done      chan struct{}  // closed by Close
@@ -45,7 +48,15 @@ type redisConn struct {
 }
 
 func (l *Limiter) newConn(c rueidis.Client) *redisConn {
-	return &redisConn{client: c, breakers: newBreakerSet(c.Mode() == rueidis.ClientModeCluster, &l.set, l.changes)}
+	conn := &redisConn{client: c, breakers: newBreakerSet(c.Mode() == rueidis.ClientModeCluster, &l.set, l.changes)}
+	if conn.breakers.cluster {
+		l.workers.Add(1)
+		go func() {
+			defer l.workers.Done()
+			conn.followMasters(l.done, l.set.Timeout)
+		}()
+	}
+	return conn
 }
 
 // New returns a Limiter that keeps its state in Redis through client. It
@@ -246,6 +257,11 @@ func (l *Limiter) withoutRedis(r *Rule, p *plan, k lkey, n int64, peek bool, s s
 		u.at(now)
 		d := l.local.decide(k, p, p.rate, now, n, peek)
 		return d.result(p.rate, false)
+	}
+	if s.path == PathShed {
+		l.shed.Add(1)
+	} else {
+		l.outages.Add(1)
 	}
 	rate := l.set.degradedRate(p.rate)
 	policy := r.Degraded

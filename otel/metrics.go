@@ -263,7 +263,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 
 // Paths, breaker states and local entry kinds, as attribute values.
 const (
-	numPaths  = int(ratelimit.PathLocal) + 1
+	numPaths  = int(ratelimit.PathShed) + 1
 	numStates = int(ratelimit.BreakerOpen) + 1
 )
 

@@ -1,0 +1,249 @@
+package ratelimit
+
+import (
+	"context"
+	"math"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Admission control bounds the calls in flight to one Redis master, so that
+// a load spike against a healthy Redis never queues calls inside the client
+// past their budget. A call that finds the bound full waits for a slot, in
+// order of arrival, for at most the latency target; if none frees up by
+// then, Redis cannot serve it in time and it is shed: decided by the rule's
+// degraded policy (PathShed), instead of timing out and tripping the
+// breaker. Under ordinary concurrency slots free up within a round trip, so
+// nothing is shed and every decision stays exact on Redis.
+//
+// The bound adapts to the latency it measures, as TCP's congestion window
+// and Netflix's concurrency limits do, so that nobody has to tune it:
+//
+//   - an admitted call that took longer than the latency target (a fifth of
+//     Options.Timeout) or failed as an outage cuts the bound by a quarter,
+//     at most once per target-long interval (so a burst of slow replies
+//     counts once);
+//   - a call answered within half the target while the bound was nearly
+//     full raises it: by one per call until the first cut (slow start:
+//     the bound doubles every round trip), then by one per bound's worth
+//     of calls (additive increase);
+//   - the bound never falls below minAdmission nor rises above
+//     maxAdmission.
+//
+// Admitted calls thus spend about the target in flight at most, and a call
+// waits at most the target for a slot before its own Timeout starts.
+const (
+	initialAdmission = 64     // the bound before anything is measured
+	minAdmission     = 4      // calls in flight a master is always allowed
+	maxAdmission     = 65_536 // beyond this, in-flight calls gain nothing
+	admissionCut     = 0.75   // the factor of a cut
+)
+
+// gate is the admission control of one Redis master.
+type gate struct {
+	inflight atomic.Int64 // admitted calls not yet released
+	limit    atomic.Int64 // the bound: ceil(est)
+	queued   atomic.Int64 // entries in queue, for release's check without mu
+
+	target time.Duration // latency target; also the longest wait for a slot
+
+	mu      sync.Mutex // guards what follows
+	queue   []*waiter  // calls waiting for a slot, oldest first, from head on
+	head    int
+	est     float64 // the bound, with its fraction
+	slow    bool    // still in slow start: no cut yet
+	lastCut int64   // process clock, UnixNano, of the last cut
+}
+
+// waiter is a call waiting for a slot. granted and gone are guarded by the
+// gate's mu: granted means a slot was taken for it (and ready closed), gone
+// that it stopped waiting first.
+type waiter struct {
+	ready   chan struct{}
+	granted bool
+	gone    bool
+}
+
+func newGate(timeout time.Duration) *gate {
+	g := &gate{target: timeout / 5, est: initialAdmission, slow: true}
+	g.limit.Store(initialAdmission)
+	return g
+}
+
+// acquire admits one call, waiting for a slot up to the latency target, or
+// until ctx ends. It reports whether the call was admitted; an admitted
+// call must be released.
+func (g *gate) acquire(ctx context.Context) bool {
+	if g.tryAcquire() {
+		return true
+	}
+	g.mu.Lock()
+	if g.tryAcquire() { // a slot freed up meanwhile (see admitWaiting)
+		g.mu.Unlock()
+		return true
+	}
+	w := &waiter{ready: make(chan struct{})}
+	g.queue = append(g.queue, w)
+	g.queued.Add(1)
+	g.mu.Unlock()
+
+	t := time.NewTimer(g.target)
+	defer t.Stop()
+	select {
+	case <-w.ready:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if w.granted { // a slot came as the wait ended: it is this call's
+		return true
+	}
+	w.gone = true
+	return false
+}
+
+// tryAcquire admits one call if fewer than the bound are in flight.
+func (g *gate) tryAcquire() bool {
+	for {
+		n := g.inflight.Load()
+		if n >= g.limit.Load() {
+			return false
+		}
+		if g.inflight.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// admitWaiting hands free slots to waiting calls, oldest first. It is
+// called after a slot is freed and after the bound grows; the caller holds
+// g.mu.
+func (g *gate) admitWaiting() {
+	for g.head < len(g.queue) {
+		w := g.queue[g.head]
+		if !w.gone {
+			if !g.tryAcquire() {
+				break
+			}
+			w.granted = true
+			close(w.ready)
+		}
+		g.queue[g.head] = nil
+		g.head++
+		g.queued.Add(-1)
+	}
+	if g.head == len(g.queue) {
+		g.queue, g.head = g.queue[:0], 0
+	} else if g.head > len(g.queue)/2 {
+		n := copy(g.queue, g.queue[g.head:])
+		clear(g.queue[n:])
+		g.queue, g.head = g.queue[:n], 0
+	}
+}
+
+// release ends an admitted call that took took (from admission to its
+// reply or failure); overloaded reports a failure that counts as an outage
+// (no reply within the budget, a network error). Calls that ended because
+// their caller gave up, or that the breaker refused, say nothing about
+// load: pass measured false and they only free their slot.
+func (g *gate) release(took time.Duration, measured, overloaded bool) {
+	busy := g.inflight.Add(-1) + 1 // calls in flight while this one ended
+	grew := measured && g.learn(took, overloaded, busy)
+	if grew || g.queued.Load() > 0 {
+		g.mu.Lock()
+		g.admitWaiting()
+		g.mu.Unlock()
+	}
+}
+
+// learn moves the bound by one latency sample and reports whether it grew.
+func (g *gate) learn(took time.Duration, overloaded bool, busy int64) bool {
+	now := time.Now().UnixNano()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	grew := false
+	switch {
+	case overloaded || took > g.target:
+		if now-g.lastCut < int64(g.target) {
+			return false
+		}
+		g.est = max(minAdmission, g.est*admissionCut)
+		g.lastCut, g.slow = now, false
+	case took <= g.target/2 && float64(busy) >= 0.75*g.est:
+		if g.slow {
+			g.est++
+		} else {
+			g.est += 1 / g.est
+		}
+		g.est = min(g.est, maxAdmission)
+		grew = true
+	default:
+		return false
+	}
+	g.limit.Store(int64(math.Ceil(g.est)))
+	return grew
+}
+
+// masterRefresh is how often a Redis Cluster's slot map is read again, so
+// that admission follows slots that moved to another master.
+const masterRefresh = 10 * time.Second
+
+// followMasters gives each master of a Redis Cluster an admission gate of
+// its own, shared by the breakers of its slot ranges, reading the slot map
+// (CLUSTER SLOTS) at once and then every masterRefresh until done is
+// closed. A master keeps its gate across refreshes; until the first
+// reading succeeds every range shares one gate. A range that straddles two
+// masters goes with the later one.
+func (c *redisConn) followMasters(done <-chan struct{}, timeout time.Duration) {
+	gates := make(map[string]*gate)
+	for {
+		c.assignGates(gates, timeout)
+		select {
+		case <-done:
+			return
+		case <-time.After(masterRefresh):
+		}
+	}
+}
+
+// assignGates reads the slot map once and points each breaker at the gate
+// of its range's master, creating gates for masters not seen before.
+func (c *redisConn) assignGates(gates map[string]*gate, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	ranges, err := c.client.Do(ctx, c.client.B().ClusterSlots().Build()).ToArray()
+	if err != nil {
+		return // keep the gates as they are; the next refresh tries again
+	}
+	for _, r := range ranges {
+		f, err := r.ToArray()
+		if err != nil || len(f) < 3 {
+			continue
+		}
+		first, err1 := f[0].AsInt64()
+		last, err2 := f[1].AsInt64()
+		node, err3 := f[2].ToArray()
+		if err1 != nil || err2 != nil || err3 != nil || len(node) < 2 || first < 0 || last >= clusterSlots || first > last {
+			continue
+		}
+		host, err1 := node[0].ToString()
+		port, err2 := node[1].AsInt64()
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		addr := net.JoinHostPort(host, strconv.FormatInt(port, 10))
+		g := gates[addr]
+		if g == nil {
+			g = newGate(timeout)
+			gates[addr] = g
+		}
+		for i := first / slotsPerBreaker; i <= last/slotsPerBreaker; i++ {
+			c.breakers.all[i].gate.Store(g)
+		}
+	}
+}
