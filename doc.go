@@ -60,9 +60,9 @@
 //
 // A load spike is not an outage: admission control bounds the calls in
 // flight to each Redis master by the latency it measures (see README's
-// "Admission control"), and a call that finds the bound full is decided at
-// once by the degraded policy ([PathShed]) instead of queueing until it
-// times out. Only admitted calls that Redis failed (a network error, an
+// "Admission control"); a call that finds the bound full waits at most a
+// fifth of Timeout for a slot, and is then decided by the degraded policy
+// ([PathShed]) instead of queueing until it times out. Only admitted calls that Redis failed (a network error, an
 // unavailable reply, no reply within the budget) move the breaker.
 //
 // A call that timed out has an unknown outcome: Redis may still run the

@@ -18,7 +18,8 @@ const (
 	// while Redis could not be used (then Result.Degraded is set).
 	PathLocal
 	// PathShed: Redis is healthy but had as many calls in flight as
-	// admission control allows, so the call was decided at once by the
+	// admission control allows, and no slot freed up within the latency
+	// target (a fifth of Options.Timeout), so the call was decided by the
 	// rule's degraded policy instead of queueing (Result.Degraded is set).
 	PathShed
 )
