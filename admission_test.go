@@ -205,3 +205,60 @@ func TestShedCallsAreDecidedByTheDegradedPolicy(t *testing.T) {
 		t.Fatalf("the call with a free slot did not reach Redis: %v", paths)
 	}
 }
+
+// TestShedEventsCountOnRedisDecisions: events a shed call allowed are
+// unknown to Redis, so the next decisions Redis allows are overruled until
+// the process' own count is back under the rate: over shed and Redis
+// decisions together, a process admits exactly the rate, and Redis' log
+// keeps only what it admitted.
+func TestShedEventsCountOnRedisDecisions(t *testing.T) {
+	mr := miniredis.RunT(t)
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true, ForceSingleClient: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	clk := &fixedClock{at: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
+	l, err := New(client, Options{Clock: clk, Timeout: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	g := l.conn.Load().breakers.all[0].gate.Load()
+	rule := Rule{Name: "sale", Limit: PerMinute(5)}
+	ctx := context.Background()
+	allow := func() Result {
+		t.Helper()
+		r, err := l.Allow(ctx, rule, "all")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+
+	allow() // one on Redis
+	g.inflight.Store(g.limit.Load())
+	for i := 0; i < 3; i++ { // three shed, allowed by the local log
+		if r := allow(); !r.Allowed || !r.Degraded {
+			t.Fatalf("shed call %d = %+v", i, r)
+		}
+	}
+	g.inflight.Store(0)
+	if r := allow(); !r.Allowed || r.Degraded || r.Remaining != 0 {
+		t.Fatalf("fifth call = %+v, want the last one allowed on Redis", r)
+	}
+	for i := 0; i < 3; i++ { // Redis counts 2 and would allow 3 more
+		if r := allow(); r.Allowed || r.Degraded || r.RetryAfter != time.Minute {
+			t.Fatalf("call %d past the rate = %+v, want rejected on Redis until the shed events leave", i+6, r)
+		}
+	}
+	log := redisKeys(DefaultKeyPrefix, lkey{rule: rule.Name, key: "all"})[0]
+	if members, err := mr.ZMembers(log); err != nil || len(members) != 2 {
+		t.Fatalf("Redis' log holds %v (%v), want the 2 events it admitted", members, err)
+	}
+}
+
+// fixedClock reads one instant.
+type fixedClock struct{ at time.Time }
+
+func (c *fixedClock) Now() time.Time { return c.at }

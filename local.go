@@ -45,7 +45,8 @@ type localShard struct {
 	bans     *simplelru.LRU[lkey, *strikes]    // keys with an active ban
 	denials  *simplelru.LRU[lkey, *denial]     // the hot-key shield: Redis' rejections
 	counters *simplelru.LRU[lkey, *counter]    // approximate counters
-	_        [128 - 48]byte                    // keeps shards on separate cache lines
+	unsynced *simplelru.LRU[lkey, *slidingLog] // events allowed without Redis (see mirror.go)
+	_        [128 - 56]byte                    // keeps shards on separate cache lines
 }
 
 // newLocalStore returns a store that keeps at most capacity logs, capacity
@@ -65,6 +66,7 @@ func newLocalStore(capacity int) *localStore {
 		sh.bans, _ = simplelru.NewLRU[lkey, *strikes](per, nil)
 		sh.denials, _ = simplelru.NewLRU[lkey, *denial](per, nil)
 		sh.counters, _ = simplelru.NewLRU[lkey, *counter](per, nil)
+		sh.unsynced, _ = simplelru.NewLRU[lkey, *slidingLog](per, nil)
 	}
 	return s
 }
@@ -77,8 +79,10 @@ func (s *localStore) shard(k lkey) *localShard {
 // decide makes one decision at now for n events (peek: for one, recording
 // nothing) under rate, the rule's rate or its degraded share. A request that
 // can never fit under rate (n > rate) is rejected without a violation: it is
-// the degraded share's doing, not the caller's.
-func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek bool) decision {
+// the degraded share's doing, not the caller's. unsynced says the decision
+// is made in place of Redis: the events it allows are also remembered as
+// unknown to Redis (see record).
+func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek, unsynced bool) decision {
 	sh := s.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -123,6 +127,9 @@ func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek bool) deci
 			m.add(now, p.window, n)
 			d.count += n
 			d.reset = m.reset(now, p.window, true)
+			if unsynced && !p.approx {
+				sh.addUnsynced(k, p, now, n)
+			}
 		}
 		return d
 	}
@@ -241,4 +248,5 @@ func (s *localStore) reset(k lkey) {
 	sh.bans.Remove(k)
 	sh.denials.Remove(k)
 	sh.counters.Remove(k)
+	sh.unsynced.Remove(k)
 }

@@ -3,16 +3,29 @@ package ratelimit
 // The mirror: every decision Redis makes is copied into the local store, so
 // that an outage starts from what Redis knew rather than from an empty log,
 // and so that the shield can answer rejections Redis made.
+//
+// The other way round, events allowed without Redis (during an outage, or
+// for calls admission control shed) are unknown to Redis. The store keeps
+// them apart as well, as unsynced events, until they leave the window: a
+// decision Redis allows is overruled when Redis' count and this process'
+// unsynced events together exceed the rate, so that a process never admits
+// more than the rate by its own count, whatever Redis could not see.
 
 // record copies a decision Redis made at now into the local state: events,
 // violations and bans into the mirror, so that an outage starts from what
 // Redis knew rather than from an empty log (not for a peek, which recorded
 // nothing), and rejections into the shield (see shielded). shieldMax > 0
 // bounds how long a rejection is cached; < 0 turns the shield off.
-func (s *localStore) record(k lkey, p *plan, now, n int64, peek bool, d *decision, shieldMax int64) {
+//
+// record reports whether it overruled an allowing decision (see
+// overrule); then *d is the rejection, and nothing was recorded.
+func (s *localStore) record(k lkey, p *plan, now, n int64, peek bool, d *decision, shieldMax int64) (overruled bool) {
 	sh := s.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if d.allowed && !peek && sh.overrule(k, p, now, n, d) {
+		return true
+	}
 	if shieldMax >= 0 {
 		switch {
 		case d.allowed && !peek:
@@ -24,6 +37,7 @@ func (s *localStore) record(k lkey, p *plan, now, n int64, peek bool, d *decisio
 	if !peek {
 		sh.mirror(k, p, now, n, d)
 	}
+	return false
 }
 
 // mirror copies a decision Redis made into the local state. The caller
@@ -58,4 +72,65 @@ func (sh *localShard) mirror(k lkey, p *plan, now, n int64, d *decision) {
 		sh.strikes.Remove(k)
 		sh.bans.Remove(k)
 	}
+}
+
+// addUnsynced remembers n events allowed at now without Redis. The caller
+// holds sh.mu.
+func (sh *localShard) addUnsynced(k lkey, p *plan, now, n int64) {
+	u, ok := sh.unsynced.Peek(k)
+	if !ok {
+		u = &slidingLog{touched: now}
+		sh.unsynced.Add(k, u)
+	}
+	u.prune(now, p.window)
+	u.addEvents(now, n)
+}
+
+// overrule turns the allowing decision *d Redis made for n events at now
+// into a rejection, and reports whether it did, while k has unsynced
+// events: when Redis' count and the unsynced events together exceed the
+// rate, or when the process' own log, which holds both what it mirrored and
+// what it allowed without Redis, has no room for n (Redis' count can lag
+// behind decisions this process has already mirrored). The rejection waits
+// until both have room. A decision it lets stand counts the unsynced events
+// too. The caller holds sh.mu.
+func (sh *localShard) overrule(k lkey, p *plan, now, n int64, d *decision) bool {
+	if p.approx {
+		return false
+	}
+	u, ok := sh.unsynced.Peek(k)
+	if !ok {
+		return false
+	}
+	u.prune(now, p.window)
+	unsynced := u.count(now, p.window)
+	if unsynced == 0 {
+		if u.head == len(u.events) {
+			sh.unsynced.Remove(k)
+		}
+		return false
+	}
+	var local, retry int64
+	if lg, ok := sh.logs.Peek(k); ok {
+		if local = lg.count(now, p.window); local+n > p.rate {
+			retry = lg.retryIn(now, p.window, p.rate, n)
+		}
+	}
+	others := d.count - n // in Redis' window besides this call's events
+	if others+n+unsynced > p.rate {
+		retry = max(retry, u.retryIn(now, p.window, p.rate-others, n))
+	}
+	if retry == 0 {
+		d.count = max(d.count+unsynced, local+n) // Remaining counts what this process admitted
+		return false
+	}
+	*d = decision{
+		count:      min(p.rate, max(others+unsynced, local)),
+		retry:      retry,
+		reset:      max(d.reset, u.reset(now, p.window, false)),
+		violations: d.violations,
+		memoryLeft: d.memoryLeft,
+		bans:       d.bans,
+	}
+	return true
 }

@@ -129,9 +129,21 @@ func TestOutageFallsBackAndRecovers(t *testing.T) {
 		r, err := l.Peek(context.Background(), rule, "k")
 		return err == nil && !r.Degraded
 	})
-	// Redis still holds its two events; local decisions were not written back.
-	if r := mustAllow(t, l, rule, "k"); !r.Allowed || r.Degraded || r.Remaining != 2 {
-		t.Fatalf("first call on the original key after recovery = %+v, want allowed on redis with Remaining 2", r)
+	// Redis holds its two events and would allow a third, but the process
+	// allowed three more without Redis in the same window (its unsynced
+	// events): its own count, five, overrules Redis, and what Redis
+	// recorded for the call is taken back. The call can pass when the
+	// oldest unsynced event, at +1s, leaves the window.
+	if r := mustAllow(t, l, rule, "k"); r.Allowed || r.Degraded || r.Remaining != 0 || r.RetryAfter != 51*time.Second {
+		t.Fatalf("first call on the original key after recovery = %+v, want rejected on redis, RetryAfter 51s", r)
+	}
+	logKey, _ := layoutKeys(ratelimit.DefaultKeyPrefix, rule.Name, "k")
+	if members, err := mr.ZMembers(logKey); err != nil || len(members) != 2 {
+		t.Fatalf("Redis' log after the overruled call holds %v (%v), want the two events from before the outage", members, err)
+	}
+	clk.Advance(51 * time.Second) // the oldest unsynced event leaves
+	if r := mustAllow(t, l, rule, "k"); !r.Allowed || r.Degraded {
+		t.Fatalf("call once an unsynced event left = %+v, want allowed on redis", r)
 	}
 	eventually(t, "breaker closed", func() bool {
 		return strings.HasSuffix(states.String(), "open->half-open half-open->closed")

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -221,7 +222,12 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 		return l.withoutRedis(r, &p, k, n, peek, s, u, now), s.path, nil
 	}
 	at := l.receivedAt(now)
-	l.local.record(k, &p, at, n, peek, &d, int64(l.set.ShieldMax/time.Microsecond))
+	if l.local.record(k, &p, at, n, peek, &d, int64(l.set.ShieldMax/time.Microsecond)) {
+		// Redis allowed what this process had already allowed without it:
+		// the call is rejected, and what Redis recorded is taken back.
+		l.takeBack([]undo{{k: k, p: p, n: n, conn: conn, key: keys[0], member: l.id + strconv.FormatUint(seq, 10), onRedis: true}})
+		return d.result(p.rate, false), PathRedis, nil
+	}
 	u.onRedisCall(conn, keys[0], l.id, seq, at)
 	return d.result(p.rate, false), PathRedis, nil
 }
@@ -255,7 +261,7 @@ func remoteDecide(ctx context.Context, c rueidis.Client, p *plan, keys []string,
 func (l *Limiter) withoutRedis(r *Rule, p *plan, k lkey, n int64, peek bool, s sent, u *undo, now int64) Result {
 	if !l.remote {
 		u.at(now)
-		d := l.local.decide(k, p, p.rate, now, n, peek)
+		d := l.local.decide(k, p, p.rate, now, n, peek, false)
 		return d.result(p.rate, false)
 	}
 	if s.path == PathShed {
@@ -283,7 +289,7 @@ func (l *Limiter) withoutRedis(r *Rule, p *plan, k lkey, n int64, peek bool, s s
 		return Result{Limit: int(rate), RetryAfter: retry, Degraded: true}
 	}
 	u.at(now)
-	d := l.local.decide(k, p, rate, now, n, peek)
+	d := l.local.decide(k, p, rate, now, n, peek, true)
 	return d.result(rate, true)
 }
 

@@ -111,9 +111,11 @@ func story(w io.Writer, client rueidis.Client, mr *miniredis.Miniredis) error {
 	if err := s.end(); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "Decisions are Redis' again. Redis never saw bob's 2 claims during the outage (the")
-	fmt.Fprintln(w, "fallback does not write back), so he gets 2 more. alice's ban is over at 00:30:09, but")
-	fmt.Fprintln(w, "her 5 violations are remembered for an hour: one more rejection bans her again at once.")
+	fmt.Fprintln(w, "Decisions are Redis' again. Redis never saw bob's 2 claims during the outage, and")
+	fmt.Fprintln(w, "would allow a fourth; but this process remembers the claims it allowed without Redis")
+	fmt.Fprintln(w, "and counts them against Redis' answers until they leave the window: bob gets exactly")
+	fmt.Fprintln(w, "5 claims in the minute across the outage. alice's ban is over at 00:30:09, but her 5")
+	fmt.Fprintln(w, "violations are remembered for an hour: one more rejection bans her again at once.")
 	return nil
 }
 
