@@ -32,6 +32,8 @@ type Limiter struct {
 	id  string        // random per Limiter: the start of every member it writes
 	seq atomic.Uint64 // the rest of the member
 
+	clock processClock // the local path's time when Options.Clock is nil
+
 	shed    atomic.Uint64 // decisions shed by admission control
 	outages atomic.Uint64 // decisions made without Redis because it could not be used
 
@@ -94,6 +96,7 @@ func newLimiter(opts Options, remote bool) (*Limiter, error) {
 		changes:   newChangeQueue(),
 		log:       newThrottledLog(set.Logger, set.LogInterval),
 		deadlines: newSharedDeadline(set.Timeout),
+		clock:     newProcessClock(),
 		remote:    remote,
 		id:        base64.RawURLEncoding.EncodeToString(raw[:]),
 		done:      make(chan struct{}),
@@ -301,7 +304,7 @@ func (l *Limiter) receivedAt(now int64) int64 {
 	if l.set.Clock != nil {
 		return now
 	}
-	return time.Now().UnixMicro()
+	return l.clock.now()
 }
 
 // localNow is the time of the local path, in µs.
@@ -309,7 +312,7 @@ func (l *Limiter) localNow() int64 {
 	if l.set.Clock != nil {
 		return l.set.Clock.Now().UnixMicro()
 	}
-	return time.Now().UnixMicro()
+	return l.clock.now()
 }
 
 // result turns a decision under limit into a Result.
