@@ -262,3 +262,45 @@ func TestShedEventsCountOnRedisDecisions(t *testing.T) {
 type fixedClock struct{ at time.Time }
 
 func (c *fixedClock) Now() time.Time { return c.at }
+
+// TestShedEventsCountOnGroups: a group Redis allows is denied at the first
+// pair whose unsynced events leave it no room, and what Redis recorded for
+// every pair of the group is taken back.
+func TestShedEventsCountOnGroups(t *testing.T) {
+	mr := miniredis.RunT(t)
+	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true, ForceSingleClient: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	clk := &fixedClock{at: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
+	l, err := New(client, Options{Clock: clk, Timeout: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	g := l.conn.Load().breakers.all[0].gate.Load()
+	loose := Rule{Name: "loose", Limit: PerMinute(10)}
+	tight := Rule{Name: "tight", Limit: PerMinute(2)}
+	ctx := context.Background()
+
+	checks := []Check{{Rule: loose, Key: "u"}, {Rule: tight, Key: "u"}}
+	g.inflight.Store(g.limit.Load())
+	for i := 0; i < 2; i++ { // two shed groups use up the tight rule locally
+		if rs, err := l.AllowGroup(ctx, "u", checks); err != nil || len(rs) != 2 || !rs[1].Allowed || !rs[1].Degraded {
+			t.Fatalf("shed group %d = %+v, %v", i, rs, err)
+		}
+	}
+	g.inflight.Store(0)
+	rs, err := l.AllowGroup(ctx, "u", checks)
+	if err != nil || len(rs) != 2 || !rs[0].Allowed || rs[1].Allowed || rs[1].Degraded || rs[1].RetryAfter != time.Minute {
+		t.Fatalf("AllowGroup = %+v, %v; want denied at the tight pair, on Redis", rs, err)
+	}
+	for _, r := range []Rule{loose, tight} {
+		k := lkey{rule: r.Name, key: "u", group: "u"}
+		log := redisKeys(DefaultKeyPrefix, k)[0]
+		if members, _ := mr.ZMembers(log); len(members) != 0 {
+			t.Errorf("Redis still holds %v for rule %q after the group was denied", members, r.Name)
+		}
+	}
+}

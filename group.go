@@ -63,7 +63,7 @@ func (l *Limiter) decideGroup(ctx context.Context, group string, checks []Check)
 	if !l.remote || conn == nil {
 		return l.groupWithoutRedis(checks, g, sent{path: PathLocal}, now), PathLocal, nil
 	}
-	keys, args := l.encodeGroup(g, now)
+	keys, args, member := l.encodeGroup(g, now)
 	var ds []decision
 	s, err := l.viaRedis(ctx, conn, keys[0], subject{"group", group}, func(ctx context.Context, c rueidis.Client) error {
 		resp := groupScript.exec(ctx, c, keys, args)
@@ -89,7 +89,7 @@ func (l *Limiter) decideGroup(ctx context.Context, group string, checks []Check)
 	case s.path != PathRedis:
 		return l.groupWithoutRedis(checks, g, s, now), s.path, nil
 	}
-	return l.groupResults(checks, g, ds, l.receivedAt(now)), PathRedis, nil
+	return l.groupResults(conn, checks, g, keys, member, ds, l.receivedAt(now)), PathRedis, nil
 }
 
 // groupPair is one validated pair of a group.
@@ -134,16 +134,16 @@ func (l *Limiter) compileGroup(group string, checks []Check) ([]groupPair, error
 }
 
 // encodeGroup returns group.lua's keys and arguments for g, decided at now
-// when a Clock is set.
-func (l *Limiter) encodeGroup(g []groupPair, now int64) ([]string, []string) {
-	keys := make([]string, 0, 2*len(g))
-	args := make([]string, 0, 2+12*len(g))
+// when a Clock is set, and the member id its events are recorded under.
+func (l *Limiter) encodeGroup(g []groupPair, now int64) (keys, args []string, member string) {
+	keys = make([]string, 0, 2*len(g))
+	args = make([]string, 0, 2+12*len(g))
 	at := ""
 	if l.set.Clock != nil {
 		at = strconv.FormatInt(now, 10)
 	}
 	args = append(args, at, strconv.Itoa(len(g)))
-	member := l.id + strconv.FormatUint(l.seq.Add(1), 10)
+	member = l.id + strconv.FormatUint(l.seq.Add(1), 10)
 	itoa := func(v int64) string { return strconv.FormatInt(v, 10) }
 	flag := func(b bool) string {
 		if b {
@@ -164,12 +164,30 @@ func (l *Limiter) encodeGroup(g []groupPair, now int64) ([]string, []string) {
 			itoa(pp.warnAfter), itoa(pp.banAfter), itoa(pp.banFor), itoa(pp.memory),
 			strconv.FormatFloat(pp.growth, 'g', -1, 64), itoa(pp.maxBan))
 	}
-	return keys, args
+	return keys, args, member
 }
 
 // groupResults turns the script's decisions into Results, applies dry runs
-// and mirrors the decisions into the local limiter at now.
-func (l *Limiter) groupResults(checks []Check, g []groupPair, ds []decision, now int64) []Result {
+// and mirrors the decisions into the local limiter at now. When Redis
+// allowed the group but this process' own count overrules one of its pairs
+// (see localStore.overrule), the group is denied at that pair instead, and
+// what Redis recorded for every pair under member is taken back.
+func (l *Limiter) groupResults(conn *redisConn, checks []Check, g []groupPair, keys []string, member string, ds []decision, now int64) []Result {
+	if denied := l.overruledPair(g, ds, now); denied >= 0 {
+		undos := make([]undo, 0, len(ds))
+		for j := range ds {
+			if ds[j].allowed {
+				undos = append(undos, undo{k: g[j].k, p: g[j].p, n: g[j].n, conn: conn, key: keys[2*j], member: member, onRedis: true})
+			}
+		}
+		l.takeBack(undos)
+		ds = ds[:denied+1]
+		results := make([]Result, len(ds))
+		for i := range ds {
+			results[i] = ds[i].result(g[i].p.rate, false)
+		}
+		return results
+	}
 	results := make([]Result, len(ds))
 	for i, d := range ds {
 		l.local.record(g[i].k, &g[i].p, now, g[i].n, false, &d, -1)
@@ -187,6 +205,27 @@ func (l *Limiter) groupResults(checks []Check, g []groupPair, ds []decision, now
 		}
 	}
 	return results
+}
+
+// overruledPair returns the first pair of a group Redis allowed whose
+// allowing decision this process' own count overrules, turning its
+// decision into the rejection; -1 when Redis denied the group or nothing is
+// overruled. Pairs in dry run never deny.
+func (l *Limiter) overruledPair(g []groupPair, ds []decision, now int64) int {
+	if len(ds) != len(g) {
+		return -1
+	}
+	for i := range ds {
+		if !ds[i].allowed && !g[i].dry {
+			return -1
+		}
+	}
+	for i := range ds {
+		if ds[i].allowed && !g[i].dry && l.local.overruled(g[i].k, &g[i].p, now, g[i].n, &ds[i]) {
+			return i
+		}
+	}
+	return -1
 }
 
 // groupWithoutRedis decides a group without Redis at now, pair by pair as

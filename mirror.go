@@ -74,6 +74,21 @@ func (sh *localShard) mirror(k lkey, p *plan, now, n int64, d *decision) {
 	}
 }
 
+// overruled reports whether record would overrule the allowing decision *d
+// Redis made for n events of k at now, and then turns *d into the
+// rejection, recording nothing (see overrule).
+func (s *localStore) overruled(k lkey, p *plan, now, n int64, d *decision) bool {
+	sh := s.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	c := *d
+	if !sh.overrule(k, p, now, n, &c) {
+		return false
+	}
+	*d = c
+	return true
+}
+
 // addUnsynced remembers n events allowed at now without Redis. The caller
 // holds sh.mu.
 func (sh *localShard) addUnsynced(k lkey, p *plan, now, n int64) {
