@@ -2,12 +2,11 @@ package ratelimit
 
 import (
 	"context"
-	"crypto/sha1"
 	_ "embed"
-	"encoding/hex"
 	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/redis/rueidis"
 )
@@ -45,18 +44,30 @@ var (
 // rueidis.Lua.Exec it takes its keys and arguments in arrays the caller
 // keeps on its stack, so a call allocates nothing for them. EVALSHA is a
 // write, so rueidis never retries it: a lost reply cannot double-count.
+//
+// The script's name, its SHA-1 digest, is learned from Redis (SCRIPT LOAD
+// returns it) the first time the script is run, never computed here: a
+// FIPS 140-only build (GODEBUG=fips140=only) forbids SHA-1 in process, and a
+// limiter that never talks to Redis never needs the name at all.
 type script struct {
 	src string
-	sha string
+	sha atomic.Pointer[string] // nil until SCRIPT LOAD has named it
 }
 
-func newScript(src string) *script {
-	sum := sha1.Sum([]byte(src))
-	return &script{src: src, sha: hex.EncodeToString(sum[:])}
-}
+func newScript(src string) *script { return &script{src: src} }
 
 func (s *script) exec(ctx context.Context, c rueidis.Client, keys []string, args []string) rueidis.RedisResult {
-	resp := c.Do(ctx, c.B().Evalsha().Sha1(s.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+	sha := s.sha.Load()
+	if sha == nil {
+		resp := c.Do(ctx, c.B().ScriptLoad().Script(s.src).Build())
+		name, err := resp.ToString()
+		if err != nil {
+			return resp // the pipeline classifies the failure
+		}
+		s.sha.Store(&name)
+		sha = &name
+	}
+	resp := c.Do(ctx, c.B().Evalsha().Sha1(*sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 	if err, ok := rueidis.IsRedisErr(resp.Error()); ok && err.IsNoScript() {
 		resp = c.Do(ctx, c.B().Eval().Script(s.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 	}
