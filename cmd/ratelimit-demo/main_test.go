@@ -239,3 +239,17 @@ func TestFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestTipsSayWhatForwardedForDoes: the shop's tips promise that a forged
+// X-Forwarded-For changes nothing only when no proxy is trusted.
+func TestTipsSayWhatForwardedForDoes(t *testing.T) {
+	var none, some bytes.Buffer
+	printTips(&none, "http://127.0.0.1:8080", "miniredis", nil)
+	printTips(&some, "http://127.0.0.1:8080", "miniredis", []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")})
+	if !strings.Contains(none.String(), "A forged X-Forwarded-For changes nothing") {
+		t.Errorf("without -trust the tips do not say a forged X-Forwarded-For changes nothing:\n%s", none.String())
+	}
+	if strings.Contains(some.String(), "changes nothing: no proxy") || !strings.Contains(some.String(), "only when the request comes from a proxy in [127.0.0.0/8]") {
+		t.Errorf("with -trust the tips misstate X-Forwarded-For:\n%s", some.String())
+	}
+}

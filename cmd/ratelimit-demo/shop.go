@@ -118,9 +118,10 @@ func baseURL(bound net.Addr, addr string) string {
 }
 
 func printTips(w io.Writer, base, where string, proxies []netip.Prefix) {
-	trusted := "no proxy is trusted (see -trust)"
+	forwarded := "A forged X-Forwarded-For changes nothing: no proxy is trusted (see -trust)"
 	if len(proxies) > 0 {
-		trusted = fmt.Sprintf("only proxies in %v are trusted", proxies)
+		forwarded = fmt.Sprintf("X-Forwarded-For counts only when the request comes from a proxy in %v;\n"+
+			"  # sent from elsewhere, as here unless you are inside those prefixes, it changes nothing", proxies)
 	}
 	fmt.Fprintf(w, `Shop on %[1]s, limits kept in %[2]s. Try:
 
@@ -136,9 +137,9 @@ func printTips(w io.Writer, base, where string, proxies []netip.Prefix) {
   # Merchant pages: 5 a second per client IP (the 6th gets 429)
   for i in $(seq 6); do curl -s -o /dev/null -w '%%{http_code}\n' %[1]s/merchants/42; done
 
-  # A forged X-Forwarded-For changes nothing: %[4]s
+  # %[4]s
   for i in $(seq 6); do curl -s -o /dev/null -w '%%{http_code}\n' -H "X-Forwarded-For: 198.51.100.$i" %[1]s/merchants/42; done
 
 Ctrl-C stops the server.
-`, base, where, userHeader, trusted)
+`, base, where, userHeader, forwarded)
 }

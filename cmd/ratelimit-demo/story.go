@@ -52,7 +52,10 @@ func storyOptions(clk ratelimit.Clock) ratelimit.Options {
 // nil mr (a real server) it leaves out that part.
 func story(w io.Writer, client rueidis.Client, mr *miniredis.Miniredis) error {
 	clk := ratelimittest.NewClock(storyStart)
-	lim, err := ratelimit.New(client, storyOptions(clk))
+	opts := storyOptions(clk)
+	var path ratelimit.Path // where the last decision was made
+	opts.OnDecision = func(d ratelimit.Decision) { path = d.Path }
+	lim, err := ratelimit.New(client, opts)
 	if err != nil {
 		return err
 	}
@@ -63,7 +66,7 @@ func story(w io.Writer, client rueidis.Client, mr *miniredis.Miniredis) error {
 			return err
 		}
 	}
-	s := &scene{w: w, lim: lim, clk: clk, calls: map[string]int{}}
+	s := &scene{w: w, lim: lim, clk: clk, calls: map[string]int{}, path: &path}
 	p := storyRule.Penalty
 	fmt.Fprintf(w, "Rule %q: %v, warned from %d violations, banned for %v at %d.\n",
 		storyRule.Name, storyRule.Limit, p.WarnAfter, p.BanFor, p.BanAfter)
@@ -97,6 +100,7 @@ func story(w io.Writer, client rueidis.Client, mr *miniredis.Miniredis) error {
 	fmt.Fprintln(w, "The fallback decides from the events it mirrored while Redis was up: bob still gets")
 	fmt.Fprintln(w, "only 5 claims a minute. alice's ban needs no Redis at all: the process keeps the bans")
 	fmt.Fprintln(w, "Redis reported (the hot-key shield), so a banned client costs no round trip, outage or not.")
+	fmt.Fprintln(w, "DECIDED BY says where each answer came from: redis, the shield, or the local fallback.")
 
 	s.act("3. Redis comes back")
 	if err := mr.Restart(); err != nil {
@@ -144,8 +148,9 @@ type scene struct {
 	w     io.Writer
 	lim   *ratelimit.Limiter
 	clk   *ratelimittest.Clock
-	calls map[string]int // calls so far, per user
-	err   error          // the first error; later calls do nothing
+	calls map[string]int  // calls so far, per user
+	path  *ratelimit.Path // where the last decision was made (Options.OnDecision)
+	err   error           // the first error; later calls do nothing
 }
 
 // row is the layout of a table row: fixed widths, so that notes between
@@ -172,12 +177,13 @@ func (s *scene) call(user string, at time.Duration) {
 		return
 	}
 	s.calls[user]++
-	retry, source := "-", "redis"
+	retry := "-"
 	if !r.Allowed {
 		retry = r.RetryAfter.String()
 	}
+	source := s.path.String()
 	if r.Degraded {
-		source = "local (degraded)"
+		source += " (degraded)"
 	}
 	fmt.Fprintf(s.w, row, clockTime(at), fmt.Sprintf("%s #%d", user, s.calls[user]), yesNo(r.Allowed, "yes", "no"),
 		strconv.Itoa(r.Remaining), strconv.Itoa(r.Violations), yesNo(r.Warned, "yes", "-"), yesNo(r.Banned, "yes", "-"),
