@@ -69,6 +69,7 @@ type undo struct {
 	conn    *redisConn
 	key     string // the Redis log or counter key
 	member  string // the call's member id
+	win     int64  // approximate rule: the window Redis recorded the events in
 	onRedis bool   // Redis decided the call: its events are in Redis too
 }
 
@@ -79,11 +80,12 @@ func (u *undo) at(now int64) {
 	}
 }
 
-// onRedisCall notes that Redis decided the call under seq, and that the
+// onRedisCall notes that Redis decided the call under seq (an approximate
+// rule's events in window win), and that the
 // decision was mirrored locally at mirrored. u may be nil.
-func (u *undo) onRedisCall(conn *redisConn, key string, id string, seq uint64, mirrored int64) {
+func (u *undo) onRedisCall(conn *redisConn, key string, id string, seq uint64, win, mirrored int64) {
 	if u != nil {
-		u.conn, u.key, u.member, u.onRedis = conn, key, id+strconv.FormatUint(seq, 10), true
+		u.conn, u.key, u.member, u.win, u.onRedis = conn, key, id+strconv.FormatUint(seq, 10), win, true
 		u.at(mirrored)
 	}
 }
@@ -103,7 +105,7 @@ func (l *Limiter) takeBack(us []undo) {
 		if u.p.approx {
 			kind = "c"
 		}
-		args := []string{kind, u.member, strconv.FormatInt(u.n, 10)}
+		args := []string{kind, u.member, strconv.FormatInt(u.n, 10), strconv.FormatInt(u.win, 10)}
 		err := l.adminCall(context.Background(), u.conn, u.key, subject{"rule", u.k.rule}, fmt.Sprintf("taking back %d events", u.n),
 			func(ctx context.Context, c rueidis.Client) error {
 				return undoScript.exec(ctx, c, []string{u.key}, args).Error()

@@ -231,26 +231,24 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 		l.takeBack([]undo{{k: k, p: p, n: n, conn: conn, key: keys[0], member: l.id + strconv.FormatUint(seq, 10), onRedis: true}})
 		return d.result(p.rate, false), PathRedis, nil
 	}
-	u.onRedisCall(conn, keys[0], l.id, seq, at)
+	u.onRedisCall(conn, keys[0], l.id, seq, d.win, at)
 	return d.result(p.rate, false), PathRedis, nil
 }
 
 // remoteDecide runs the rule's script for one call.
 func remoteDecide(ctx context.Context, c rueidis.Client, p *plan, keys []string, args []string) (decision, error) {
-	s, nk := slidingScript, 1
-	switch {
-	case p.approx && p.penalize:
-		s, nk = counterScript, 2
-	case p.approx:
-		s = counterScript
-	case p.penalize:
-		s, nk = penaltyScript, 2
+	s, nk := allowScript, 1
+	if p.approx {
+		s = approxScript
+	}
+	if p.penalize {
+		nk = 2
 	}
 	resp := s.exec(ctx, c, keys[:nk], args)
 	if err := resp.Error(); err != nil {
 		return decision{}, err
 	}
-	d, err := parseReply(resp)
+	d, err := parseReply(resp, p.approx)
 	if err != nil {
 		return decision{}, &callError{kind: misuse, err: err}
 	}

@@ -11,32 +11,38 @@ import (
 	"github.com/redis/rueidis"
 )
 
+// The scripts are composed when the package loads from pieces that each
+// hold one idea (see lua/): the exact log (window.lua), the approximate
+// counter (counter.lua), the penalty ladder (strikes.lua) and the one
+// decision of a (rule, key) pair over either (decide.lua), followed by an
+// entry piece that reads the script's keys and arguments.
 var (
 	//go:embed lua/window.lua
 	windowLua string
-	//go:embed lua/sliding.lua
-	slidingLua string
-	//go:embed lua/strikes.lua
-	strikesLua string
-	//go:embed lua/penalty.lua
-	penaltyLua string
 	//go:embed lua/counter.lua
 	counterLua string
+	//go:embed lua/strikes.lua
+	strikesLua string
+	//go:embed lua/decide.lua
+	decideLua string
+	//go:embed lua/allow.lua
+	allowLua string
+	//go:embed lua/approx.lua
+	approxLua string
+	//go:embed lua/group.lua
+	groupLua string
 	//go:embed lua/ban.lua
 	banLua string
 	//go:embed lua/undo.lua
 	undoLua string
-	//go:embed lua/group.lua
-	groupLua string
 )
 
 var (
-	slidingScript = newScript(windowLua + slidingLua)
-	penaltyScript = newScript(windowLua + strikesLua + penaltyLua)
-	counterScript = newScript(windowLua + strikesLua + counterLua)
-	banScript     = newScript(windowLua + banLua)
-	undoScript    = newScript(undoLua)
-	groupScript   = newScript(windowLua + strikesLua + groupLua)
+	allowScript  = newScript(windowLua + strikesLua + decideLua + allowLua)
+	approxScript = newScript(windowLua + counterLua + strikesLua + decideLua + approxLua)
+	groupScript  = newScript(windowLua + strikesLua + decideLua + groupLua)
+	banScript    = newScript(windowLua + banLua)
+	undoScript   = newScript(undoLua)
 )
 
 // script is a Lua script sent with EVALSHA, and with EVAL when the server
@@ -86,6 +92,7 @@ type decision struct {
 	banLeft    int64 // µs until the ban ends
 	memoryLeft int64 // µs until the violations are forgotten
 	bans       int64 // bans remembered with the violations
+	win        int64 // approximate counter: the fixed window events went into (Redis path only)
 }
 
 // encodeCall writes the Redis keys of k (its log, or its counter for an
@@ -140,17 +147,28 @@ func encodeCall(keys *[2]string, args *[11]string, prefix string, k lkey, p *pla
 	return args[:count]
 }
 
-// parseReply reads the scripts' reply {allowed, count, retry_us, reset_us,
-// violations, flags, ban_left_us, memory_left_us, bans}.
-func parseReply(resp rueidis.RedisResult) (decision, error) {
+// parseReply reads a decision's reply: decide.lua's nine numbers, and for
+// an approximate rule approx.lua's tenth, the window its events went into.
+func parseReply(resp rueidis.RedisResult, approx bool) (decision, error) {
 	arr, err := resp.ToArray()
 	if err != nil {
 		return decision{}, err
 	}
-	if len(arr) != 9 {
+	if want := 9 + b2i(approx); len(arr) != want {
 		return decision{}, errors.New("unexpected script reply")
 	}
-	return parseDecision(arr)
+	d, err := parseDecision(arr[:9])
+	if err == nil && approx {
+		d.win, err = arr[9].AsInt64()
+	}
+	return d, err
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // parseDecision reads one decision's nine numbers.

@@ -1,7 +1,8 @@
 -- ban.lua: bans a key by hand (Limiter.Ban) through the same penalty state
--- the ladder keeps; its violations stay as they are.
+-- the ladder keeps (see strikes.lua); its violations stay as they are.
+-- Composed after window.lua (for now_us).
 --
--- KEYS[1]  the rule's penalty state (see strikes.lua).
+-- KEYS[1]  the rule's penalty state.
 -- ARGV[1]  now in µs since the epoch, or '' to read Redis' TIME.
 -- ARGV[2]  how long the ban lasts, in µs.
 --

@@ -1,8 +1,9 @@
--- strikes.lua: the penalty ladder, shared by penalty.lua, counter.lua and
--- ban.lua; the Go side prepends this file to each of them, so it defines no
--- entry point itself. The penalty state of a key is a HASH with v
--- (violations), l (time of the last violation, µs), b (end of the ban, µs)
--- and k (bans while the violations were remembered).
+-- strikes.lua: the penalty ladder's state of one (rule, key) pair, a HASH
+-- with v (violations), l (time of the last violation, µs), b (end of the
+-- ban, µs) and k (bans while the violations were remembered). A piece the
+-- Go side composes into scripts (see remote.go); it defines functions and
+-- no entry point. penalty.go keeps the same four numbers on the local path
+-- and computes the same ladder.
 
 -- load_strikes returns the violations remembered at now, the end of the
 -- ban, how long the violations are remembered, and the bans remembered
@@ -51,15 +52,12 @@ end
 -- penalty_args) and returns the violations, the flags (1 warned, 2
 -- banned), how long the ban lasts (0: no ban) and the bans remembered.
 local function violate(pen, now, v, k, pa)
-  local warn_after = pa.warn_after
-  local ban_after = pa.ban_after
-  local memory = pa.memory
   v = v + 1
   local flags = 0
   local ban_left = 0
   local ban_end
-  local keep = memory
-  if v >= ban_after then
+  local keep = pa.memory
+  if v >= pa.ban_after then
     ban_left = ban_length(pa.ban_for, k, pa.growth, pa.max_ban)
     ban_end = now + ban_left
     k = k + 1
@@ -67,7 +65,7 @@ local function violate(pen, now, v, k, pa)
     if ban_left > keep then
       keep = ban_left
     end
-  elseif warn_after > 0 and v >= warn_after then
+  elseif pa.warn_after > 0 and v >= pa.warn_after then
     flags = 1
   end
   redis.call('HSET', pen, 'v', string.format('%d', v), 'l', string.format('%d', now), 'k', string.format('%d', k))

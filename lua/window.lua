@@ -1,5 +1,6 @@
--- window.lua: functions shared by sliding.lua and penalty.lua; the Go side
--- prepends this file to each of them, so it defines no entry point itself.
+-- window.lua: the exact sliding-window log of one (rule, key) pair, a ZSET
+-- of events scored by their time. A piece the Go side composes into
+-- scripts (see remote.go); it defines functions and no entry point.
 --
 -- Every time is a whole number of microseconds since the Unix epoch. Numbers
 -- that go into a key, a member or a score are formatted with '%d', never with
@@ -55,9 +56,10 @@ local function reset_after(log, now, window)
   return left
 end
 
--- record drops the events that left the window, then adds n events at now
--- with distinct members: the caller's id (random per Limiter, then a
--- per-Limiter counter), and for n > 1 a ':' and the event's index.
+-- record adds n events at now with distinct members: the caller's id (random
+-- per Limiter, then a per-Limiter counter), and for n > 1 a ':' and the
+-- event's index; and keeps the log one window and a second past its newest
+-- event. It trims nothing: trim does.
 local function record(log, now, window, n, id)
   if n == 1 then
     redis.call('ZADD', log, now, id)
@@ -82,4 +84,21 @@ end
 -- their own reach Redis in any order) still counts every event it should.
 local function trim(log, now, window)
   redis.call('ZREMRANGEBYSCORE', log, '-inf', string.format('%d', now - 2 * window))
+end
+
+-- log_meter is what decide (decide.lua) needs of an exact log: its count,
+-- how long until asked more fit, how long until it is empty, how to prune
+-- it and how to add events, each at now under window and rate.
+local function log_meter(log, now, window, rate, id)
+  return {
+    count = function() return live_count(log, now, window) end,
+    retry = function(count, asked) return retry_after(log, now, window, rate, count, asked) end,
+    reset = function() return reset_after(log, now, window) end,
+    prune = function() trim(log, now, window) end,
+    -- add records n events and returns how long until the log is empty:
+    -- the window itself, without looking the newest event up.
+    add = function(n) record(log, now, window, n, id); return window end,
+    -- added is what add returns, for a decision that records later.
+    added = window,
+  }
 end
