@@ -19,27 +19,32 @@ import (
 // breaker. Under ordinary concurrency slots free up within a round trip, so
 // nothing is shed and every decision stays exact on Redis.
 //
-// The bound adapts to the latency it measures, as TCP's congestion window
-// and Netflix's concurrency limits do, so that nobody has to tune it:
+// The bound adapts to the latency it measures, as Netflix's gradient
+// concurrency limit and Envoy's adaptive concurrency filter do, so that
+// nobody has to tune it. By Little's law the calls in flight are the
+// throughput times the latency, so the bound that keeps the latency at a
+// goal is the bound now times goal / latency now. Once per interval (the
+// latency target, at least minSamples calls) the gate takes the mean
+// latency of the calls admitted in it (a call that failed as an outage
+// counts as a whole Timeout) and multiplies the bound by goal / mean, at
+// most doubling or halving it; it grows only when the interval used
+// three quarters of the bound. The goal is half the latency target (a
+// tenth of Options.Timeout): a mean, not a worst case, so that the tail of
+// the calls still ends well within Timeout. A single slow reply (a pause
+// of the collector, a busy core) moves a mean a little and the bound not
+// at all by itself.
 //
-//   - an admitted call that took longer than the latency target (a fifth of
-//     Options.Timeout) or failed as an outage cuts the bound by a quarter,
-//     at most once per target-long interval (so a burst of slow replies
-//     counts once);
-//   - a call answered within half the target while the bound was nearly
-//     full raises it: by one per call until the first cut (slow start:
-//     the bound doubles every round trip), then by one per bound's worth
-//     of calls (additive increase);
-//   - the bound never falls below minAdmission nor rises above
-//     maxAdmission.
-//
-// Admitted calls thus spend about the target in flight at most, and a call
-// waits at most the target for a slot before its own Timeout starts.
+// Admitted calls thus take about the goal on average. A call waits for a
+// slot at most the target, and its wait counts against its Timeout. The
+// wait is what keeps callers in a closed loop from spinning: a call shed at
+// once would be back at once, and thousands of them would take the CPU
+// from the goroutines that read Redis' replies.
 const (
 	initialAdmission = 64     // the bound before anything is measured
 	minAdmission     = 4      // calls in flight a master is always allowed
 	maxAdmission     = 65_536 // beyond this, in-flight calls gain nothing
-	admissionCut     = 0.75   // the factor of a cut
+	minSamples       = 16     // calls an interval needs before it moves the bound
+	maxStep          = 2.0    // the most one interval multiplies or divides the bound by
 )
 
 // gate is the admission control of one Redis master.
@@ -50,12 +55,17 @@ type gate struct {
 
 	target time.Duration // latency target; also the longest wait for a slot
 
-	mu      sync.Mutex // guards what follows
-	queue   []*waiter  // calls waiting for a slot, oldest first, from head on
-	head    int
-	est     float64 // the bound, with its fraction
-	slow    bool    // still in slow start: no cut yet
-	lastCut int64   // process clock, UnixNano, of the last cut
+	mu    sync.Mutex // guards what follows
+	queue []*waiter  // calls waiting for a slot, oldest first, from head on
+	head  int
+	est   float64 // the bound, with its fraction
+	// The interval under way: when it began (process clock, UnixNano),
+	// its calls, the sum of their latencies and the most calls in flight
+	// at the end of one of them.
+	began   int64
+	samples int64
+	sum     time.Duration
+	busiest int64
 }
 
 // waiter is a call waiting for a slot. granted and gone are guarded by the
@@ -68,7 +78,7 @@ type waiter struct {
 }
 
 func newGate(timeout time.Duration) *gate {
-	g := &gate{target: timeout / 5, est: initialAdmission, slow: true}
+	g := &gate{target: timeout / 5, est: initialAdmission}
 	g.limit.Store(initialAdmission)
 	return g
 }
@@ -153,7 +163,7 @@ func (g *gate) admitWaiting() {
 // load: pass measured false and they only free their slot.
 func (g *gate) release(took time.Duration, measured, overloaded bool) {
 	busy := g.inflight.Add(-1) + 1 // calls in flight while this one ended
-	grew := measured && g.learn(took, overloaded, busy)
+	grew := measured && g.learn(time.Now().UnixNano(), took, overloaded, busy)
 	if grew || g.queued.Load() > 0 {
 		g.mu.Lock()
 		g.admitWaiting()
@@ -161,32 +171,36 @@ func (g *gate) release(took time.Duration, measured, overloaded bool) {
 	}
 }
 
-// learn moves the bound by one latency sample and reports whether it grew.
-func (g *gate) learn(took time.Duration, overloaded bool, busy int64) bool {
-	now := time.Now().UnixNano()
+// learn adds one latency sample, taken at now (process clock, UnixNano)
+// with busy calls in flight, to the interval under way; at the interval's
+// end it moves the bound (see the top of this file) and reports whether
+// the bound grew.
+func (g *gate) learn(now int64, took time.Duration, overloaded bool, busy int64) bool {
+	if overloaded {
+		took = max(took, 5*g.target) // a whole Timeout
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	grew := false
-	switch {
-	case overloaded || took > g.target:
-		if now-g.lastCut < int64(g.target) {
-			return false
-		}
-		g.est = max(minAdmission, g.est*admissionCut)
-		g.lastCut, g.slow = now, false
-	case took <= g.target/2 && float64(busy) >= 0.75*g.est:
-		if g.slow {
-			g.est++
-		} else {
-			g.est += 1 / g.est
-		}
-		g.est = min(g.est, maxAdmission)
-		grew = true
-	default:
+	if g.samples == 0 {
+		g.began = now
+	}
+	g.samples++
+	g.sum += took
+	g.busiest = max(g.busiest, busy)
+	if g.samples < minSamples || now-g.began < int64(g.target) {
 		return false
 	}
+	mean := float64(g.sum) / float64(g.samples)
+	step := float64(g.target) / 2 / max(mean, 1)
+	step = min(max(step, 1/maxStep), maxStep)
+	if step > 1 && float64(g.busiest) < 0.75*g.est {
+		step = 1 // the bound was not what held the calls back
+	}
+	old := g.limit.Load()
+	g.est = min(max(g.est*step, minAdmission), maxAdmission)
 	g.limit.Store(int64(math.Ceil(g.est)))
-	return grew
+	g.samples, g.sum, g.busiest = 0, 0, 0
+	return g.limit.Load() > old
 }
 
 // masterRefresh is how often a Redis Cluster's slot map is read again, so

@@ -12,9 +12,9 @@ import (
 )
 
 // The gate's tests use a Timeout of an hour, so that its latency target (a
-// fifth of it) and the interval between cuts are far longer than any test
-// runs: every step below is decided by the latencies passed in, never by
-// how fast the machine is.
+// fifth of it, and the length of an interval) is far longer than any test
+// runs: every step below is decided by the latencies and times passed in,
+// never by how fast the machine is.
 
 func TestGateAdmitsUpToItsBound(t *testing.T) {
 	g := newGate(time.Hour)
@@ -35,51 +35,77 @@ func TestGateAdmitsUpToItsBound(t *testing.T) {
 	}
 }
 
-func TestGateSlowStartThenAdditiveIncrease(t *testing.T) {
+// interval feeds g one interval of n calls that each took took, with the
+// bound full while they ended, and returns the bound after it. The times
+// are passed in: an interval ends by the samples' clock, not the machine's.
+func interval(g *gate, now *int64, n int, took time.Duration, overloaded bool) int64 {
+	for i := 0; i < n; i++ {
+		g.learn(*now, took, overloaded, g.limit.Load())
+	}
+	*now += int64(g.target)
+	g.learn(*now, took, overloaded, g.limit.Load())
+	return g.limit.Load()
+}
+
+func TestGateMovesTheBoundByGoalOverMeanLatency(t *testing.T) {
+	g := newGate(time.Hour) // target 12m, goal 6m
+	var now int64
+	goal := g.target / 2
+	// Calls that take a quarter of the goal: the bound could be four
+	// times larger; one interval at most doubles it.
+	if got := interval(g, &now, minSamples, goal/4, false); got != 2*initialAdmission {
+		t.Fatalf("after an interval of fast calls the bound is %d, want %d", got, 2*initialAdmission)
+	}
+	// Calls at 1.6 times the goal: the bound shrinks by as much.
+	if got := interval(g, &now, minSamples, goal*8/5, false); got != 80 { // 128 / 1.6
+		t.Fatalf("after an interval of slow calls the bound is %d, want 80", got)
+	}
+	// A mean at the goal leaves it where it is, whatever a single call took.
+	for i := 0; i < 99; i++ {
+		g.learn(now, goal-goal/99, false, 80)
+	}
+	now += int64(g.target)
+	g.learn(now, 2*goal, false, 80) // one slow call among a hundred
+	if got := g.limit.Load(); got != 80 {
+		t.Fatalf("one slow call among fast ones moved the bound to %d", got)
+	}
+	// An outage counts as a whole Timeout: the bound halves at once.
+	if got := interval(g, &now, minSamples, time.Millisecond, true); got != 40 {
+		t.Fatalf("after an interval of outages the bound is %d, want 40", got)
+	}
+}
+
+func TestGateWaitsForAWholeInterval(t *testing.T) {
+	fast := time.Millisecond
 	g := newGate(time.Hour)
-	fast := time.Millisecond // well within half the target
-	fill := func() {
-		for g.tryAcquire() {
-		}
+	for i := 0; i < 10*minSamples; i++ { // many calls, no time passed
+		g.learn(0, fast, false, initialAdmission)
 	}
-	// Slow start: every fast call that ends with the bound nearly full
-	// raises it by one.
-	fill()
-	for i := 0; i < 10; i++ {
-		g.release(fast, true, false)
+	if got := g.limit.Load(); got != initialAdmission {
+		t.Fatalf("the bound moved to %d before the interval's time was up", got)
 	}
-	if got := g.limit.Load(); got != initialAdmission+10 {
-		t.Fatalf("slow start: bound %d after 10 fast calls, want %d", got, initialAdmission+10)
+	g = newGate(time.Hour)
+	g.learn(0, fast, false, initialAdmission)
+	for i := 0; i < minSamples-2; i++ { // time passed, too few calls
+		g.learn(int64(g.target), fast, false, initialAdmission)
 	}
-	// A slow call cuts the bound by a quarter and ends slow start.
-	g.release(time.Hour/5+1, true, false)
-	const want = 56 // ceil((64 + 10) × 0.75)
-	if got := g.limit.Load(); got != want {
-		t.Fatalf("after a slow call the bound is %d, want %d", got, want)
+	if got := g.limit.Load(); got != initialAdmission {
+		t.Fatalf("the bound moved to %d on %d calls", got, minSamples-1)
 	}
-	cut := g.limit.Load()
-	// Within the same target-long interval another slow call cuts nothing.
-	fill()
-	g.release(time.Hour, true, true)
-	if got := g.limit.Load(); got != cut {
-		t.Fatalf("a second slow call in one interval moved the bound from %d to %d", cut, got)
-	}
-	// Additive increase: one per bound's worth of fast calls.
-	fill()
-	for i := int64(0); i < cut; i++ {
-		g.release(fast, true, false)
-		g.tryAcquire()
-	}
-	if got := g.limit.Load(); got != cut+1 {
-		t.Fatalf("additive increase: bound %d after %d fast calls, want %d", got, cut, cut+1)
+	g.learn(int64(g.target), fast, false, initialAdmission)
+	if got := g.limit.Load(); got != 2*initialAdmission {
+		t.Fatalf("the bound is %d after a whole interval of fast calls, want %d", got, 2*initialAdmission)
 	}
 }
 
 func TestGateGrowsOnlyWhenTheBoundIsUsed(t *testing.T) {
 	g := newGate(time.Hour)
+	var now int64
 	for i := 0; i < 1000; i++ {
 		g.tryAcquire()
-		g.release(time.Millisecond, true, false) // one call in flight at a time
+		g.learn(now, time.Millisecond, false, g.inflight.Load())
+		g.inflight.Add(-1) // one call in flight at a time
+		now += int64(g.target) / 100
 	}
 	if got := g.limit.Load(); got != initialAdmission {
 		t.Fatalf("an idle gate grew its bound to %d", got)
@@ -88,13 +114,12 @@ func TestGateGrowsOnlyWhenTheBoundIsUsed(t *testing.T) {
 
 func TestGateNeverFallsBelowItsFloor(t *testing.T) {
 	g := newGate(time.Hour)
+	var now int64
 	for i := 0; i < 100; i++ {
-		g.tryAcquire()
-		g.lastCut = 0 // as if the interval had passed
-		g.release(time.Hour, true, true)
+		interval(g, &now, minSamples, time.Hour, true)
 	}
 	if got := g.limit.Load(); got != minAdmission {
-		t.Fatalf("bound %d after 100 failures, want the floor %d", got, minAdmission)
+		t.Fatalf("bound %d after 100 intervals of failures, want the floor %d", got, minAdmission)
 	}
 }
 

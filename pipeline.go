@@ -62,6 +62,9 @@ func (l *Limiter) viaRedis(ctx context.Context, conn *redisConn, redisKey string
 	if err := ctx.Err(); err != nil {
 		return sent{b: b}, err
 	}
+	// The budget starts before the wait for a slot, so that waiting and
+	// the call together never pass Timeout.
+	callCtx := l.callContext(ctx)
 	g := b.gate.Load()
 	if !g.acquire(ctx) {
 		if err := ctx.Err(); err != nil {
@@ -71,7 +74,7 @@ func (l *Limiter) viaRedis(ctx context.Context, conn *redisConn, redisKey string
 	}
 	start := time.Now()
 	_, err := b.cb.Execute(func() (struct{}, error) {
-		if err := run(l.callContext(ctx), conn.client); err != nil {
+		if err := run(callCtx, conn.client); err != nil {
 			return struct{}{}, classify(ctx, err)
 		}
 		return struct{}{}, nil
