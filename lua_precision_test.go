@@ -128,3 +128,50 @@ func TestRealRedisManyEventsAtOneMicrosecond(t *testing.T) {
 		})
 	}
 }
+
+// TestRedisTimeWindowSlides: without a Clock the scripts read Redis' TIME,
+// trim the log to the window and count it with ZCARD (calls reach the log
+// in the order of their times). Events must still leave the window exactly
+// a Window after they happened, and the log must hold only live events.
+// The margins are hundreds of milliseconds on a one-second window: nothing
+// depends on how fast the machine is.
+func TestRedisTimeWindowSlides(t *testing.T) {
+	stores := realStores(t)
+	if stores == nil {
+		t.Skip("needs redis-server and redis-cli")
+	}
+	if testing.Short() {
+		t.Skip("waits for a one-second window to slide")
+	}
+	rule := ratelimit.Rule{Name: "slide", Limit: ratelimit.Limit{Rate: 3, Window: time.Second}}
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			l, prefix := st.limiter(t, ratelimit.Options{Timeout: 10 * time.Second})
+			logKey, _ := layoutKeys(prefix, rule.Name, "k")
+			start := time.Now()
+			if r, err := l.AllowN(ctx, rule, "k", 2); err != nil || !r.Allowed || r.Remaining != 1 {
+				t.Fatalf("AllowN(2) at 0 = %+v, %v; want allowed, Remaining 1", r, err)
+			}
+			time.Sleep(500*time.Millisecond - time.Since(start))
+			if r, err := l.Allow(ctx, rule, "k"); err != nil || !r.Allowed || r.Remaining != 0 {
+				t.Fatalf("Allow at 0.5s = %+v, %v; want allowed, Remaining 0", r, err)
+			}
+			if r, err := l.Allow(ctx, rule, "k"); err != nil || r.Allowed || r.RetryAfter <= 0 || r.RetryAfter > time.Second-time.Since(start)+50*time.Millisecond {
+				t.Fatalf("Allow at 0.5s = %+v, %v; want rejected until the first events leave, at 1s", r, err)
+			}
+			time.Sleep(1200*time.Millisecond - time.Since(start))
+			if time.Since(start) >= 1400*time.Millisecond {
+				t.Skip("the machine stalled past the margins: nothing to conclude")
+			}
+			// The two events of 0 left at 1s; the one of 0.5s is live.
+			if r, err := l.Allow(ctx, rule, "k"); err != nil || !r.Allowed || r.Remaining != 1 {
+				t.Fatalf("Allow at 1.2s = %+v, %v; want allowed, Remaining 1", r, err)
+			}
+			if got := st.zcard(t, logKey); got != 2 {
+				t.Fatalf("ZCARD of the log at 1.2s = %d, want 2: only live events are kept", got)
+			}
+		})
+	}
+}

@@ -238,11 +238,11 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 // remoteDecide runs the rule's script for one call.
 func remoteDecide(ctx context.Context, c rueidis.Client, p *plan, keys []string, args []string) (decision, error) {
 	s, nk := allowScript, 1
+	if p.penalize {
+		s, nk = penaltyScript, 2
+	}
 	if p.approx {
 		s = approxScript
-	}
-	if p.penalize {
-		nk = 2
 	}
 	resp := s.exec(ctx, c, keys[:nk], args)
 	if err := resp.Error(); err != nil {

@@ -37,12 +37,15 @@ var (
 	undoLua string
 )
 
+// A rule without penalty runs a script without the ladder: every piece a
+// script holds costs Redis time on every call, defined or not.
 var (
-	allowScript  = newScript(windowLua + strikesLua + decideLua + allowLua)
-	approxScript = newScript(windowLua + counterLua + strikesLua + decideLua + approxLua)
-	groupScript  = newScript(windowLua + strikesLua + decideLua + groupLua)
-	banScript    = newScript(windowLua + banLua)
-	undoScript   = newScript(undoLua)
+	allowScript   = newScript(windowLua + decideLua + allowLua)
+	penaltyScript = newScript(windowLua + strikesLua + decideLua + allowLua)
+	approxScript  = newScript(windowLua + counterLua + strikesLua + decideLua + approxLua)
+	groupScript   = newScript(windowLua + strikesLua + decideLua + groupLua)
+	banScript     = newScript(windowLua + banLua)
+	undoScript    = newScript(undoLua)
 )
 
 // script is a Lua script sent with EVALSHA, and with EVAL when the server

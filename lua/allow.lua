@@ -1,5 +1,6 @@
 -- allow.lua: decides one call of Limiter.Allow, AllowN or Peek for a rule's
--- exact log. Composed after window.lua, strikes.lua and decide.lua.
+-- exact log. Composed after window.lua, decide.lua and, for a rule with a
+-- penalty, strikes.lua.
 --
 -- KEYS[1]  the rule's log: a ZSET of events, score = time in µs.
 -- KEYS[2]  the rule's penalty state (see strikes.lua); absent for a rule
@@ -21,5 +22,5 @@ local pa
 if KEYS[2] then
   pa = penalty_args(6)
 end
-local m = log_meter(KEYS[1], now, tonumber(ARGV[2]), rate, ARGV[5])
+local m = log_meter(KEYS[1], now, tonumber(ARGV[2]), rate, ARGV[5], ARGV[1] == '')
 return (decide(m, KEYS[2], now, rate, tonumber(ARGV[4]), pa, true))

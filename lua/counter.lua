@@ -12,8 +12,8 @@
 -- window), c (its events) and p (the previous one's).
 
 -- counter_meter reads the counter at now and returns what decide
--- (decide.lua) needs of it, as log_meter does for an exact log; win is the
--- index of the window that events recorded now go into.
+-- (decide.lua) needs to know of it, as log_meter does for an exact log;
+-- win is the index of the window events recorded now go into.
 local function counter_meter(key, now, window, rate)
   local state = redis.call('HMGET', key, 'w', 'c', 'p')
   local w = tonumber(state[1]) or 0
@@ -33,49 +33,50 @@ local function counter_meter(key, now, window, rate)
   if elapsed < 0 then
     elapsed = 0
   end
+  return {counter = key, now = now, window = window, rate = rate, win = w, c = c, p = p, elapsed = elapsed}
+end
 
-  local function reset_in()
-    if c > 0 then
-      return (w + 2) * window - now
-    elseif p > 0 then
-      return (w + 1) * window - now
-    end
-    return 0
+-- counter_count returns the estimate, rounded up.
+local function counter_count(m)
+  local frac = (m.window - m.elapsed) / m.window
+  return math.ceil(m.p * frac + m.c)
+end
+
+-- counter_retry returns how long until est + asked <= rate.
+local function counter_retry(m, asked)
+  local window, w, c, p = m.window, m.win, m.c, m.p
+  local need = m.rate - asked
+  if need < 0 then
+    return window
   end
+  local at
+  if c <= need then
+    at = w * window + (window - (need - c) * window / p)
+  else
+    at = (w + 1) * window + (window - need * window / c)
+  end
+  local retry = math.ceil(at - m.now)
+  if retry < 1 then
+    retry = 1
+  end
+  return retry
+end
 
-  return {
-    count = function()
-      local frac = (window - elapsed) / window
-      return math.ceil(p * frac + c)
-    end,
-    -- retry: how long until est + asked <= rate.
-    retry = function(_, asked)
-      local need = rate - asked
-      if need < 0 then
-        return window
-      end
-      local at
-      if c <= need then
-        at = w * window + (window - (need - c) * window / p)
-      else
-        at = (w + 1) * window + (window - need * window / c)
-      end
-      local retry = math.ceil(at - now)
-      if retry < 1 then
-        retry = 1
-      end
-      return retry
-    end,
-    reset = reset_in,
-    -- prune does nothing: the counter moves to a new window only when it
-    -- records events there.
-    prune = function() end,
-    add = function(n)
-      c = c + n
-      redis.call('HSET', key, 'w', string.format('%d', w), 'c', string.format('%d', c), 'p', string.format('%d', p))
-      redis.call('PEXPIRE', key, math.ceil(2 * window / 1000) + 1000)
-      return reset_in()
-    end,
-    win = w,
-  }
+-- counter_reset returns how long until the counter is empty.
+local function counter_reset(m)
+  if m.c > 0 then
+    return (m.win + 2) * m.window - m.now
+  elseif m.p > 0 then
+    return (m.win + 1) * m.window - m.now
+  end
+  return 0
+end
+
+-- counter_add records n events in the current window and returns how long
+-- until the counter is empty.
+local function counter_add(m, n)
+  m.c = m.c + n
+  redis.call('HSET', m.counter, 'w', string.format('%d', m.win), 'c', string.format('%d', m.c), 'p', string.format('%d', m.p))
+  redis.call('PEXPIRE', m.counter, math.ceil(2 * m.window / 1000) + 1000)
+  return counter_reset(m)
 end

@@ -11,11 +11,24 @@
 -- warning, at ban_after the key is banned. n = 0 peeks: it answers for one
 -- event and records nothing.
 
+-- decide calls counter.lua's functions only for a counter's meter and
+-- strikes.lua's only with a penalty, so a script composes just the pieces
+-- its calls use: every function a script defines costs Redis a closure on
+-- every call.
+
+-- decide_reset returns how long until the meter m holds no events.
+local function decide_reset(m)
+  if m.log then
+    return reset_after(m.log, m.now, m.window)
+  end
+  return counter_reset(m)
+end
+
 -- decide decides n events of the pair whose meter is m, at now, under rate;
 -- pen and pa are the penalty state's key and arguments (penalty_args), nil
--- for a rule without penalty. With commit it records the events it allows;
--- without, the caller records them later with m.add (AllowGroup records
--- only once every pair allows).
+-- for a rule without penalty (then strikes.lua need not be composed in).
+-- With commit it records the events it allows; without, the caller records
+-- them later with record (AllowGroup records only once every pair allows).
 --
 -- It returns the reply {allowed, count, retry_us, reset_us, violations,
 -- flags, ban_left_us, memory_left_us, bans}: allowed 1 or 0; count the
@@ -26,36 +39,51 @@
 -- remembered with them (all 0 without penalty). Its second result says
 -- whether the call allows events (never for a peek).
 local function decide(m, pen, now, rate, n, pa, commit)
+  local log = m.log
   local v, ban_end, memory_left, k = 0, 0, 0, 0
   if pa then
     v, ban_end, memory_left, k = load_strikes(pen, now, pa.memory)
   end
   local asked = math.max(n, 1)
-  if ban_end > now then
-    local count = m.count()
-    local ban_left = ban_end - now
-    local retry = ban_left
-    if count + asked > rate then
-      retry = math.max(m.retry(count, asked), ban_left)
+  local count
+  if log then
+    -- A call that can record trims first (a counter has nothing to
+    -- prune); then, with Redis' TIME, everything left is live.
+    local trimmed = ban_end <= now and n > 0
+    if trimmed then
+      trim(log, now, m.window, m.card)
     end
-    return {0, count, retry, m.reset(), v, 2, ban_left, memory_left, k}, false
+    count = live_count(log, now, m.window, m.card and trimmed)
+  else
+    count = counter_count(m)
   end
-  if n > 0 then
-    m.prune()
-  end
-  local count = m.count()
-  if count + asked <= rate then
+  if ban_end <= now and count + asked <= rate then
     if n == 0 then
-      return {1, count, 0, m.reset(), v, 0, 0, memory_left, k}, false
+      return {1, count, 0, decide_reset(m), v, 0, 0, memory_left, k}, false
     end
-    local reset = m.added
+    local reset = m.window -- an exact log is empty a window after its newest event
     if commit then
-      reset = m.add(n)
+      if log then
+        record(log, now, m.window, n, m.id)
+      else
+        reset = counter_add(m, n)
+      end
     end
     return {1, count + n, 0, reset, v, 0, 0, memory_left, k}, true
   end
-  local retry = m.retry(count, asked)
-  local reset = m.reset()
+  local retry = 0
+  if count + asked > rate then
+    if log then
+      retry = retry_after(log, now, m.window, rate, count, asked)
+    else
+      retry = counter_retry(m, asked)
+    end
+  end
+  local reset = decide_reset(m)
+  if ban_end > now then
+    local ban_left = ban_end - now
+    return {0, count, math.max(retry, ban_left), reset, v, 2, ban_left, memory_left, k}, false
+  end
   if not pa or n == 0 then
     local flags = 0
     if n == 0 and pa and pa.warn_after > 0 and v >= pa.warn_after then

@@ -26,7 +26,7 @@ for i = 1, count do
   if ARGV[a + 4] == '1' then
     pa = penalty_args(a + 6)
   end
-  local m = log_meter(KEYS[2 * i - 1], now, window, rate, ARGV[a + 3])
+  local m = log_meter(KEYS[2 * i - 1], now, window, rate, ARGV[a + 3], ARGV[1] == '')
   local reply, allows = decide(m, KEYS[2 * i], now, rate, n, pa, false)
   for _, x in ipairs(reply) do
     out[#out + 1] = x
@@ -38,6 +38,6 @@ for i = 1, count do
   end
 end
 for _, p in ipairs(passed) do
-  p.m.add(p.n)
+  record(p.m.log, now, p.m.window, p.n, p.m.id)
 end
 return out
