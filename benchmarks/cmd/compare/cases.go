@@ -55,8 +55,9 @@ func cases(window time.Duration) []benchCase {
 		{
 			id: "A", title: fmt.Sprintf("remote, %d keys, mostly allowed (%d per %v)", numKeys, a.rate, a.window),
 			spec: a, keys: manyKeys, ours: oursRemote.name,
-			contenders: []contender{floorContender, oursRemote, redisRateContender, ululeContender},
+			contenders: []contender{floorContender, oursRemote, naiveContender, redisRateContender, ululeContender},
 			notes: []string{
+				"naive sliding log: one script of ZREMRANGEBYSCORE, ZCARD, ZADD (if allowed), PEXPIRE, the time passed by the client, through rueidis; it decides only allowed or not.",
 				"ratelimit: exact sliding log (a ZSET per key, one member per event); redis_rate: GCRA, Burst = Rate; ulule: fixed-window counter.",
 				"ratelimit and the floor use rueidis (auto-pipelining, DisableCache); redis_rate and ulule use go-redis v9 with its default pool (10 connections per GOMAXPROCS).",
 			},
@@ -186,19 +187,22 @@ func allocTarget(text, caseID, name string, gs []int, max float64) target {
 	}}
 }
 
+// targets are the goals of the overload issue (#10) for the Redis path
+// and of the local-speed issue (#11) for the local path, each judged on
+// ratios within this run.
 func targets(gs []int) []target {
-	floor, ours, rr := floorContender.name, oursRemote.name, redisRateContender.name
+	floor, ours, naive := floorContender.name, oursRemote.name, naiveContender.name
 	var t []target
+	for _, g := range gs {
+		t = append(t, ratioTarget(fmt.Sprintf("A: remote Allow, %d keys, %d goroutines: ops/s ≥ 1.0× the naive sliding log", numKeys, g),
+			"A", ours, "A", naive, g, 1, opsFig, "×"))
+	}
 	for _, g := range []int{16, 256} {
-		t = append(t,
-			ratioTarget(fmt.Sprintf("A: remote Allow, %d keys, %d goroutines: ops/s ≥ 3× redis_rate", numKeys, g),
-				"A", ours, "A", rr, g, 3, opsFig, "×"),
-			ratioTarget(fmt.Sprintf("A: remote Allow, %d keys, %d goroutines: ops/s ≥ 0.6× the EVALSHA floor", numKeys, g),
-				"A", ours, "A", floor, g, 0.6, opsFig, "×"))
+		t = append(t, ratioTarget(fmt.Sprintf("A: remote Allow, %d keys, %d goroutines: ops/s ≥ 0.6× the EVALSHA floor", numKeys, g),
+			"A", ours, "A", floor, g, 0.6, opsFig, "×"))
 	}
 	t = append(t,
-		// p50 ≤ 1.2× floor p50 ⇔ floor p50 / ours p50 ≥ 1/1.2.
-		target{text: "A: remote Allow, 1 goroutine: p50 ≤ 1.2× the floor's p50", judge: func(r results) verdict {
+		target{text: "A: remote Allow, 1 goroutine: p50 ≤ 1.3× the floor's p50", judge: func(r results) verdict {
 			x, y := r.get("A", ours, 1), r.get("A", floor, 1)
 			if x == nil || y == nil {
 				return verdict{"SKIPPED", "not measured in this run"}
@@ -208,23 +212,21 @@ func targets(gs []int) []target {
 			}
 			ratio := float64(x.p50) / float64(y.p50)
 			state := "MET"
-			if ratio > 1.2 {
+			if ratio > 1.3 {
 				state = "NOT MET"
 			}
 			return verdict{state, fmt.Sprintf("%.2f× (%v vs %v)", ratio, fmtDur(x.p50), fmtDur(y.p50))}
 		}})
 	for _, g := range gs {
-		t = append(t, ratioTarget(fmt.Sprintf("C: penalty rule ≥ 0.8× plain rule, %d goroutines", g),
-			"C", oursPenalty.name, "C", ours, g, 0.8, opsFig, "×"))
+		t = append(t, ratioTarget(fmt.Sprintf("C: penalty rule ≥ 0.85× plain rule, %d goroutines", g),
+			"C", oursPenalty.name, "C", ours, g, 0.85, opsFig, "×"))
 	}
 	t = append(t,
-		allocTarget("A: remote allocs/op ≤ 3 (MemStats over the whole run, client goroutines included)", "A", ours, gs, 3),
+		allocTarget("A: remote allocs/op ≤ 2 (MemStats over the whole run, client goroutines included)", "A", ours, gs, 2),
 		allocTarget("D: local allocs/op = 0 for existing keys (≤ 0.005 counts as 0)", "D", oursLocal.name, gs, 0.005))
 	for _, g := range gs {
 		t = append(t, ratioTarget(fmt.Sprintf("D: local ops/s ≥ 1.0× sethvargo, %d goroutines", g),
 			"D", oursLocal.name, "D", sethvargoContender.name, g, 1, opsFig, "×"))
 	}
-	t = append(t, ratioTarget("B: hot key, 256 goroutines: ops/s ≥ 10× redis_rate's",
-		"B", ours, "B", rr, 256, 10, opsFig, "×"))
 	return t
 }

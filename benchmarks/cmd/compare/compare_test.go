@@ -163,3 +163,27 @@ func TestCompare(t *testing.T) {
 		t.Log("\n" + report)
 	}
 }
+
+// TestSpikePhase runs one small phase of case S: every call is decided
+// (allowed, on Redis), timed, and the report and targets read it.
+func TestSpikePhase(t *testing.T) {
+	e := testRedis(t)
+	r := spikePhase(context.Background(), e, 8, time.Millisecond, 200*time.Millisecond)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.calls == 0 || r.onRedis == 0 || r.worst <= 0 || r.p99 <= 0 {
+		t.Fatalf("phase measured nothing: %+v", r)
+	}
+	sc := &spikeCase{capacity: r, spike: r, timeout: time.Hour}
+	var out bytes.Buffer
+	printSpike(&out, sc)
+	if !strings.Contains(out.String(), "### S — a load spike") {
+		t.Errorf("case S's table is missing:\n%s", out.String())
+	}
+	for _, tg := range spikeTargets(sc) {
+		if v := tg.judge(results{}); v.state == "VOID" || v.state == "SKIPPED" {
+			t.Errorf("%s: %s (%s)", tg.text, v.state, v.text)
+		}
+	}
+}

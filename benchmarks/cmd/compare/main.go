@@ -62,7 +62,7 @@ func main() {
 	flag.DurationVar(&cfg.window, "window", defaultWindow, "window of the mostly-allowed cases A, C and D (rate 1,000,000 per window)")
 	only := flag.String("only", "", "measure only the contenders whose name matches this regular expression")
 	flag.StringVar(&gs, "g", "1,16,256", "goroutine counts, comma-separated")
-	flag.StringVar(&cfg.cases, "cases", "ABCDF", "cases to run: A B C D (throughput), M (in-process memory, part of D), F (Redis memory)")
+	flag.StringVar(&cfg.cases, "cases", "ABCDFS", "cases to run: A B C D (throughput), M (in-process memory, part of D), F (Redis memory), S (a load spike)")
 	flag.Parse()
 	if quick {
 		cfg.measure, cfg.warmup, cfg.rounds = 500*time.Millisecond, 200*time.Millisecond, 1
@@ -94,7 +94,7 @@ func main() {
 }
 
 // needsRedis reports whether any selected case talks to Redis.
-func (c config) needsRedis() bool { return strings.ContainsAny(c.cases, "ABCF") }
+func (c config) needsRedis() bool { return strings.ContainsAny(c.cases, "ABCFS") }
 
 // compare runs the selected cases and writes the report to w.
 func compare(ctx context.Context, w io.Writer, cfg config) error {
@@ -165,6 +165,11 @@ func compare(ctx context.Context, w io.Writer, cfg config) error {
 			"ratelimit: one key filled with Rate events (window 1h) by AllowN in chunks of at most 1,000 (members are `<id><seq>:<i>`), log key `rl:v1:{<len>:<rule>:=<key>}:l`. Peers: their one key after one call.",
 			"bytes", rows)
 	}
-	printTargets(w, targets(cfg.gs), res)
+	var sc *spikeCase
+	if strings.Contains(cfg.cases, "S") {
+		sc = measureSpike(ctx, e, max(cfg.measure, spikeMinDuration), cfg.progress)
+		printSpike(w, sc)
+	}
+	printTargets(w, append(targets(cfg.gs), spikeTargets(sc)...), res)
 	return nil
 }
