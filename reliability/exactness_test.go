@@ -18,9 +18,9 @@ import (
 // stampClock is a clock shared by several limiters: every reading is one
 // microsecond later than the one before (time starts at the wall clock and
 // moves only as it is read), and the time each call was decided at is
-// recorded (see firstReadings).
+// recorded (see readings).
 type stampClock struct {
-	firstReadings
+	readings
 	base  time.Time
 	ticks atomic.Int64
 }
@@ -158,7 +158,7 @@ func testMovingClock(t *testing.T, st *realStore, serial bool) {
 					}
 					clk.begin()
 					r, err := l.Allow(context.Background(), rule, "hot")
-					at := clk.end()
+					at := clk.end(t)
 					if serial {
 						serialMu.Unlock()
 					}
@@ -208,7 +208,7 @@ func testMovingClock(t *testing.T, st *realStore, serial bool) {
 	// Redis' own log: a last call trims it at a known time.
 	clk.begin()
 	last, err := ls[0].Allow(context.Background(), rule, "hot")
-	lastAt := clk.end()
+	lastAt := clk.end(t)
 	if err != nil || last.Degraded {
 		t.Fatalf("last call = %+v, %v", last, err)
 	}

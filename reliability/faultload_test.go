@@ -134,7 +134,7 @@ func (f *faultLoad) call(key string) {
 	start := time.Now()
 	c.res, c.err = f.l.Allow(context.Background(), f.rule, key)
 	c.took = time.Since(start)
-	at := f.clk.decidedAt(c.res)
+	at := f.clk.end(f.t)
 	c.endPhase = f.phase.Load()
 	if at == 0 && c.err == nil {
 		f.t.Errorf("a call (%+v) never read the clock", c.res)

@@ -219,57 +219,52 @@ func (s realStore) zcard(t testing.TB, key string) int {
 	return mustInt(t, s.node(t, key), "ZCARD", key)
 }
 
-// firstReadings records, per goroutine, the first and the last time a clock
-// returned since that goroutine called begin. A Limiter reads its Clock on
-// the caller's goroutine: a call decided on Redis reads it for the script's
-// now, then once more to mirror the decision locally (the first reading is
-// the decision's time); a call whose Redis call fails reads it for the
-// script, then again for the local decision (the last reading is the
-// decision's time); a call decided locally reads it once.
-type firstReadings struct {
-	readings sync.Map // goroutine id → *[2]int64 (µs: first, last; 0: none yet)
+// readings finds the time each call was decided at when many goroutines
+// share one limiter and one clock. A Limiter reads its Clock once per call,
+// on the caller's goroutine, and decides at that reading on every path
+// (Redis, the shield, or without Redis; see route in ratelimit.go, and
+// TestEachCallReadsTheClockOnce): so the reading a goroutine makes between
+// begin and end is its call's time. Go has no goroutine-local storage;
+// goid stands in for it.
+type readings struct {
+	m sync.Map // goroutine id → *reading
 }
 
-// note records t as the calling goroutine's latest reading.
-func (f *firstReadings) note(t time.Time) {
-	if v, ok := f.readings.Load(goid()); ok {
-		p := v.(*[2]int64)
-		if p[0] == 0 {
-			p[0] = t.UnixMicro()
-		}
-		p[1] = t.UnixMicro()
+// reading is one goroutine's reading since begin, and how many it made.
+type reading struct {
+	at int64 // µs
+	n  int
+}
+
+// note records t as the calling goroutine's reading.
+func (r *readings) note(t time.Time) {
+	if v, ok := r.m.Load(goid()); ok {
+		p := v.(*reading)
+		p.at, p.n = t.UnixMicro(), p.n+1
 	}
 }
 
 // begin starts recording for the calling goroutine.
-func (f *firstReadings) begin() {
-	v, _ := f.readings.LoadOrStore(goid(), new([2]int64))
-	*v.(*[2]int64) = [2]int64{}
+func (r *readings) begin() {
+	v, _ := r.m.LoadOrStore(goid(), new(reading))
+	*v.(*reading) = reading{}
 }
 
-// end returns the calling goroutine's first reading since begin (0 if none).
-func (f *firstReadings) end() int64 {
-	first, _ := f.span()
-	return first
-}
-
-// span returns the first and the last reading since begin.
-func (f *firstReadings) span() (first, last int64) {
-	v, _ := f.readings.Load(goid())
-	p := v.(*[2]int64)
-	return p[0], p[1]
-}
-
-// decidedAt returns the time a call with result r was decided at.
-func (f *firstReadings) decidedAt(r ratelimit.Result) int64 {
-	first, last := f.span()
-	if r.Degraded {
-		return last
+// end returns the time the calling goroutine's call since begin was
+// decided at, and fails the test unless the call read the clock once (a
+// call rejected before any decision, with an error, reads it never: end
+// returns 0).
+func (r *readings) end(t testing.TB) int64 {
+	v, _ := r.m.Load(goid())
+	p := v.(*reading)
+	if p.n > 1 {
+		t.Errorf("one call read the clock %d times, want once", p.n)
 	}
-	return first
+	return p.at
 }
 
-// goid returns the id of the calling goroutine (test-only trickery).
+// goid returns the id of the calling goroutine, from the first line of its
+// stack trace ("goroutine 42 [running]:").
 func goid() int64 {
 	var buf [40]byte
 	b := buf[:runtime.Stack(buf[:], false)]
@@ -282,7 +277,7 @@ func goid() int64 {
 // recClock is a fake clock that records the time each call was decided at.
 type recClock struct {
 	*ratelimittest.Clock
-	firstReadings
+	readings
 }
 
 func newRecClock() *recClock { return &recClock{Clock: testkit.NewClock()} }
