@@ -11,9 +11,7 @@ import (
 // unlike speed are exact: a local Allow on a known key allocates nothing.
 // reliability/ pins those of the Redis path on a real redis-server.
 func TestAllocations(t *testing.T) {
-	if testkit.RaceEnabled {
-		t.Skip("the race detector allocates; scripts/test runs this test without it")
-	}
+	testkit.SkipAllocsUnderRace(t)
 	local := testkit.NewLimiter(t, nil, ratelimit.Options{})
 	for _, r := range []ratelimit.Rule{testkit.AllocsPlain, testkit.AllocsPenalized, testkit.AllocsFull} {
 		if got := testkit.AllocsPerAllow(local, r); got != 0 {

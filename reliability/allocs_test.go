@@ -15,9 +15,7 @@ import (
 // would count its own allocations too). The root package pins the local
 // path's.
 func TestAllocations(t *testing.T) {
-	if testkit.RaceEnabled {
-		t.Skip("the race detector allocates; scripts/test runs this test without it")
-	}
+	testkit.SkipAllocsUnderRace(t)
 	if !testkit.HaveRedis(t) {
 		t.Skip("no real redis-server")
 	}

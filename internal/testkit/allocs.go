@@ -26,3 +26,12 @@ func AllocsPerAllow(l *ratelimit.Limiter, rule ratelimit.Rule) float64 {
 	}
 	return testing.AllocsPerRun(200, func() { l.Allow(ctx, rule, "k") })
 }
+
+// SkipAllocsUnderRace skips an allocation test under the race detector,
+// whose instrumentation allocates; scripts/test runs it without.
+func SkipAllocsUnderRace(t testing.TB) {
+	t.Helper()
+	if RaceEnabled {
+		t.Skip("the race detector allocates; scripts/test runs this test without it")
+	}
+}
