@@ -11,6 +11,9 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/testkit"
 )
 
+// AllowGroup: a group is allowed only when every pair allows it; a denial
+// records nothing for any pair and counts a violation only where it was
+// denied; the group's state is its own; a pair in dry run stops nothing.
 func AllowGroup(t *testing.T, backends []Backend) {
 	perSecond := ratelimit.Rule{Name: "user:second", Limit: ratelimit.PerSecond(2)}
 	perMinute := ratelimit.Rule{Name: "user:minute", Limit: ratelimit.PerMinute(3), Penalty: &ratelimit.Penalty{BanAfter: 2, BanFor: time.Hour}}

@@ -37,6 +37,9 @@ var invalidRules = []struct {
 	{"unknown degraded policy", ratelimit.Rule{Name: "r", Limit: ratelimit.PerMinute(1), Degraded: 42}, "Degraded"},
 }
 
+// InvalidInput: every method rejects an invalid rule, n or key with its
+// sentinel error and records nothing; after Close every method is
+// ErrClosed.
 func InvalidInput(t *testing.T, backends []Backend) {
 	ctx := context.Background()
 	for _, b := range backends {
