@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/conformance"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
 )
 
 // TestApproximateBounds drives the approximate counter with random traffic
@@ -21,15 +23,15 @@ func TestApproximateBounds(t *testing.T) {
 	ctx := context.Background()
 	for seed := int64(1); seed <= 20; seed++ {
 		rng := rand.New(rand.NewSource(seed))
-		localClock, remoteClock := newClock(), newClock()
-		local := localBackend.new(t, testOptions(localClock))
-		remote := miniredisBackend.new(t, testOptions(remoteClock))
+		localClock, remoteClock := testkit.NewClock(), testkit.NewClock()
+		local := conformance.Local().New(t, testkit.Options(localClock))
+		remote := conformance.Miniredis().New(t, testkit.Options(remoteClock))
 		at := time.Duration(0)
 		var allowed []time.Duration // one entry per event
 		for step := 0; step < 300; step++ {
 			at += time.Duration(rng.Int63n(int64(2 * window / rate)))
-			localClock.Set(epoch.Add(at))
-			remoteClock.Set(epoch.Add(at))
+			localClock.Set(testkit.Epoch().Add(at))
+			remoteClock.Set(testkit.Epoch().Add(at))
 			n := 1 + rng.Intn(3)
 			got, err := local.AllowN(ctx, rule, "k", n)
 			if err != nil {
@@ -56,7 +58,7 @@ func TestApproximateBounds(t *testing.T) {
 				d    time.Duration
 				want bool
 			}{{got.RetryAfter - time.Microsecond, false}, {got.RetryAfter, true}} {
-				localClock.Set(epoch.Add(at + c.d))
+				localClock.Set(testkit.Epoch().Add(at + c.d))
 				if r, _ := local.Peek(ctx, rule, "k"); r.Allowed != c.want {
 					t.Fatalf("seed %d step %d: rejected with RetryAfter %v, but a peek %v later says allowed=%v", seed, step, got.RetryAfter, c.d, r.Allowed)
 				}

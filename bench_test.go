@@ -12,6 +12,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
 )
 
 // benchKeys is the number of distinct keys of the many-keys benchmarks.
@@ -73,18 +74,18 @@ func benchSuite(b *testing.B, l *ratelimit.Limiter) {
 }
 
 func BenchmarkAllowLocal(b *testing.B) {
-	benchSuite(b, newLimiter(b, nil, benchOptions()))
+	benchSuite(b, testkit.NewLimiter(b, nil, benchOptions()))
 }
 
 func BenchmarkAllowMiniredis(b *testing.B) {
 	mr := miniredis.RunT(b)
-	benchSuite(b, newLimiter(b, newClient(b, mr.Addr()), benchOptions()))
+	benchSuite(b, testkit.NewLimiter(b, testkit.NewClient(b, mr.Addr()), benchOptions()))
 }
 
 func BenchmarkAllowRedis(b *testing.B) {
-	if !haveRedis(b) {
+	if !testkit.HaveRedis(b) {
 		b.Skip("no redis-server")
 	}
 	server := redistest.Start(b, redistest.Options{})
-	benchSuite(b, newLimiter(b, newClient(b, server.Addr()), benchOptions()))
+	benchSuite(b, testkit.NewLimiter(b, testkit.NewClient(b, server.Addr()), benchOptions()))
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
 )
 
 // decisions records what Options.OnDecision reports.
@@ -36,20 +37,20 @@ func (d *decisions) paths() []ratelimit.Path {
 func TestOnDecisionReportsEveryDecisionAndItsPath(t *testing.T) {
 	mr := miniredis.RunT(t)
 	var seen decisions
-	var logs syncBuffer
-	opts := outageOptions(newClock(), &logs, nil)
+	var logs testkit.SyncBuffer
+	opts := testkit.OutageOptions(testkit.NewClock(), &logs, nil)
 	opts.OnDecision = seen.hook
-	l := newLimiter(t, newClient(t, mr.Addr()), opts)
+	l := testkit.NewLimiter(t, testkit.NewClient(t, mr.Addr()), opts)
 	rule := ratelimit.Rule{Name: "hooked", Limit: ratelimit.PerMinute(1)}
 	ctx := context.Background()
 
-	mustAllow(t, l, rule, "k")          // redis, allowed
-	mustAllow(t, l, rule, "k")          // redis, rejected
-	mustAllow(t, l, rule, "k")          // the shield
+	testkit.Allow(t, l, rule, "k")      // redis, allowed
+	testkit.Allow(t, l, rule, "k")      // redis, rejected
+	testkit.Allow(t, l, rule, "k")      // the shield
 	l.Peek(ctx, rule, "other")          // redis
 	l.Allow(ctx, ratelimit.Rule{}, "k") // invalid: no decision
 	mr.Close()
-	if r := mustAllow(t, l, rule, "down"); !r.Degraded { // local, degraded
+	if r := testkit.Allow(t, l, rule, "down"); !r.Degraded { // local, degraded
 		t.Fatalf("want a degraded decision, got %+v", r)
 	}
 	want := []ratelimit.Path{ratelimit.PathRedis, ratelimit.PathRedis, ratelimit.PathShield, ratelimit.PathRedis, ratelimit.PathNone, ratelimit.PathLocal}
@@ -77,31 +78,9 @@ func TestOnDecisionReportsEveryDecisionAndItsPath(t *testing.T) {
 	}
 }
 
-// TestDryRun: a rule in dry run lets every call through, and says what
-// enforcing would have answered, on every backend alike.
-func TestDryRun(t *testing.T) {
-	rule := ratelimit.Rule{Name: "dry", Limit: ratelimit.PerMinute(2), DryRun: true,
-		Penalty: &ratelimit.Penalty{WarnAfter: 1, BanAfter: 2, BanFor: time.Hour}}
-	steps := []step{
-		{at: 0, want: ok(2, 1, time.Minute)},
-		{at: sec, want: ok(2, 0, time.Minute)},
-		{at: 2 * sec, want: dry(warned(violated(no(2, 0, 58*sec, 59*sec), 1)))},
-		{at: 3 * sec, want: dry(banned(violated(no(2, 0, time.Hour, 58*sec), 2), time.Hour))},
-		{at: 4 * sec, do: peek, want: dry(banned(violated(no(2, 0, time.Hour-sec, 57*sec), 2), time.Hour-sec))},
-	}
-	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			clk := newClock()
-			runSteps(t, b.new(t, testOptions(clk)), clk.Set, behaviourCase{rule: rule, steps: steps})
-		})
-	}
-}
-
-func dry(r R) R { r.Allowed, r.DryRun = true, true; return r }
-
 func TestStats(t *testing.T) {
 	mr := miniredis.RunT(t)
-	l := newLimiter(t, newClient(t, mr.Addr()), testOptions(newClock()))
+	l := testkit.NewLimiter(t, testkit.NewClient(t, mr.Addr()), testkit.Options(testkit.NewClock()))
 	if s := l.Stats(); !s.Connected || s.LocalLogs != 0 || s.BreakersOpen != 0 {
 		t.Fatalf("fresh limiter: %+v", s)
 	}
@@ -109,22 +88,22 @@ func TestStats(t *testing.T) {
 	approx := ratelimit.Rule{Name: "a", Limit: ratelimit.PerMinute(1), Approximate: true}
 	banning := ratelimit.Rule{Name: "b", Limit: ratelimit.PerMinute(1), Penalty: &ratelimit.Penalty{BanAfter: 1, BanFor: time.Hour}}
 	for _, key := range []string{"1", "2", "3"} {
-		mustAllow(t, l, plain, key)
+		testkit.Allow(t, l, plain, key)
 	}
-	mustAllow(t, l, plain, "1") // rejected: shielded from now on
-	mustAllow(t, l, approx, "1")
-	mustAllow(t, l, banning, "1")
-	mustAllow(t, l, banning, "1") // banned
+	testkit.Allow(t, l, plain, "1") // rejected: shielded from now on
+	testkit.Allow(t, l, approx, "1")
+	testkit.Allow(t, l, banning, "1")
+	testkit.Allow(t, l, banning, "1") // banned
 	want := ratelimit.Stats{LocalLogs: 4, LocalCounters: 1, LocalBans: 1, Shielded: 2, Connected: true, AdmissionLimit: 64}
 	if s := l.Stats(); s != want {
 		t.Fatalf("Stats = %+v, want %+v", s, want)
 	}
 	mr.Close()
-	mustAllow(t, l, plain, "4") // decided without Redis: an outage decision
+	testkit.Allow(t, l, plain, "4") // decided without Redis: an outage decision
 	if s := l.Stats(); s.OutageDecisions != 1 || s.ShedDecisions != 0 {
 		t.Fatalf("after one call while Redis is down: %+v, want 1 outage decision", s)
 	}
-	if s := newLimiter(t, nil, ratelimit.Options{}).Stats(); s.Connected {
+	if s := testkit.NewLimiter(t, nil, ratelimit.Options{}).Stats(); s.Connected {
 		t.Fatalf("a local-only limiter says it is connected: %+v", s)
 	}
 }

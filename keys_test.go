@@ -40,8 +40,8 @@ func TestRedisKeysAreInjective(t *testing.T) {
 // '{' and the first '}' after it.
 func hashTag(key string) string {
 	open := strings.IndexByte(key, '{')
-	close := strings.IndexByte(key[open+1:], '}')
-	return key[open+1 : open+1+close]
+	end := strings.IndexByte(key[open+1:], '}')
+	return key[open+1 : open+1+end]
 }
 
 func TestRedisKeysLayout(t *testing.T) {

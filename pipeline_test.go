@@ -10,6 +10,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
 )
 
 // countingClock counts its readings.
@@ -52,17 +53,17 @@ func TestEachCallReadsTheClockOnce(t *testing.T) {
 	}
 	for _, mode := range []string{"local", "redis", "redis down"} {
 		t.Run(mode, func(t *testing.T) {
-			clk := &countingClock{at: epoch}
-			opts := testOptions(clk)
+			clk := &countingClock{at: testkit.Epoch()}
+			opts := testkit.Options(clk)
 			var l *ratelimit.Limiter
 			switch mode {
 			case "local":
-				l = newLimiter(t, nil, opts)
+				l = testkit.NewLimiter(t, nil, opts)
 			default:
 				mr := miniredis.RunT(t)
 				opts.Timeout = time.Second
 				opts.Logger = slog.New(slog.DiscardHandler)
-				l = newLimiter(t, newClient(t, mr.Addr()), opts)
+				l = testkit.NewLimiter(t, testkit.NewClient(t, mr.Addr()), opts)
 				if mode == "redis down" {
 					mr.Close()
 				}
@@ -95,15 +96,15 @@ func TestAllowGroupReportsEachPair(t *testing.T) {
 	}{{"local", ratelimit.PathLocal}, {"redis", ratelimit.PathRedis}, {"redis down", ratelimit.PathLocal}} {
 		t.Run(mode.name, func(t *testing.T) {
 			var seen decisions
-			opts := testOptions(newClock())
+			opts := testkit.Options(testkit.NewClock())
 			opts.OnDecision = seen.hook
 			var l *ratelimit.Limiter
 			if mode.name == "local" {
-				l = newLimiter(t, nil, opts)
+				l = testkit.NewLimiter(t, nil, opts)
 			} else {
 				mr := miniredis.RunT(t)
 				opts.Logger = slog.New(slog.DiscardHandler)
-				l = newLimiter(t, newClient(t, mr.Addr()), opts)
+				l = testkit.NewLimiter(t, testkit.NewClient(t, mr.Addr()), opts)
 				if mode.name == "redis down" {
 					mr.Close()
 				}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
 )
 
 // TestShieldAnswersWithoutRedis: once Redis has rejected a full window or
@@ -14,41 +15,41 @@ import (
 // it could pass.
 func TestShieldAnswersWithoutRedis(t *testing.T) {
 	mr := miniredis.RunT(t)
-	clk := newClock()
-	l := newLimiter(t, newClient(t, mr.Addr()), testOptions(clk))
+	clk := testkit.NewClock()
+	l := testkit.NewLimiter(t, testkit.NewClient(t, mr.Addr()), testkit.Options(clk))
 	ctx := context.Background()
 	plain := ratelimit.Rule{Name: "plain", Limit: ratelimit.PerMinute(2)}
 	banning := ratelimit.Rule{Name: "banning", Limit: ratelimit.PerMinute(1),
 		Penalty: &ratelimit.Penalty{BanAfter: 1, BanFor: time.Hour, Memory: 30 * time.Minute}}
-	mustAllow(t, l, plain, "k")
+	testkit.Allow(t, l, plain, "k")
 	clk.Advance(10 * time.Second)
-	mustAllow(t, l, plain, "k")
-	if r := mustAllow(t, l, plain, "k"); r.Allowed {
+	testkit.Allow(t, l, plain, "k")
+	if r := testkit.Allow(t, l, plain, "k"); r.Allowed {
 		t.Fatalf("third call = %+v, want rejected", r)
 	}
-	mustAllow(t, l, banning, "k")
-	if r := mustAllow(t, l, banning, "k"); !r.Banned {
+	testkit.Allow(t, l, banning, "k")
+	if r := testkit.Allow(t, l, banning, "k"); !r.Banned {
 		t.Fatalf("second call = %+v, want banned", r)
 	}
-	mustAllow(t, l, plain, "free") // one event of two
+	testkit.Allow(t, l, plain, "free") // one event of two
 
 	mr.Close() // from here on, only the shield can answer without degrading
 	clk.Advance(20 * time.Second)
-	if r := mustAllow(t, l, plain, "k"); r != no(2, 0, 30*time.Second, 40*time.Second) {
+	if r := testkit.Allow(t, l, plain, "k"); r != (ratelimit.Result{Limit: 2, RetryAfter: 30 * time.Second, ResetAfter: 40 * time.Second}) {
 		t.Fatalf("shielded rejection = %+v", r)
 	}
-	if r, err := l.Peek(ctx, plain, "k"); err != nil || r != no(2, 0, 30*time.Second, 40*time.Second) {
+	if r, err := l.Peek(ctx, plain, "k"); err != nil || r != (ratelimit.Result{Limit: 2, RetryAfter: 30 * time.Second, ResetAfter: 40 * time.Second}) {
 		t.Fatalf("shielded peek = %+v, %v", r, err)
 	}
-	if r := mustAllow(t, l, banning, "k"); r != banned(violated(no(1, 0, time.Hour-20*time.Second, 40*time.Second), 1), time.Hour-20*time.Second) {
+	if r := testkit.Allow(t, l, banning, "k"); r != (ratelimit.Result{Limit: 1, RetryAfter: time.Hour - 20*time.Second, ResetAfter: 40 * time.Second, Violations: 1, Banned: true, BannedFor: time.Hour - 20*time.Second}) {
 		t.Fatalf("shielded ban = %+v", r)
 	}
 	clk.Advance(30 * time.Minute) // the violation is forgotten during the ban
-	if r := mustAllow(t, l, banning, "k"); r != banned(no(1, 0, 30*time.Minute-20*time.Second, 0), 30*time.Minute-20*time.Second) {
+	if r := testkit.Allow(t, l, banning, "k"); r != (ratelimit.Result{Limit: 1, RetryAfter: 30*time.Minute - 20*time.Second, Banned: true, BannedFor: 30*time.Minute - 20*time.Second}) {
 		t.Fatalf("shielded ban after its violation was forgotten = %+v", r)
 	}
 	// A key with room is not shielded: with Redis down it is degraded.
-	if r := mustAllow(t, l, plain, "free"); !r.Degraded {
+	if r := testkit.Allow(t, l, plain, "free"); !r.Degraded {
 		t.Fatalf("a key with room = %+v, want a degraded decision", r)
 	}
 }
@@ -58,36 +59,36 @@ func TestShieldAnswersWithoutRedis(t *testing.T) {
 // ShieldMax.
 func TestShieldAndResets(t *testing.T) {
 	mr := miniredis.RunT(t)
-	clk := newClock()
-	opts := testOptions(clk)
+	clk := testkit.NewClock()
+	opts := testkit.Options(clk)
 	opts.ShieldMax = 5 * time.Second
-	here := newLimiter(t, newClient(t, mr.Addr()), opts)
-	there := newLimiter(t, newClient(t, mr.Addr()), testOptions(clk))
+	here := testkit.NewLimiter(t, testkit.NewClient(t, mr.Addr()), opts)
+	there := testkit.NewLimiter(t, testkit.NewClient(t, mr.Addr()), testkit.Options(clk))
 	rule := ratelimit.Rule{Name: "reset", Limit: ratelimit.PerMinute(1)}
 	ctx := context.Background()
 
-	mustAllow(t, here, rule, "k")
-	if r := mustAllow(t, here, rule, "k"); r.Allowed {
+	testkit.Allow(t, here, rule, "k")
+	if r := testkit.Allow(t, here, rule, "k"); r.Allowed {
 		t.Fatalf("want rejected, got %+v", r)
 	}
 	if err := here.Reset(ctx, rule, "k"); err != nil {
 		t.Fatal(err)
 	}
-	if r := mustAllow(t, here, rule, "k"); !r.Allowed {
+	if r := testkit.Allow(t, here, rule, "k"); !r.Allowed {
 		t.Fatalf("after this limiter's Reset = %+v, want allowed", r)
 	}
-	if r := mustAllow(t, here, rule, "k"); r.Allowed {
+	if r := testkit.Allow(t, here, rule, "k"); r.Allowed {
 		t.Fatalf("want rejected, got %+v", r)
 	}
 	if err := there.Reset(ctx, rule, "k"); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(5*time.Second - time.Microsecond)
-	if r := mustAllow(t, here, rule, "k"); r.Allowed {
+	if r := testkit.Allow(t, here, rule, "k"); r.Allowed {
 		t.Fatalf("within ShieldMax of another process' Reset = %+v, want the cached rejection", r)
 	}
 	clk.Advance(time.Microsecond)
-	if r := mustAllow(t, here, rule, "k"); !r.Allowed {
+	if r := testkit.Allow(t, here, rule, "k"); !r.Allowed {
 		t.Fatalf("ShieldMax after another process' Reset = %+v, want allowed", r)
 	}
 }
@@ -95,15 +96,15 @@ func TestShieldAndResets(t *testing.T) {
 // TestShieldOff: a negative ShieldMax sends every call to Redis.
 func TestShieldOff(t *testing.T) {
 	mr := miniredis.RunT(t)
-	opts := testOptions(newClock())
+	opts := testkit.Options(testkit.NewClock())
 	opts.ShieldMax = -1
 	opts.TripAfter = 100
-	l := newLimiter(t, newClient(t, mr.Addr()), opts)
+	l := testkit.NewLimiter(t, testkit.NewClient(t, mr.Addr()), opts)
 	rule := ratelimit.Rule{Name: "off", Limit: ratelimit.PerMinute(1)}
-	mustAllow(t, l, rule, "k")
-	mustAllow(t, l, rule, "k")
+	testkit.Allow(t, l, rule, "k")
+	testkit.Allow(t, l, rule, "k")
 	mr.Close()
-	if r := mustAllow(t, l, rule, "k"); !r.Degraded {
+	if r := testkit.Allow(t, l, rule, "k"); !r.Degraded {
 		t.Fatalf("with the shield off = %+v, want a degraded decision", r)
 	}
 }

@@ -1,6 +1,8 @@
 package ratelimit
 
-import "testing"
+import (
+	"testing"
+)
 
 func TestKeySlotMatchesRedisCluster(t *testing.T) {
 	// Values from CLUSTER KEYSLOT on redis-server 7.0.

@@ -1,95 +1,12 @@
 package ratelimit_test
 
 import (
-	"context"
 	"errors"
 	"math"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/ratelimit-go/ratelimit"
 )
-
-var validRule = ratelimit.Rule{Name: "valid", Limit: ratelimit.PerMinute(3)}
-
-var invalidRules = []struct {
-	name string
-	rule ratelimit.Rule
-	says string // part of the error message
-}{
-	{"empty name", ratelimit.Rule{Limit: ratelimit.PerMinute(1)}, "empty name"},
-	{"long name", ratelimit.Rule{Name: strings.Repeat("n", ratelimit.MaxRuleNameLength+1), Limit: ratelimit.PerMinute(1)}, "longer than"},
-	{"zero rate", ratelimit.Rule{Name: "r", Limit: ratelimit.PerMinute(0)}, "Rate 0"},
-	{"negative rate", ratelimit.Rule{Name: "r", Limit: ratelimit.PerMinute(-1)}, "Rate -1"},
-	{"huge rate", ratelimit.Rule{Name: "r", Limit: ratelimit.PerMinute(math.MaxInt)}, "above"},
-	{"zero window", ratelimit.Rule{Name: "r", Limit: ratelimit.Limit{Rate: 1}}, "Window 0s"},
-	{"sub-µs window", ratelimit.Rule{Name: "r", Limit: ratelimit.Limit{Rate: 1, Window: 999}}, "shorter than 1µs"},
-	{"negative window", ratelimit.Rule{Name: "r", Limit: ratelimit.Limit{Rate: 1, Window: -time.Second}}, "shorter than 1µs"},
-	{"endless window", ratelimit.Rule{Name: "r", Limit: ratelimit.Limit{Rate: 1, Window: math.MaxInt64}}, "too long"},
-	{"BanAfter 0", ratelimit.Rule{Name: "r", Limit: ratelimit.PerMinute(1), Penalty: &ratelimit.Penalty{BanFor: time.Minute}}, "BanAfter 0"},
-	{"BanFor 0", ratelimit.Rule{Name: "r", Limit: ratelimit.PerMinute(1), Penalty: &ratelimit.Penalty{BanAfter: 1}}, "BanFor 0s"},
-	{"BanFor negative", ratelimit.Rule{Name: "r", Limit: ratelimit.PerMinute(1), Penalty: &ratelimit.Penalty{BanAfter: 1, BanFor: -1}}, "BanFor"},
-	{"WarnAfter negative", ratelimit.Rule{Name: "r", Limit: ratelimit.PerMinute(1), Penalty: &ratelimit.Penalty{WarnAfter: -1, BanAfter: 1, BanFor: time.Minute}}, "WarnAfter -1"},
-	{"WarnAfter = BanAfter", ratelimit.Rule{Name: "r", Limit: ratelimit.PerMinute(1), Penalty: &ratelimit.Penalty{WarnAfter: 2, BanAfter: 2, BanFor: time.Minute}}, "not below BanAfter"},
-	{"Memory negative", ratelimit.Rule{Name: "r", Limit: ratelimit.PerMinute(1), Penalty: &ratelimit.Penalty{BanAfter: 1, BanFor: time.Minute, Memory: -time.Second}}, "Memory"},
-	{"unknown degraded policy", ratelimit.Rule{Name: "r", Limit: ratelimit.PerMinute(1), Degraded: 42}, "Degraded"},
-}
-
-func TestInvalidInput(t *testing.T) {
-	ctx := context.Background()
-	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			l := b.new(t, testOptions(newClock()))
-			for _, c := range invalidRules {
-				calls := map[string]error{}
-				_, calls["Allow"] = l.Allow(ctx, c.rule, "k")
-				_, calls["AllowN"] = l.AllowN(ctx, c.rule, "k", 1)
-				_, calls["Peek"] = l.Peek(ctx, c.rule, "k")
-				calls["Reset"] = l.Reset(ctx, c.rule, "k")
-				calls["Validate"] = c.rule.Validate()
-				for method, err := range calls {
-					if !errors.Is(err, ratelimit.ErrInvalidRule) || !strings.Contains(err.Error(), c.says) {
-						t.Errorf("%s with %s: err = %v, want ErrInvalidRule saying %q", method, c.name, err, c.says)
-					}
-				}
-			}
-			if err := validRule.Validate(); err != nil {
-				t.Errorf("Validate of a valid rule: %v", err)
-			}
-			for _, n := range []int{0, -1, 4, math.MaxInt} {
-				if _, err := l.AllowN(ctx, validRule, "k", n); !errors.Is(err, ratelimit.ErrInvalidN) {
-					t.Errorf("AllowN(n=%d): err = %v, want ErrInvalidN", n, err)
-				}
-			}
-			if _, err := l.Allow(ctx, validRule, ""); !errors.Is(err, ratelimit.ErrInvalidKey) {
-				t.Errorf("Allow with an empty key: err = %v, want ErrInvalidKey", err)
-			}
-			if _, err := l.Peek(ctx, validRule, ""); !errors.Is(err, ratelimit.ErrInvalidKey) {
-				t.Errorf("Peek with an empty key: err = %v, want ErrInvalidKey", err)
-			}
-			if err := l.Reset(ctx, validRule, ""); !errors.Is(err, ratelimit.ErrInvalidKey) {
-				t.Errorf("Reset with an empty key: err = %v, want ErrInvalidKey", err)
-			}
-			// Invalid calls leave no trace: the full rate is still there.
-			if r, err := l.AllowN(ctx, validRule, "k", 3); err != nil || !r.Allowed {
-				t.Errorf("AllowN(3) after invalid calls = %+v, %v; want allowed", r, err)
-			}
-
-			l.Close()
-			l.Close() // idempotent
-			if _, err := l.Allow(ctx, validRule, "k"); !errors.Is(err, ratelimit.ErrClosed) {
-				t.Errorf("Allow after Close: err = %v, want ErrClosed", err)
-			}
-			if _, err := l.Peek(ctx, validRule, "k"); !errors.Is(err, ratelimit.ErrClosed) {
-				t.Errorf("Peek after Close: err = %v, want ErrClosed", err)
-			}
-			if err := l.Reset(ctx, validRule, "k"); !errors.Is(err, ratelimit.ErrClosed) {
-				t.Errorf("Reset after Close: err = %v, want ErrClosed", err)
-			}
-		})
-	}
-}
 
 func TestInvalidOptions(t *testing.T) {
 	for _, c := range []struct {

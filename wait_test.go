@@ -8,18 +8,20 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/conformance"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
 )
 
 // TestWaitSleepsUntilTheCallCanPass drives Wait with a fake clock: it
 // sleeps for RetryAfter, asks once more, and returns the allowing Result.
 func TestWaitSleepsUntilTheCallCanPass(t *testing.T) {
-	for _, b := range []backend{localBackend, miniredisBackend} {
-		t.Run(b.name, func(t *testing.T) {
-			clk := newClock()
+	for _, b := range []conformance.Backend{conformance.Local(), conformance.Miniredis()} {
+		t.Run(b.Name, func(t *testing.T) {
+			clk := testkit.NewClock()
 			var asked atomic.Int64
-			opts := testOptions(clk)
+			opts := testkit.Options(clk)
 			opts.OnDecision = func(ratelimit.Decision) { asked.Add(1) }
-			l := b.new(t, opts)
+			l := b.New(t, opts)
 			rule := ratelimit.Rule{Name: "wait", Limit: ratelimit.PerMinute(2)}
 			ctx := context.Background()
 			for i := 0; i < 2; i++ {
@@ -36,7 +38,7 @@ func TestWaitSleepsUntilTheCallCanPass(t *testing.T) {
 				}
 				done <- r
 			}()
-			eventually(t, "Wait asleep", func() bool { return clk.Sleepers() == 1 })
+			testkit.Eventually(t, "Wait asleep", func() bool { return clk.Sleepers() == 1 })
 			clk.Advance(40*time.Second - time.Microsecond) // 1µs short of the oldest event leaving
 			select {
 			case r := <-done:
@@ -55,8 +57,8 @@ func TestWaitSleepsUntilTheCallCanPass(t *testing.T) {
 }
 
 func TestWaitEndsWithItsContext(t *testing.T) {
-	for _, clk := range []ratelimit.Clock{nil, newClock()} { // the process clock, a fake that can sleep
-		l := newLimiter(t, nil, ratelimit.Options{Clock: clk})
+	for _, clk := range []ratelimit.Clock{nil, testkit.NewClock()} { // the process clock, a fake that can sleep
+		l := testkit.NewLimiter(t, nil, ratelimit.Options{Clock: clk})
 		rule := ratelimit.Rule{Name: "wait-ctx", Limit: ratelimit.PerHour(1)}
 		ctx := context.Background()
 		if _, err := l.Wait(ctx, rule, "k"); err != nil {

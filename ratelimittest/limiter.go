@@ -9,8 +9,9 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// Start is where the Clock of NewLimiter starts when Options.Clock is nil.
-var Start = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+// start is where the Clock of NewLimiter starts when Options.Clock is nil:
+// a constant instant, so that a test's times are the same on every run.
+func start() time.Time { return time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC) }
 
 // Limiter is a ratelimit.Limiter on an in-process Redis (miniredis) with a
 // fake clock: what a test of code that limits needs, with nothing
@@ -28,7 +29,7 @@ type Limiter struct {
 }
 
 // NewLimiter starts an in-process Redis and returns a Limiter on it. When
-// opts.Clock is nil the Limiter gets a Clock at Start; when opts.Timeout is
+// opts.Clock is nil the Limiter gets a Clock at 2026-01-01 12:00 UTC; when opts.Timeout is
 // 0 it gets a second, so that a busy test machine does not turn a slow call
 // into a decision made without Redis. Close stops everything.
 func NewLimiter(opts ratelimit.Options) (*Limiter, error) {
@@ -47,7 +48,7 @@ func NewLimiter(opts ratelimit.Options) (*Limiter, error) {
 	}
 	clk, _ := opts.Clock.(*Clock) // nil for a Clock of another kind
 	if opts.Clock == nil {
-		clk = NewClock(Start)
+		clk = NewClock(start())
 		opts.Clock = clk
 	}
 	if opts.Timeout == 0 {

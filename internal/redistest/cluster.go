@@ -33,9 +33,10 @@ type Cluster struct {
 // nodes.conf in its directory, so it rejoins the cluster. A restarted node
 // answers PING at once but reports cluster_state:fail, and answers
 // CLUSTERDOWN for its own slots, for about 2 seconds; call WaitOK after
-// Restart before using it.
+// Restart before using it. Under -short it skips the test, as Start does.
 func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
+	skipShort(t)
 	cli := CLIBinary(t)
 	c := &Cluster{t: t}
 	for range clusterSize {

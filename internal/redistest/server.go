@@ -61,16 +61,26 @@ var errExited = errors.New("redis-server exited before answering PING")
 // and --appendonly no, in a directory of its own (from t.TempDir), waits
 // until it answers PING and registers a cleanup that kills it. If the
 // server cannot start, or does not answer within 10 seconds, the test fails
-// with the server's log.
+// with the server's log. Under -short (testing.Short) it skips the test:
+// a short run starts no redis-server.
 func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
 	return start(t, opts, false)
+}
+
+// skipShort skips the test under -short, which starts no redis-server.
+func skipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: no redis-server is started")
+	}
 }
 
 // start is Start, optionally with cluster mode on and a second free port for
 // the cluster bus.
 func start(t testing.TB, opts Options, cluster bool) *Server {
 	t.Helper()
+	skipShort(t)
 	s := &Server{
 		t:       t,
 		bin:     Binary(t),

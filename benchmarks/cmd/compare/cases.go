@@ -144,8 +144,8 @@ type target struct {
 }
 
 // ratioTarget: the figure of (caseA, a) over that of (caseB, b) at g is at
-// least min; fig picks ops/s or an inverse latency.
-func ratioTarget(text string, caseA, a, caseB, b string, g int, min float64, fig func(*cellResult) float64, unit string) target {
+// least minRatio; fig picks ops/s or an inverse latency.
+func ratioTarget(text string, caseA, a, caseB, b string, g int, minRatio float64, fig func(*cellResult) float64, unit string) target {
 	return target{text: text, judge: func(r results) verdict {
 		x, y := r.get(caseA, a, g), r.get(caseB, b, g)
 		if x == nil || y == nil {
@@ -156,7 +156,7 @@ func ratioTarget(text string, caseA, a, caseB, b string, g int, min float64, fig
 		}
 		ratio := fig(x) / fig(y)
 		state := "MET"
-		if ratio < min {
+		if ratio < minRatio {
 			state = "NOT MET"
 		}
 		return verdict{state, fmt.Sprintf("%.2f%s", ratio, unit)}
@@ -166,8 +166,8 @@ func ratioTarget(text string, caseA, a, caseB, b string, g int, min float64, fig
 func opsFig(c *cellResult) float64 { return c.opsPerSec() }
 
 // allocTarget: the allocs/op of (caseID, name) at every concurrency is at
-// most max.
-func allocTarget(text, caseID, name string, gs []int, max float64) target {
+// most maxAllocs.
+func allocTarget(text, caseID, name string, gs []int, maxAllocs float64) target {
 	return target{text: text, judge: func(r results) verdict {
 		state, parts := "MET", ""
 		for _, g := range gs {
@@ -178,7 +178,7 @@ func allocTarget(text, caseID, name string, gs []int, max float64) target {
 			if !c.valid() {
 				return verdict{"VOID", "a cell is invalid"}
 			}
-			if c.allocsPerOp() > max {
+			if c.allocsPerOp() > maxAllocs {
 				state = "NOT MET"
 			}
 			parts += fmt.Sprintf(" %d: %.3f;", g, c.allocsPerOp())

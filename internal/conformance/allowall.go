@@ -1,0 +1,78 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
+)
+
+// AllowAll: a request is decided by every rule in order; a denial costs the
+// rules before it nothing and the rules after it are not asked; a rule in
+// dry run never stops the walk; an error takes back what was recorded.
+func AllowAll(t *testing.T, backends []Backend) {
+	global := ratelimit.Rule{Name: "global", Limit: ratelimit.PerMinute(100)}
+	approx := ratelimit.Rule{Name: "global-approx", Limit: ratelimit.PerMinute(100), Approximate: true}
+	user := ratelimit.Rule{Name: "user", Limit: ratelimit.PerMinute(2)}
+	ip := ratelimit.Rule{Name: "ip", Limit: ratelimit.PerMinute(5)}
+	ctx := context.Background()
+	remaining := func(t *testing.T, l *ratelimit.Limiter, rule ratelimit.Rule, key string) int {
+		t.Helper()
+		r, err := l.Peek(ctx, rule, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Remaining
+	}
+	for _, b := range backends {
+		t.Run(b.Name, func(t *testing.T) {
+			l := b.New(t, testkit.Options(testkit.NewClock()))
+			checks := []ratelimit.Check{
+				{Rule: global, Key: "all", N: 3},
+				{Rule: approx, Key: "all"},
+				{Rule: user, Key: "u1"},
+				{Rule: ip, Key: "203.0.113.7"},
+			}
+			for i := 0; i < 2; i++ {
+				rs, err := l.AllowAll(ctx, checks)
+				if err != nil || len(rs) != 4 || !rs[3].Allowed {
+					t.Fatalf("request %d: %+v, %v; want all four allowed", i, rs, err)
+				}
+			}
+			rs, err := l.AllowAll(ctx, checks)
+			if err != nil || len(rs) != 3 || rs[2].Allowed || !rs[0].Allowed || !rs[1].Allowed {
+				t.Fatalf("third request: %+v, %v; want denied by the user rule", rs, err)
+			}
+			// The denied request cost the global rules nothing, and the IP
+			// rule after the denial was not asked.
+			if got := remaining(t, l, global, "all"); got != 94 {
+				t.Errorf("global remaining %d, want 94 (two requests of 3)", got)
+			}
+			if got := remaining(t, l, approx, "all"); got != 98 {
+				t.Errorf("approximate global remaining %d, want 98", got)
+			}
+			if got := remaining(t, l, ip, "203.0.113.7"); got != 3 {
+				t.Errorf("ip remaining %d, want 3", got)
+			}
+
+			// A rule in dry run never stops the walk.
+			dryUser := user
+			dryUser.DryRun = true
+			rs, err = l.AllowAll(ctx, []ratelimit.Check{{Rule: dryUser, Key: "u1"}, {Rule: ip, Key: "203.0.113.7"}})
+			if err != nil || len(rs) != 2 || !rs[0].DryRun || !rs[1].Allowed {
+				t.Fatalf("with the user rule in dry run: %+v, %v", rs, err)
+			}
+
+			// An error stops the walk and takes back what was recorded.
+			rs, err = l.AllowAll(ctx, []ratelimit.Check{{Rule: ip, Key: "203.0.113.7"}, {Rule: ratelimit.Rule{Name: "broken"}, Key: "x"}})
+			if !errors.Is(err, ratelimit.ErrInvalidRule) || len(rs) != 1 {
+				t.Fatalf("with an invalid second rule: %+v, %v", rs, err)
+			}
+			if got := remaining(t, l, ip, "203.0.113.7"); got != 2 {
+				t.Errorf("ip remaining %d after the failed request, want 2", got)
+			}
+		})
+	}
+}

@@ -1,0 +1,33 @@
+package reliability_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
+)
+
+// TestAllocations pins the allocation targets of the Redis path, which
+// unlike speed are exact: a remote Allow allocates at most 3 times, a
+// shielded one nothing (on a real redis-server: an in-process miniredis
+// would count its own allocations too). The root package pins the local
+// path's.
+func TestAllocations(t *testing.T) {
+	testkit.SkipAllocsUnderRace(t)
+	if !testkit.HaveRedis(t) {
+		t.Skip("no real redis-server")
+	}
+	server := redistest.Start(t, redistest.Options{})
+	remote := testkit.NewLimiter(t, testkit.NewClient(t, server.Addr()), testkit.Options(nil))
+	for _, r := range []ratelimit.Rule{testkit.AllocsPlain, testkit.AllocsPenalized} {
+		if got := testkit.AllocsPerAllow(remote, r); got > 3 {
+			t.Errorf("remote Allow of rule %q: %v allocations, want at most 3", r.Name, got)
+		}
+	}
+	remote.Allow(context.Background(), testkit.AllocsFull, "k")
+	if got := testkit.AllocsPerAllow(remote, testkit.AllocsFull); got != 0 {
+		t.Errorf("shielded Allow: %v allocations, want 0", got)
+	}
+}
