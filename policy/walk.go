@@ -29,8 +29,9 @@ type Outcome struct {
 	// Entry is the policy asked, with its Name set.
 	Entry
 	// Result is the Limiter's answer. When a later policy denied the
-	// request, the event this policy recorded was taken back, and
-	// Remaining counts it as left.
+	// request, the event this policy recorded was taken back: Remaining
+	// counts it as left, and ResetAfter is 0 when the window is empty
+	// again.
 	Result ratelimit.Result
 }
 
@@ -86,8 +87,12 @@ func Walk(ctx context.Context, l *ratelimit.Limiter, entries []Entry, dst []Outc
 	for i := range results {
 		res := results[i]
 		if undone && res.Allowed && !res.DryRun {
-			// The request's event was taken back: it left the quota as it was.
+			// The request's event was taken back: it left the quota as it
+			// was, and a window that held only it is empty again.
 			res.Remaining = min(res.Remaining+1, res.Limit)
+			if res.Remaining == res.Limit {
+				res.ResetAfter = 0
+			}
 		}
 		dst = append(dst, Outcome{Entry: named(entries[i]), Result: res})
 	}

@@ -178,3 +178,31 @@ func TestWalkNoEntries(t *testing.T) {
 		t.Fatalf("Walk of no entries: %v, %v", out, err)
 	}
 }
+
+// TestWalkDenialLeavesEarlierQuotasAsTheyWere: the outcomes of the policies
+// before a denial say what they have left once the request's event is
+// taken back, down to a window that is empty again (no t).
+func TestWalkDenialLeavesEarlierQuotasAsTheyWere(t *testing.T) {
+	l := newLimiter(t)
+	global := ratelimit.Rule{Name: "global", Limit: ratelimit.PerMinute(10)}
+	hourly := ratelimit.Rule{Name: "hourly", Limit: ratelimit.PerHour(1)}
+	entries := []policy.Entry{{Rule: global, Key: "all"}, {Rule: hourly, Key: "alice"}}
+	want := []string{
+		`"global";r=9;t=60, "hourly";r=0;t=3600`,
+		`"global";r=9;t=60, "hourly";r=0;t=3570`, // 30s later: global still holds the first event
+		`"global";r=10, "hourly";r=0;t=3480`,     // 2m later: global's window is empty again
+	}
+	for i, at := range []time.Duration{0, 30 * time.Second, 2 * time.Minute} {
+		l.Clock.Set(epoch.Add(at))
+		out, err := policy.Walk(context.Background(), l.Limiter, entries, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := policy.Format(out).RateLimit; got != want[i] {
+			t.Errorf("request %d at %v: RateLimit %s, want %s", i, at, got, want[i])
+		}
+	}
+	if got := remaining(t, l, global, "all"); got != 10 {
+		t.Errorf("global has %d left, want 10", got)
+	}
+}
