@@ -47,16 +47,21 @@
 // # Several rules on one method
 //
 // A method may have several policies ([Policy]: a rule and a KeyFunc); a
-// call must pass all of them. They are asked in order and the first denial
-// stops: later policies record nothing for the denied call, while events
-// already recorded by earlier ones stay recorded.
+// call must pass all of them. They are asked in order, by [policy.Walk],
+// with the semantics of [ratelimit.Limiter.AllowAll]: the first denial
+// stops the walk, later policies record nothing, and the events the
+// earlier ones recorded are taken back, so a denied call costs no policy
+// anything (best effort while Redis is down: events recorded on Redis then
+// stay). httplimit walks its policies the same way.
 //
 // # What the client sees
 //
 // Every limited call sends header metadata ([HeaderPolicy],
 // [HeaderRateLimit]) with the values of the RateLimit-Policy and RateLimit
-// fields of draft-ietf-httpapi-ratelimit-headers, one item per policy
-// asked; a client reads them with grpc.Header, on a denial too:
+// fields of draft-ietf-httpapi-ratelimit-headers, one item per enforced
+// policy asked; a client reads them with grpc.Header, on a denial too.
+// [policy.Format] writes them, and httplimit's header fields carry the same
+// bytes for the same decisions:
 //
 //	ratelimit-policy: "coupon";q=3;w=60
 //	ratelimit: "coupon";r=0;t=30
@@ -67,10 +72,14 @@
 // delay is the time until the call could pass, rounded up to whole
 // milliseconds so that it never names a time before that (a ban's
 // remaining time for a banned caller), and a QuotaFailure whose violation
-// names the denying policy in QuotaId and its quota in QuotaValue. A denial
-// that carries a penalty's warning adds [HeaderWarning]; a policy in dry
-// run that would have denied lets the call through and adds
-// [HeaderDryRun]. A call the limiter cannot decide on fails with
+// names the denying policy in QuotaId (as the metadata names it,
+// [policy.Encode]) and its quota in QuotaValue. A denial that carries a
+// penalty's warning adds [HeaderWarning].
+//
+// A policy in dry run never denies and never lowers what a caller is told:
+// it is left out of [HeaderPolicy], [HeaderRateLimit] and [HeaderWarning],
+// so a rule nobody enforces is never advertised with r=0. When enforcing
+// it would have denied, it lets the call through and adds [HeaderDryRun]. A call the limiter cannot decide on fails with
 // Unavailable or Internal, and the cause is logged.
 //
 // Streams count once, when they open: a stream interceptor limits how

@@ -81,7 +81,7 @@ func ExampleUnaryServerInterceptor() {
 	methods := grpclimit.Methods{
 		"/grpc.health.v1.Health/Check": {{Rule: rule, Key: user}},
 	}
-	if err := grpclimit.Check(lim, methods, grpclimit.Options{}); err != nil {
+	if err := grpclimit.Validate(lim, methods, grpclimit.Options{}); err != nil {
 		panic(err)
 	}
 	client, stopServer := exampleServer(grpc.UnaryInterceptor(grpclimit.UnaryServerInterceptor(lim, methods, grpclimit.Options{})))

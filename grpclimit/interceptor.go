@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/policy"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -17,9 +18,9 @@ import (
 // Policy is one rule of a method and the key its calls count under.
 type Policy struct {
 	// Name names the policy in the response metadata and in the
-	// QuotaFailure of a denial. The default is Rule.Name. In the metadata
-	// it is an sf-string: bytes outside printable ASCII, and '%', are
-	// written as %XX.
+	// QuotaFailure of a denial. The default is Rule.Name. Both carry it as
+	// policy.Encode writes it: bytes outside printable ASCII, and '%', as
+	// %XX.
 	Name string
 	// Rule is the limit the policy enforces.
 	Rule ratelimit.Rule
@@ -40,7 +41,7 @@ type Policy struct {
 // checks from "*", say). A method no entry matches is not limited.
 //
 // The interceptors are given a map rather than a function so that a setup
-// can be checked whole, before the first call (see [Check]).
+// can be checked whole, before the first call (see [Validate]).
 type Methods map[string][]Policy
 
 // NoKeyPolicy says what the interceptors do with a call that a KeyFunc
@@ -99,22 +100,26 @@ type Options struct {
 //
 // First every policy's key is computed; a call that cannot be keyed is
 // handled as opts.NoKey says before anything is recorded. Then the policies
-// are asked in order, each recording its event if it allows the call. The
-// first denial stops the walk: later policies are not asked and record
-// nothing, while the events already recorded by earlier policies stay
-// recorded: the call did use up their quota. Put the policy most likely to
-// deny first, and a denied call costs the others nothing.
+// are asked in order with [policy.Walk], which has the semantics of
+// [ratelimit.Limiter.AllowAll]: the first denial stops the walk, later
+// policies are not asked, and the events the earlier policies recorded are
+// taken back, so a denied call costs no policy anything. Taking back is
+// best effort: while Redis cannot be used, events recorded on Redis stay
+// recorded. Put the policy most likely to deny first, and a denied call
+// rarely records anything.
 //
 // Every limited call sends the HeaderPolicy and HeaderRateLimit header
-// metadata, with one item per policy asked, denied or not; a client reads
-// them with grpc.Header. A denial fails the call with
+// metadata, with one item per enforced policy asked, denied or not; a
+// client reads them with grpc.Header. Their values are httplimit's header
+// fields, byte for byte ([policy.Format] writes both). A denial fails the call with
 // codes.ResourceExhausted, the message opts.Message (opts.BanMessage for a
 // banned caller), and the details RetryInfo (the delay until the call
 // could pass, rounded up to whole milliseconds) and QuotaFailure (the
-// violated policy in QuotaId, its quota in QuotaValue). A policy in dry
-// run (ratelimit.Rule.DryRun) that would have denied lets the call through
-// and adds HeaderDryRun; a denial that carries a penalty's warning adds
-// HeaderWarning.
+// violated policy in QuotaId, as policy.Encode writes it, and its quota
+// in QuotaValue). A policy in dry run (ratelimit.Rule.DryRun) is never
+// listed in HeaderPolicy, HeaderRateLimit or HeaderWarning; when it would
+// have denied, it lets the call through and adds HeaderDryRun. A denial
+// that carries a penalty's warning adds HeaderWarning.
 //
 // A call the limiter cannot decide on fails with ErrorMessage: with
 // Unavailable when the Limiter is closed or cannot reach its store, and
@@ -128,7 +133,7 @@ type Options struct {
 // wrongly, invalid opts) is logged when the interceptor is built, and every
 // call it sees then fails with codes.Internal and is logged: the server
 // fails closed, and loudly, instead of panicking or serving unlimited. Check
-// a setup beforehand with [Check].
+// a setup beforehand with [Validate].
 func UnaryServerInterceptor(l *ratelimit.Limiter, methods Methods, opts Options) grpc.UnaryServerInterceptor {
 	g := newGuard(l, methods, opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -164,11 +169,12 @@ func StreamServerInterceptor(l *ratelimit.Limiter, methods Methods, opts Options
 	}
 }
 
-// Check reports whether the interceptors of (l, methods, opts) are set up
-// correctly: nil, or an error wrapping ErrInvalidSetup (and
+// Validate reports whether the interceptors of (l, methods, opts) are set
+// up correctly: nil, or an error wrapping ErrInvalidSetup (and
 // ratelimit.ErrInvalidRule for a bad rule) that says what is wrong. It
-// calls no KeyFunc of the service's own.
-func Check(l *ratelimit.Limiter, methods Methods, opts Options) error {
+// calls no KeyFunc of the service's own. Call it when a server starts, to
+// refuse to start rather than fail every call.
+func Validate(l *ratelimit.Limiter, methods Methods, opts Options) error {
 	_, err := compile(l, methods, opts)
 	return err
 }
@@ -303,39 +309,31 @@ func (g *guard) decide(ctx context.Context, fullMethod string) (metadata.MD, err
 	if len(policies) == 0 {
 		return nil, nil
 	}
-	var keyBuf [4]string
-	keys := keyBuf[:0]
+	var entryBuf [4]policy.Entry
+	entries := entryBuf[:0]
 	for i := range policies {
-		k, err := g.key(ctx, fullMethod, &policies[i])
+		p := &policies[i]
+		k, err := g.key(ctx, fullMethod, p)
 		if err != nil {
 			if errors.Is(err, ErrNoKey) {
 				return nil, status.Error(g.opts.NoKeyCode, NoKeyMessage)
 			}
-			return nil, g.fail(ctx, fullMethod, fmt.Errorf("grpclimit: policy %q: %w", policies[i].Name, err))
-		}
-		keys = append(keys, k)
-	}
-	var decBuf [4]decision
-	ds := decBuf[:0]
-	for i := range policies {
-		if keys[i] == skip {
-			continue
-		}
-		p := &policies[i]
-		res, err := g.lim.Allow(ctx, p.Rule, keys[i])
-		if err != nil {
 			return nil, g.fail(ctx, fullMethod, fmt.Errorf("grpclimit: policy %q: %w", p.Name, err))
 		}
-		ds = append(ds, decision{policy: p, res: res})
-		if !res.Allowed {
-			break
+		if k != skip {
+			entries = append(entries, policy.Entry{Name: p.Name, Rule: p.Rule, Key: k})
 		}
 	}
-	if len(ds) == 0 { // every policy skipped by NoKeyAllow
+	if len(entries) == 0 { // every policy skipped by NoKeyAllow
 		return nil, nil
 	}
-	md := fields(ds, g.opts.DegradedHeader)
-	if d := &ds[len(ds)-1]; !d.res.Allowed {
+	var outBuf [4]policy.Outcome
+	outcomes, err := policy.Walk(ctx, g.lim, entries, outBuf[:0])
+	if err != nil {
+		return nil, g.fail(ctx, fullMethod, fmt.Errorf("grpclimit: %w", err))
+	}
+	md := fields(outcomes, g.opts.DegradedHeader)
+	if d, denied := policy.Denial(outcomes); denied {
 		return md, denial(d, &g.opts)
 	}
 	return md, nil

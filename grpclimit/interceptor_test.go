@@ -138,16 +138,13 @@ func TestResponses(t *testing.T) {
 			},
 		},
 		{
-			name: "dry run lets everything through and says what enforcing would have answered",
+			name: "dry run lets everything through, is never advertised, and says what enforcing would have answered",
 			rule: dry,
 			steps: []step{
-				{0, want{code: codes.OK, policy: pol1, limit: `"coupon";r=0;t=60`}},
-				{10 * time.Second, want{code: codes.OK, policy: pol1, limit: `"coupon";r=0;t=50`,
-					dryRun: `"coupon";t=50`}},
-				{20 * time.Second, want{code: codes.OK, policy: pol1, limit: `"coupon";r=0;t=40`,
-					dryRun: `"coupon";t=40`}},
-				{30 * time.Second, want{code: codes.OK, policy: pol1, limit: `"coupon";r=0;t=30`,
-					dryRun: `"coupon";t=600;banned`}},
+				{0, want{code: codes.OK}},
+				{10 * time.Second, want{code: codes.OK, dryRun: `"coupon";t=50`}},
+				{20 * time.Second, want{code: codes.OK, dryRun: `"coupon";t=40`}},
+				{30 * time.Second, want{code: codes.OK, dryRun: `"coupon";t=600;banned`}},
 			},
 		},
 	}
@@ -165,7 +162,8 @@ func TestResponses(t *testing.T) {
 }
 
 // TestStopsAtFirstDenial checks that policies after a denying one record
-// nothing, and that policies before it keep what they recorded.
+// nothing, and that policies before it take back what they recorded, as
+// ratelimit.Limiter.AllowAll does: a denied call costs nothing.
 func TestStopsAtFirstDenial(t *testing.T) {
 	e := newEnv(t)
 	perUser := ratelimit.Rule{Name: "per-user", Limit: ratelimit.PerSecond(2)}
@@ -174,7 +172,7 @@ func TestStopsAtFirstDenial(t *testing.T) {
 	user := grpclimit.Metadata("x-user")
 	client := unaryServer(t, e, "", grpclimit.Methods{
 		check: {{Name: "user", Rule: perUser, Key: user}, {Rule: global, Key: grpclimit.Global()}},
-		// The second policy denies: the first keeps its event.
+		// The second policy denies: the first takes its event back.
 		"/grpc.health.v1.Health/List": {{Rule: global, Key: grpclimit.Global()}, {Rule: tight, Key: user}},
 	}, grpclimit.Options{})
 
@@ -198,10 +196,10 @@ func TestStopsAtFirstDenial(t *testing.T) {
 			t.Errorf("List %d: %v, want %v", i, o.code, code)
 		}
 	}
-	if got, want := field(header, grpclimit.HeaderRateLimit), `"global";r=996;t=1, "tight";r=0;t=1`; got != want {
+	if got, want := field(header, grpclimit.HeaderRateLimit), `"global";r=997;t=1, "tight";r=0;t=1`; got != want {
 		t.Errorf("ratelimit %q, want %q", got, want)
 	}
-	peek(t, e, global, "global", 996)
+	peek(t, e, global, "global", 997)
 }
 
 // peek checks the quota left for key under rule.
@@ -535,11 +533,11 @@ func TestSetupMistakesFailClosed(t *testing.T) {
 		{name: "NoKeyCode out of range", lim: e.lim, methods: grpclimit.Methods{"*": ok}, opts: grpclimit.Options{NoKeyCode: 17}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			err := grpclimit.Check(c.lim, c.methods, c.opts)
+			err := grpclimit.Validate(c.lim, c.methods, c.opts)
 			if !errors.Is(err, grpclimit.ErrInvalidSetup) || c.also != nil && !errors.Is(err, c.also) {
-				t.Fatalf("Check: %v", err)
+				t.Fatalf("Validate: %v", err)
 			}
-			t.Logf("Check: %v", err)
+			t.Logf("Validate: %v", err)
 			log := &bytes.Buffer{}
 			c.opts.Logger = slog.New(slog.NewTextHandler(log, nil))
 			unary := grpclimit.UnaryServerInterceptor(c.lim, c.methods, c.opts)
@@ -563,8 +561,8 @@ func TestSetupMistakesFailClosed(t *testing.T) {
 			}
 		})
 	}
-	if err := grpclimit.Check(e.lim, grpclimit.Methods{"*": ok, check: nil, "/a.B/*": ok, "/a.B/C": ok}, grpclimit.Options{}); err != nil {
-		t.Errorf("Check of a good setup: %v", err)
+	if err := grpclimit.Validate(e.lim, grpclimit.Methods{"*": ok, check: nil, "/a.B/*": ok, "/a.B/C": ok}, grpclimit.Options{}); err != nil {
+		t.Errorf("Validate of a good setup: %v", err)
 	}
 }
 

@@ -33,7 +33,7 @@ type KeyFunc func(ctx context.Context, fullMethod string) (string, error)
 var ErrNoKey = errors.New("grpclimit: call has no key")
 
 // ErrInvalidSetup is wrapped by the errors that report an interceptor set
-// up wrongly: see [UnaryServerInterceptor], [Check], [IP], [Identity] and
+// up wrongly: see [UnaryServerInterceptor], [Validate], [IP], [Identity] and
 // [Metadata].
 var ErrInvalidSetup = errors.New("grpclimit: invalid setup")
 

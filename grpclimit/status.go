@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
+	"github.com/ratelimit-go/ratelimit/policy"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -39,23 +40,24 @@ func retryDelay(d time.Duration) time.Duration {
 }
 
 // denial is the status of a call the policy of d denied.
-func denial(d *decision, o *Options) error {
+func denial(d *policy.Outcome, o *Options) error {
 	msg := cmp.Or(o.Message, DefaultMessage)
-	desc := fmt.Sprintf("quota %q exceeded: %v", d.policy.Name, d.policy.Rule.Limit)
-	if d.res.Banned {
+	name := policy.Encode(d.Name)
+	desc := fmt.Sprintf("quota %q exceeded: %v", name, d.Rule.Limit)
+	if d.Result.Banned {
 		msg = cmp.Or(o.BanMessage, DefaultBanMessage)
-		desc = fmt.Sprintf("quota %q: banned for repeated violations", d.policy.Name)
+		desc = fmt.Sprintf("quota %q: banned for repeated violations", name)
 	}
 	st := status.New(codes.ResourceExhausted, msg)
 	withDetails, err := st.WithDetails(
-		&errdetails.RetryInfo{RetryDelay: durationpb.New(retryDelay(d.res.RetryAfter))},
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(retryDelay(d.Result.RetryAfter))},
 		&errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
 			Description: desc,
-			QuotaId:     d.policy.Name,
-			QuotaValue:  int64(d.res.Limit),
+			QuotaId:     name,
+			QuotaValue:  int64(d.Result.Limit),
 		}}},
 	)
-	if err != nil { // a detail that cannot be marshalled: not these
+	if err != nil { // a detail that cannot be marshalled: not these (name is ASCII)
 		return st.Err()
 	}
 	return withDetails.Err()

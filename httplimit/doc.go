@@ -34,33 +34,56 @@
 // # Several rules on one route
 //
 // [Stack] applies several policies ([Policy]: a rule and a KeyFunc) to a
-// route: a request must pass all of them. They are asked in order and the
-// first denial stops: later policies record nothing for the denied request,
-// while events already recorded by earlier ones stay recorded.
+// route: a request must pass all of them. They are asked in order, by
+// [policy.Walk], with the semantics of [ratelimit.Limiter.AllowAll]: the
+// first denial stops the walk, later policies record nothing, and the
+// events the earlier ones recorded are taken back, so a denied request
+// costs no policy anything (best effort while Redis is down: events
+// recorded on Redis then stay). The gRPC interceptors of module grpclimit
+// walk their policies the same way.
 //
 // # Responses
 //
 // Every limited response carries the RateLimit-Policy and RateLimit fields
 // of draft-ietf-httpapi-ratelimit-headers-10 (whose fields -11 keeps), as
-// Structured Field lists with one item per policy asked, named by the
-// policy's name as an sf-string:
+// Structured Field lists with one item per enforced policy asked, named by
+// the policy's name as an sf-string ([policy.Encode]); [policy.Format]
+// writes them, and grpclimit sends the same bytes as metadata:
 //
 //	RateLimit-Policy: "coupon";q=3;w=60
 //	RateLimit: "coupon";r=2;t=60
 //
 // q is the quota, w the window in seconds (rounded up), r the quota left.
 // t is in whole seconds, rounded up: on a denial, until the request could
-// pass; otherwise, until the window is empty and the whole quota is back.
+// pass (at least 1); otherwise, until the window is empty and the whole
+// quota is back.
 // A denial is a 429 (Too Many Requests) with Retry-After in delay-seconds,
 // rounded up so that it never names a time before the request could pass,
 // and an RFC 9457 application/problem+json body of the draft's type
 // [ProblemQuotaExceeded], or [ProblemAbnormalUsage] while a penalty bans
 // the client, whose Retry-After is then the ban's remaining time (longer
 // if the window would still be full when the ban ends). A denial
-// that carries a penalty's warning adds [HeaderWarning]. [Options].OnDenied
-// replaces the body; [Options].OnError answers when the limiter fails
-// (500 by default). Decisions made without Redis are served like the
-// others ([Options].DegradedHeader marks them).
+// that carries a penalty's warning adds [HeaderWarning]; the body's
+// violated-policies names the denying policy as the fields do.
+// [Options].OnDenied replaces the body; [Options].OnError answers when the
+// limiter fails (500 by default). Decisions made without Redis are served
+// like the others ([Options].DegradedHeader marks them).
+//
+// # Dry run
+//
+// A policy in dry run ([ratelimit.Rule].DryRun) never denies and never
+// lowers what a client is told: it is left out of RateLimit-Policy,
+// RateLimit, the legacy X-RateLimit fields and [HeaderWarning], so a rule
+// nobody enforces is never advertised with r=0 and obedient clients never
+// back off from it. When enforcing it would have denied, [HeaderDryRun]
+// names it, with the t it would have sent and the flag banned for a ban:
+//
+//	RateLimit-Dry-Run: "new-rule";t=45
+//
+// # Startup checks
+//
+// [Validate] reports a route set up wrongly, the mistake [Stack] would
+// otherwise log once and answer every request of the route with.
 //
 // # Concurrency
 //

@@ -2,6 +2,7 @@ package httplimit_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -125,4 +126,24 @@ func ExampleStack() {
 	// 404 "per-ip";r=0;t=1, "global";r=998;t=1
 	// 429 "per-ip";r=0;t=1
 	// global quota left: 998
+}
+
+// Validate finds a route set up wrongly when the program starts, instead of
+// every request of the route failing later.
+func ExampleValidate() {
+	lim, err := ratelimit.New(nil, ratelimit.Options{}) // local only
+	if err != nil {
+		panic(err)
+	}
+	defer lim.Close()
+
+	noRate := ratelimit.Rule{Name: "coupon"} // Limit forgotten
+	err = httplimit.Validate(lim, []httplimit.Policy{{Rule: noRate, Key: httplimit.Global()}}, httplimit.Options{})
+	fmt.Println(errors.Is(err, httplimit.ErrInvalidSetup), errors.Is(err, ratelimit.ErrInvalidRule))
+
+	ok := ratelimit.Rule{Name: "coupon", Limit: ratelimit.PerMinute(3)}
+	fmt.Println(httplimit.Validate(lim, []httplimit.Policy{{Rule: ok, Key: httplimit.Global()}}, httplimit.Options{}))
+	// Output:
+	// true true
+	// <nil>
 }

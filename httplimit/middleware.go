@@ -7,30 +7,19 @@ import (
 	"net/http"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/policy"
 )
 
 // Policy is one rule of a route and the key its requests count under.
 type Policy struct {
 	// Name names the policy in the response fields and problem bodies. The
-	// default is Rule.Name. In the fields it is an sf-string: bytes outside
-	// printable ASCII, and '%', are written as %XX.
+	// default is Rule.Name. Both carry it as policy.Encode writes it: bytes
+	// outside printable ASCII, and '%', as %XX.
 	Name string
 	// Rule is the limit the policy enforces.
 	Rule ratelimit.Rule
 	// Key names the bucket of a request under Rule.
 	Key KeyFunc
-}
-
-// Decision is the outcome of one policy for one request.
-type Decision struct {
-	// Policy is the policy's name, as in the response fields.
-	Policy string
-	// Rule is the policy's rule.
-	Rule ratelimit.Rule
-	// Key is the key the request counted under.
-	Key string
-	// Result is the limiter's answer.
-	Result ratelimit.Result
 }
 
 // NoKeyPolicy says what the middleware does with a request that a KeyFunc
@@ -81,14 +70,16 @@ type Options struct {
 	// is NoKeyFallback (and must then be set).
 	Fallback KeyFunc
 	// OnDenied, when set, writes the response to a denied request in
-	// place of the default 429 problem body. The rate limit fields and
-	// Retry-After are already set; it writes the status and the body.
-	OnDenied func(w http.ResponseWriter, r *http.Request, d Decision)
+	// place of the default 429 problem body, given the outcome of the
+	// denying policy. The rate limit fields and Retry-After are already
+	// set; it writes the status and the body.
+	OnDenied func(w http.ResponseWriter, r *http.Request, denial policy.Outcome)
 	// OnError, when set, writes the response when the limiter fails (an
 	// invalid rule, ratelimit.ErrRedis, a closed Limiter) or a KeyFunc
 	// returns an error that does not wrap ErrNoKey. Events already
-	// recorded for earlier policies stay recorded. The default logs the
-	// error to Logger and answers 500 with a problem body.
+	// recorded for earlier policies are taken back, as for a denial. The
+	// default logs the error to Logger and answers 500 with a problem
+	// body.
 	OnError func(w http.ResponseWriter, r *http.Request, err error)
 	// Logger receives the errors the default OnError handles. The default
 	// is slog.Default().
@@ -107,22 +98,25 @@ func Limit(l *ratelimit.Limiter, rule ratelimit.Rule, key KeyFunc, opts Options)
 //
 // First every policy's key is computed; a request that cannot be keyed is
 // handled as opts.NoKey says before anything is recorded. Then the policies
-// are asked in order, each recording its event if it allows the request.
-// The first denial stops the walk: later policies are not asked and record
-// nothing, while the events already recorded by earlier policies stay
-// recorded: the request did use up their quota. Put the policy most
-// likely to deny first, and a denied request costs the others nothing.
+// are asked in order with [policy.Walk], which has the semantics of
+// [ratelimit.Limiter.AllowAll]: the first denial stops the walk, later
+// policies are not asked, and the events the earlier policies recorded are
+// taken back, so a denied request costs no policy anything. Taking back is
+// best effort: while Redis cannot be used, events recorded on Redis stay
+// recorded. Put the policy most likely to deny first, and a denied request
+// rarely records anything.
 //
 // Every response carries the RateLimit-Policy and RateLimit fields with one
-// item per policy asked. A denial is answered with 429 (Too Many
-// Requests), Retry-After, and an RFC 9457 problem body; see the package
-// documentation.
+// item per enforced policy asked; a policy in dry run is never listed
+// there, and shows in RateLimit-Dry-Run when it would have denied. A
+// denial is answered with 429 (Too Many Requests), Retry-After, and an RFC
+// 9457 problem body; see the package documentation.
 //
 // A setup mistake (a nil Limiter, no policies, a policy without a Key or
 // with an invalid Rule, invalid opts) is logged when the route is built,
 // and every request of the route then goes to opts.OnError with an error
 // wrapping ErrInvalidSetup: the route fails closed, and loudly, instead of
-// panicking or serving unlimited. Check a setup beforehand with Check.
+// panicking or serving unlimited. Check a setup beforehand with Validate.
 func Stack(l *ratelimit.Limiter, policies []Policy, opts Options) func(http.Handler) http.Handler {
 	m, err := newMiddleware(l, policies, opts)
 	if err != nil {
@@ -144,13 +138,14 @@ type middleware struct {
 }
 
 // ErrInvalidSetup is wrapped by the errors that report a route set up
-// wrongly: see Stack, Check, IP and User.
+// wrongly: see Stack, Validate, IP and User.
 var ErrInvalidSetup = errors.New("httplimit: invalid setup")
 
-// Check reports whether Stack(l, policies, opts) is set up correctly: nil,
-// or an error wrapping ErrInvalidSetup (and ratelimit.ErrInvalidRule for a
-// bad rule) that says what is wrong.
-func Check(l *ratelimit.Limiter, policies []Policy, opts Options) error {
+// Validate reports whether Stack(l, policies, opts) is set up correctly:
+// nil, or an error wrapping ErrInvalidSetup (and ratelimit.ErrInvalidRule
+// for a bad rule) that says what is wrong. Call it when a program starts,
+// to refuse to start rather than fail every request of a route.
+func Validate(l *ratelimit.Limiter, policies []Policy, opts Options) error {
 	_, err := newMiddleware(l, policies, opts)
 	return err
 }
@@ -207,10 +202,11 @@ func newMiddleware(l *ratelimit.Limiter, policies []Policy, opts Options) (*midd
 const skip = ""
 
 func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	var keyBuf [4]string
-	keys := keyBuf[:0]
+	var entryBuf [4]policy.Entry
+	entries := entryBuf[:0]
 	for i := range m.policies {
-		k, err := m.key(r, &m.policies[i])
+		p := &m.policies[i]
+		k, err := m.key(r, p)
 		if err != nil {
 			if errors.Is(err, ErrNoKey) {
 				writeProblem(w, noKeyProblem(m.opts.NoKeyStatus))
@@ -219,31 +215,22 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			}
 			return
 		}
-		keys = append(keys, k)
-	}
-	var decBuf [4]Decision
-	ds := decBuf[:0]
-	for i := range m.policies {
-		if keys[i] == skip {
-			continue
-		}
-		p := &m.policies[i]
-		res, err := m.lim.Allow(r.Context(), p.Rule, keys[i])
-		if err != nil {
-			m.fail(w, r, fmt.Errorf("httplimit: policy %q: %w", p.Name, err))
-			return
-		}
-		ds = append(ds, Decision{Policy: p.Name, Rule: p.Rule, Key: keys[i], Result: res})
-		if !res.Allowed {
-			break
+		if k != skip {
+			entries = append(entries, policy.Entry{Name: p.Name, Rule: p.Rule, Key: k})
 		}
 	}
-	if len(ds) == 0 { // every policy skipped by NoKeyAllow
+	if len(entries) == 0 { // every policy skipped by NoKeyAllow
 		next.ServeHTTP(w, r)
 		return
 	}
-	writeFields(w.Header(), ds, &m.opts)
-	if d := &ds[len(ds)-1]; !d.Result.Allowed {
+	var outBuf [4]policy.Outcome
+	outcomes, err := policy.Walk(r.Context(), m.lim, entries, outBuf[:0])
+	if err != nil {
+		m.fail(w, r, fmt.Errorf("httplimit: %w", err))
+		return
+	}
+	writeFields(w.Header(), outcomes, &m.opts)
+	if d, denied := policy.Denial(outcomes); denied {
 		if m.opts.OnDenied != nil {
 			m.opts.OnDenied(w, r, *d)
 		} else {

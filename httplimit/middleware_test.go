@@ -2,6 +2,7 @@ package httplimit_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
+	"github.com/ratelimit-go/ratelimit/policy"
 )
 
 // want is what a response must carry; empty fields must be absent.
@@ -24,6 +26,7 @@ type want struct {
 	retryAfter string
 	warning    string
 	degraded   string
+	dryRun     string
 	body       string // exact, when not ""
 }
 
@@ -38,6 +41,7 @@ func check(t *testing.T, res *http.Response, w want) {
 		{httplimit.HeaderRetryAfter, w.retryAfter},
 		{httplimit.HeaderWarning, w.warning},
 		{httplimit.HeaderDegraded, w.degraded},
+		{httplimit.HeaderDryRun, w.dryRun},
 	} {
 		if got := strings.Join(res.Header.Values(f.name), " | "); got != f.want {
 			t.Errorf("%s: %q, want %q", f.name, got, f.want)
@@ -185,7 +189,8 @@ func TestLegacyHeaders(t *testing.T) {
 }
 
 // TestStackStopsAtFirstDenial checks that a denial leaves later policies
-// untouched, while earlier ones keep the event they recorded.
+// untouched, and that earlier ones take back the event they recorded, as
+// ratelimit.Limiter.AllowAll does: a denied request costs nothing.
 func TestStackStopsAtFirstDenial(t *testing.T) {
 	e := newEnv(t)
 	perUser := ratelimit.Rule{Name: "user", Limit: ratelimit.PerMinute(1)}
@@ -203,7 +208,7 @@ func TestStackStopsAtFirstDenial(t *testing.T) {
 	e.clk.Advance(time.Second)
 	check(t, get(h, peer, "X-User", "u1"), want{status: 429,
 		policy:     `"route";q=100;w=60, "user";q=1;w=60`,
-		limit:      `"route";r=98;t=60, "user";r=0;t=59`,
+		limit:      `"route";r=99;t=60, "user";r=0;t=59`,
 		retryAfter: "59",
 		body:       quotaBody("user", "Too many requests, try again later.")})
 
@@ -211,8 +216,8 @@ func TestStackStopsAtFirstDenial(t *testing.T) {
 	if r, _ := e.lim.Peek(ctx, perIP, "203.0.113.7"); r.Remaining != 9 {
 		t.Errorf("ip policy after the denial: Remaining %d, want 9 (nothing recorded)", r.Remaining)
 	}
-	if r, _ := e.lim.Peek(ctx, global, "global"); r.Remaining != 98 {
-		t.Errorf("global policy after the denial: Remaining %d, want 98 (its event stays)", r.Remaining)
+	if r, _ := e.lim.Peek(ctx, global, "global"); r.Remaining != 99 {
+		t.Errorf("global policy after the denial: Remaining %d, want 99 (its event taken back)", r.Remaining)
 	}
 }
 
@@ -333,9 +338,9 @@ func TestErrors(t *testing.T) {
 func TestOnDenied(t *testing.T) {
 	e := newEnv(t)
 	rule := ratelimit.Rule{Name: "r", Limit: ratelimit.PerMinute(1)}
-	var got httplimit.Decision
+	var got policy.Outcome
 	h := httplimit.Limit(e.lim, rule, httplimit.Global(), httplimit.Options{
-		OnDenied: func(w http.ResponseWriter, r *http.Request, d httplimit.Decision) {
+		OnDenied: func(w http.ResponseWriter, r *http.Request, d policy.Outcome) {
 			got = d
 			w.Header().Set("Content-Type", "text/plain")
 			w.WriteHeader(http.StatusTooManyRequests)
@@ -344,7 +349,7 @@ func TestOnDenied(t *testing.T) {
 	})(ok)
 	get(h, peer)
 	check(t, get(h, peer), want{status: 429, policy: `"r";q=1;w=60`, limit: `"r";r=0;t=60`, retryAfter: "60", body: "slow down\n"})
-	if got.Policy != "r" || got.Key != "global" || got.Result.Allowed || got.Result.RetryAfter != time.Minute {
+	if got.Name != "r" || got.Key != "global" || got.Result.Allowed || got.Result.RetryAfter != time.Minute {
 		t.Fatalf("OnDenied got %+v", got)
 	}
 }
@@ -376,6 +381,74 @@ func TestDryRun(t *testing.T) {
 	second := get(h, peer)
 	if second.StatusCode != http.StatusOK || second.Header.Get(httplimit.HeaderDryRun) != `"new-rule";t=45` || second.Header.Get("Retry-After") != "" {
 		t.Fatalf("second request: %d, dry run %q, Retry-After %q", second.StatusCode, second.Header.Get(httplimit.HeaderDryRun), second.Header.Get("Retry-After"))
+	}
+}
+
+// TestDryRunNeverLowersWhatClientsAreTold: a policy in dry run is left out
+// of RateLimit-Policy, RateLimit, the legacy fields and the warning, so a
+// client is told only about the limits that are enforced.
+func TestDryRunNeverLowersWhatClientsAreTold(t *testing.T) {
+	e := newEnv(t)
+	enforced := ratelimit.Rule{Name: "coupon", Limit: ratelimit.PerMinute(5)}
+	watched := ratelimit.Rule{Name: "strict", Limit: ratelimit.PerMinute(1), DryRun: true,
+		Penalty: &ratelimit.Penalty{WarnAfter: 1, BanAfter: 2, BanFor: time.Hour}}
+	h := httplimit.Stack(e.lim, []httplimit.Policy{
+		{Rule: watched, Key: httplimit.Global()},
+		{Rule: enforced, Key: httplimit.Global()},
+	}, httplimit.Options{LegacyHeaders: true})(ok)
+	steps := []struct {
+		want      want
+		remaining string // X-RateLimit-Remaining
+	}{
+		{want{status: 200, policy: `"coupon";q=5;w=60`, limit: `"coupon";r=4;t=60`}, "4"},
+		{want{status: 200, policy: `"coupon";q=5;w=60`, limit: `"coupon";r=3;t=60`, dryRun: `"strict";t=60`}, "3"},
+		{want{status: 200, policy: `"coupon";q=5;w=60`, limit: `"coupon";r=2;t=60`, dryRun: `"strict";t=3600;banned`}, "2"},
+	}
+	for i, s := range steps {
+		res := get(h, peer)
+		t.Logf("request %d", i)
+		if got := res.Header.Get(httplimit.HeaderLegacyRemaining); got != s.remaining {
+			t.Errorf("%s: %q, want %q", httplimit.HeaderLegacyRemaining, got, s.remaining)
+		}
+		check(t, res, s.want)
+	}
+	// Only policies in dry run: no field claims a limit.
+	only := httplimit.Limit(e.lim, watched, httplimit.Global(), httplimit.Options{LegacyHeaders: true})(ok)
+	res := get(only, peer)
+	check(t, res, want{status: 200, dryRun: `"strict";t=3600;banned`})
+	if got := res.Header.Get(httplimit.HeaderLegacyRemaining); got != "" {
+		t.Errorf("%s: %q with only a dry run", httplimit.HeaderLegacyRemaining, got)
+	}
+}
+
+// TestViolatedPoliciesNameAsTheFields: the problem body names the denying
+// policy exactly as the RateLimit field does, whatever bytes the name holds.
+func TestViolatedPoliciesNameAsTheFields(t *testing.T) {
+	for _, name := range []string{"coupon", "50% off", "café", `say "hi" \ now`, "\xff\x00"} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			rule := ratelimit.Rule{Name: "r", Limit: ratelimit.PerMinute(1)}
+			h := httplimit.Stack(e.lim, []httplimit.Policy{{Name: name, Rule: rule, Key: httplimit.Global()}}, httplimit.Options{})(ok)
+			get(h, peer)
+			res := get(h, peer)
+			if res.StatusCode != http.StatusTooManyRequests {
+				t.Fatalf("status %d, want 429", res.StatusCode)
+			}
+			var p struct {
+				Violated []string `json:"violated-policies"`
+			}
+			if err := json.NewDecoder(res.Body).Decode(&p); err != nil {
+				t.Fatal(err)
+			}
+			item, _, _ := strings.Cut(res.Header.Get(httplimit.HeaderRateLimit), ";")
+			unquoted, err := strconv.Unquote(item) // an sf-string's escapes are Go's for '"' and '\'
+			if err != nil {
+				t.Fatalf("field item %s: %v", item, err)
+			}
+			if len(p.Violated) != 1 || p.Violated[0] != unquoted || p.Violated[0] != policy.Encode(name) {
+				t.Errorf("violated-policies %q; the field names the policy %q, policy.Encode %q", p.Violated, unquoted, policy.Encode(name))
+			}
+		})
 	}
 }
 
@@ -439,7 +512,7 @@ func TestConcurrentRequests(t *testing.T) {
 }
 
 // TestSetupMistakesFailClosed: a route set up wrongly neither panics nor
-// serves unlimited: Check reports the mistake, and every request goes to the
+// serves unlimited: Validate reports the mistake, and every request goes to the
 // error handler with an error wrapping ErrInvalidSetup.
 func TestSetupMistakesFailClosed(t *testing.T) {
 	e := newEnv(t)
@@ -460,9 +533,9 @@ func TestSetupMistakesFailClosed(t *testing.T) {
 		{name: "unknown NoKey", lim: e.lim, policies: global, opts: httplimit.Options{NoKey: 7}},
 		{name: "NoKeyStatus 200", lim: e.lim, policies: global, opts: httplimit.Options{NoKeyStatus: 200}},
 	} {
-		err := httplimit.Check(c.lim, c.policies, c.opts)
+		err := httplimit.Validate(c.lim, c.policies, c.opts)
 		if !errors.Is(err, httplimit.ErrInvalidSetup) || c.wantRule != errors.Is(err, ratelimit.ErrInvalidRule) {
-			t.Errorf("%s: Check = %v", c.name, err)
+			t.Errorf("%s: Validate = %v", c.name, err)
 		}
 		var got error
 		c.opts.Logger = discard
@@ -475,7 +548,7 @@ func TestSetupMistakesFailClosed(t *testing.T) {
 			t.Errorf("%s: a request was answered %d with error %v", c.name, res.StatusCode, got)
 		}
 	}
-	if err := httplimit.Check(e.lim, global, httplimit.Options{}); err != nil {
+	if err := httplimit.Validate(e.lim, global, httplimit.Options{}); err != nil {
 		t.Errorf("a valid setup: %v", err)
 	}
 	r := httptest.NewRequest(http.MethodGet, "/", nil)

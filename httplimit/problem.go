@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+
+	"github.com/ratelimit-go/ratelimit/policy"
 )
 
 // Problem types (RFC 9457) of the response bodies the middleware writes.
@@ -36,7 +38,8 @@ type problem struct {
 	Status int    `json:"status"`
 	Detail string `json:"detail,omitempty"`
 	// ViolatedPolicies is the extension member of the draft's problem
-	// types: the names of the policies that denied the request.
+	// types: the names of the policies that denied the request, as the
+	// RateLimit fields name them (policy.Encode).
 	ViolatedPolicies []string `json:"violated-policies,omitempty"`
 }
 
@@ -52,14 +55,14 @@ func writeProblem(w http.ResponseWriter, p problem) {
 }
 
 // denialProblem is the body of the default denial.
-func denialProblem(d *Decision, opts *Options) problem {
+func denialProblem(d *policy.Outcome, opts *Options) problem {
 	if d.Result.Banned {
 		return problem{
 			Type:             ProblemAbnormalUsage,
 			Title:            "Request not satisfied due to detection of abnormal request pattern",
 			Status:           http.StatusTooManyRequests,
 			Detail:           cmp.Or(opts.BanMessage, DefaultBanMessage),
-			ViolatedPolicies: []string{d.Policy},
+			ViolatedPolicies: []string{policy.Encode(d.Name)},
 		}
 	}
 	return problem{
@@ -67,7 +70,7 @@ func denialProblem(d *Decision, opts *Options) problem {
 		Title:            "Request cannot be satisfied as assigned quota has been exceeded",
 		Status:           http.StatusTooManyRequests,
 		Detail:           cmp.Or(opts.Message, DefaultMessage),
-		ViolatedPolicies: []string{d.Policy},
+		ViolatedPolicies: []string{policy.Encode(d.Name)},
 	}
 }
 

@@ -8,7 +8,7 @@ go 1.25.0
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/prometheus/client_golang v1.24.1
-	github.com/ratelimit-go/ratelimit v0.0.0-00010101000000-000000000000
+	github.com/ratelimit-go/ratelimit v0.1.0
 	github.com/redis/rueidis v1.0.79
 	go.opentelemetry.io/otel v1.46.0
 	go.opentelemetry.io/otel/exporters/prometheus v0.68.0
@@ -37,4 +37,9 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
+// The core is required at the version this module is released against.
+// Until that version is on the module proxy, and for `go mod tidy` and
+// GOWORK=off builds (which ignore ../go.work), the copy in this repository
+// stands in for it. A replace directive applies only when this module is
+// the main module: it never reaches a program that depends on it.
 replace github.com/ratelimit-go/ratelimit => ../

@@ -1,0 +1,77 @@
+package policy_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/policy"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
+)
+
+// A request limited per user and site-wide, with a new rule watched in dry
+// run: the fields name only the enforced policies, and a request the
+// per-user policy denies costs the site-wide one nothing.
+func ExampleWalk() {
+	env, err := ratelimittest.NewLimiter(ratelimit.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer env.Close()
+
+	site := ratelimit.Rule{Name: "site", Limit: ratelimit.PerMinute(100)}
+	perUser := ratelimit.Rule{Name: "coupon", Limit: ratelimit.PerMinute(2)}
+	watched := ratelimit.Rule{Name: "burst", Limit: ratelimit.PerSecond(1), DryRun: true}
+	entries := []policy.Entry{
+		{Rule: site, Key: "shop"},
+		{Rule: perUser, Key: "alice"},
+		{Rule: watched, Key: "alice"},
+	}
+	for range 3 {
+		out, err := policy.Walk(context.Background(), env.Limiter, entries, nil)
+		if err != nil {
+			panic(err)
+		}
+		_, denied := policy.Denial(out)
+		f := policy.Format(out)
+		fmt.Printf("denied=%v RateLimit: %s\n", denied, f.RateLimit)
+		if f.DryRun != "" {
+			fmt.Println("    RateLimit-Dry-Run:", f.DryRun)
+		}
+		env.Clock.Advance(100 * time.Millisecond)
+	}
+	// Output:
+	// denied=false RateLimit: "site";r=99;t=60, "coupon";r=1;t=60
+	// denied=false RateLimit: "site";r=98;t=60, "coupon";r=0;t=60
+	//     RateLimit-Dry-Run: "burst";t=1
+	// denied=true RateLimit: "site";r=98;t=60, "coupon";r=0;t=60
+}
+
+// A policy's name as a client reads it from the fields: bytes outside
+// printable ASCII, and '%', are percent-encoded.
+func ExampleEncode() {
+	fmt.Println(policy.Encode("coupon"))
+	fmt.Println(policy.Encode("50% off"))
+	fmt.Println(policy.Encode("café"))
+	// Output:
+	// coupon
+	// 50%25 off
+	// caf%C3%A9
+}
+
+// The fields of a request the second of two policies denied.
+func ExampleFormat() {
+	rule := ratelimit.Rule{Name: "coupon", Limit: ratelimit.PerMinute(3)}
+	f := policy.Format([]policy.Outcome{
+		{Entry: policy.Entry{Name: "site", Rule: rule, Key: "shop"},
+			Result: ratelimit.Result{Allowed: true, Limit: 3, Remaining: 2, ResetAfter: time.Minute}},
+		{Entry: policy.Entry{Name: "coupon", Rule: rule, Key: "alice"},
+			Result: ratelimit.Result{Limit: 3, RetryAfter: 1500 * time.Millisecond, ResetAfter: time.Minute}},
+	})
+	fmt.Println(policy.FieldPolicy+":", f.Policy)
+	fmt.Println(policy.FieldRateLimit+":", f.RateLimit)
+	// Output:
+	// RateLimit-Policy: "site";q=3;w=60, "coupon";q=3;w=60
+	// RateLimit: "site";r=2;t=60, "coupon";r=0;t=2
+}
