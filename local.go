@@ -186,7 +186,7 @@ func (sh *localShard) meter(k *lkey, h uint64, p *plan, now int64, create bool) 
 		if !create {
 			return nil, false
 		}
-		lg = sh.logs.add(k, h, slidingLog{touched: now})
+		lg = sh.logs.add(k, h, newSlidingLog(now))
 	}
 	return lg, true
 }

@@ -94,7 +94,7 @@ func (s *localStore) overruled(k lkey, p *plan, now, n int64, d *decision) bool 
 func (sh *localShard) addUnsynced(k *lkey, h uint64, p *plan, now, n int64) {
 	u := sh.unsynced.peek(k, h)
 	if u == nil {
-		u = sh.unsynced.add(k, h, slidingLog{touched: now})
+		u = sh.unsynced.add(k, h, newSlidingLog(now))
 	}
 	u.prune(now, p.window)
 	u.addEvents(now, n)
@@ -117,6 +117,7 @@ func (sh *localShard) overrule(k *lkey, h uint64, p *plan, now, n int64, d *deci
 		return false
 	}
 	u.prune(now, p.window)
+	u.drop(u.gone)
 	unsynced := u.count(now, p.window)
 	if unsynced == 0 {
 		if u.head == len(u.events) {
