@@ -78,9 +78,19 @@ func (l *slidingLog) addEvents(now, n int64) {
 		}
 		return
 	}
-	if l.head > 0 && len(l.events) == cap(l.events) {
-		live := copy(l.events, l.events[l.head:])
-		l.events, l.head = l.events[:live], 0
+	if len(l.events) == cap(l.events) && len(l.events) > 0 {
+		// Full: move what is left down when that frees a quarter of the
+		// room at least, otherwise into twice the room, so that each event
+		// is copied a bounded number of times.
+		live := len(l.events) - l.head
+		if l.head < len(l.events)/4 || l.head == 0 {
+			// append grows a full slice as it always does, copying only
+			// what is left.
+			l.events = append(l.events[l.head:], event{})[:live]
+		} else {
+			l.events = l.events[:copy(l.events, l.events[l.head:])]
+		}
+		l.head = 0
 		last = live - 1
 		l.forget()
 	}
