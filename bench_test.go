@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -75,6 +76,42 @@ func benchSuite(b *testing.B, l *ratelimit.Limiter) {
 
 func BenchmarkAllowLocal(b *testing.B) {
 	benchSuite(b, testkit.NewLimiter(b, nil, benchOptions()))
+}
+
+// BenchmarkAllowLocalGoroutines measures the local-only limiter at the
+// goroutine counts of benchmarks/cmd/compare's case D (1, 16, 256), on
+// many keys and on one hot key.
+func BenchmarkAllowLocalGoroutines(b *testing.B) {
+	for _, g := range []int{1, 16, 256} {
+		l := testkit.NewLimiter(b, nil, benchOptions())
+		b.Run("many-keys/g="+strconv.Itoa(g), func(b *testing.B) { runAllowG(b, l, benchPlain, benchKeyNames, g) })
+		b.Run("hot-key/g="+strconv.Itoa(g), func(b *testing.B) { runAllowG(b, l, benchHot, []string{"hot"}, g) })
+	}
+}
+
+// runAllowG measures Allow from exactly g goroutines sharing b.N calls,
+// each walking keys round robin from its own offset.
+func runAllowG(b *testing.B, l *ratelimit.Limiter, rule ratelimit.Rule, keys []string, g int) {
+	ctx := context.Background()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ReportAllocs()
+	b.ResetTimer()
+	for w := range g {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			i := w * 7919
+			for next.Add(1) <= int64(b.N) {
+				i++
+				if _, err := l.Allow(ctx, rule, keys[i%len(keys)]); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 func BenchmarkAllowMiniredis(b *testing.B) {

@@ -2,10 +2,8 @@ package ratelimit
 
 import (
 	"hash/maphash"
-	"math/bits"
 	"sync"
-
-	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"unsafe"
 )
 
 // DefaultLocalCapacity is the number of keys the local limiter keeps when
@@ -39,14 +37,18 @@ type localStore struct {
 }
 
 type localShard struct {
-	mu       sync.Mutex                        // guards the tables and everything in them
-	logs     *simplelru.LRU[lkey, *slidingLog] // sliding logs
-	strikes  *simplelru.LRU[lkey, *strikes]    // violations of keys not banned
-	bans     *simplelru.LRU[lkey, *strikes]    // keys with an active ban
-	denials  *simplelru.LRU[lkey, *denial]     // the hot-key shield: Redis' rejections
-	counters *simplelru.LRU[lkey, *counter]    // approximate counters
-	unsynced *simplelru.LRU[lkey, *slidingLog] // events allowed without Redis (see mirror.go)
-	_        [128 - 56]byte                    // keeps shards on separate cache lines
+	shardTables
+	_ [128 - unsafe.Sizeof(shardTables{})%128]byte // keeps shards' locks on separate cache lines
+}
+
+type shardTables struct {
+	mu       sync.Mutex        // guards the tables and everything in them
+	logs     table[slidingLog] // sliding logs
+	strikes  table[*strikes]   // violations of keys not banned
+	bans     table[*strikes]   // keys with an active ban
+	denials  table[denial]     // the hot-key shield: Redis' rejections
+	counters table[counter]    // approximate counters
+	unsynced table[slidingLog] // events allowed without Redis (see mirror.go)
 }
 
 // newLocalStore returns a store that keeps at most capacity logs, capacity
@@ -61,19 +63,28 @@ func newLocalStore(capacity int) *localStore {
 	s := &localStore{seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]localShard, n)}
 	for i := range s.shards {
 		sh := &s.shards[i]
-		sh.logs, _ = simplelru.NewLRU[lkey, *slidingLog](per, nil)
-		sh.strikes, _ = simplelru.NewLRU[lkey, *strikes](per, nil)
-		sh.bans, _ = simplelru.NewLRU[lkey, *strikes](per, nil)
-		sh.denials, _ = simplelru.NewLRU[lkey, *denial](per, nil)
-		sh.counters, _ = simplelru.NewLRU[lkey, *counter](per, nil)
-		sh.unsynced, _ = simplelru.NewLRU[lkey, *slidingLog](per, nil)
+		sh.logs = newTable[slidingLog](per)
+		sh.strikes = newTable[*strikes](per)
+		sh.bans = newTable[*strikes](per)
+		sh.denials = newTable[denial](per)
+		sh.counters = newTable[counter](per)
+		sh.unsynced = newTable[slidingLog](per)
 	}
 	return s
 }
 
-func (s *localStore) shard(k lkey) *localShard {
-	h := maphash.String(s.seed, k.key) ^ bits.RotateLeft64(maphash.String(s.seed, k.rule), 31)
-	return &s.shards[h&s.mask]
+// at returns the hash of k, computed once per call, and the shard that
+// holds k's state.
+func (s *localStore) at(k *lkey) (*localShard, uint64) {
+	h := maphash.String(s.seed, k.key)
+	h ^= maphash.String(s.seed, k.rule) * 0x9e3779b97f4a7c15
+	if k.group != "" {
+		h ^= maphash.String(s.seed, k.group) * 0xc2b2ae3d27d4eb4f
+	}
+	if k.hashed {
+		h = ^h
+	}
+	return &s.shards[(h>>32)&s.mask], h
 }
 
 // decide makes one decision at now for n events (peek: for one, recording
@@ -83,7 +94,7 @@ func (s *localStore) shard(k lkey) *localShard {
 // is made in place of Redis: the events it allows are also remembered as
 // unknown to Redis (see record).
 func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek, unsynced bool) decision {
-	sh := s.shard(k)
+	sh, h := s.at(&k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 
@@ -94,12 +105,12 @@ func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek, unsynced 
 	var d decision
 	var st *strikes
 	if p.penalize {
-		st = sh.findStrikes(k, now)
+		st = sh.findStrikes(&k, h, now)
 		d.violations = p.penalty.remembered(st, now)
 		if st != nil && st.banEnd > now {
 			d.banned = true
 			d.banLeft = st.banEnd - now
-			if m, ok := sh.meter(k, p, now, false); ok {
+			if m, ok := sh.meter(&k, h, p, now, false); ok {
 				d.count = m.count(now, p.window)
 				d.reset = m.reset(now, p.window, false)
 				if d.count+asked > rate {
@@ -111,7 +122,7 @@ func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek, unsynced 
 		}
 	}
 
-	m, ok := sh.meter(k, p, now, !peek)
+	m, ok := sh.meter(&k, h, p, now, !peek)
 	if !ok { // a peek at a key never seen: rate >= 1 fits one event
 		d.allowed = true
 		return d
@@ -128,7 +139,7 @@ func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek, unsynced 
 			d.count += n
 			d.reset = m.reset(now, p.window, true)
 			if unsynced && !p.approx {
-				sh.addUnsynced(k, p, now, n)
+				sh.addUnsynced(&k, h, p, now, n)
 			}
 		}
 		return d
@@ -143,7 +154,7 @@ func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek, unsynced 
 	}
 	if st == nil {
 		st = &strikes{}
-		sh.strikes.Add(k, st)
+		sh.strikes.add(&k, h, st)
 	}
 	ban, warned := p.penalty.violate(st, now)
 	d.banned, d.warned = ban > 0, warned
@@ -151,29 +162,33 @@ func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek, unsynced 
 	if d.banned {
 		d.banLeft = ban
 		d.retry = max(d.retry, d.banLeft)
-		sh.strikes.Remove(k)
-		sh.bans.Add(k, st)
+		sh.strikes.remove(&k, h)
+		sh.bans.add(&k, h, st)
 	}
 	return d
 }
 
 // meter returns the record of k's events under p, creating it if asked
 // to. The caller holds sh.mu.
-func (sh *localShard) meter(k lkey, p *plan, now int64, create bool) (meter, bool) {
+func (sh *localShard) meter(k *lkey, h uint64, p *plan, now int64, create bool) (meter, bool) {
 	if p.approx {
-		c, ok := sh.counters.Get(k)
-		if !ok && create {
-			c, ok = &counter{}, true
-			sh.counters.Add(k, c)
+		c := sh.counters.get(k, h)
+		if c == nil {
+			if !create {
+				return nil, false
+			}
+			c = sh.counters.add(k, h, counter{})
 		}
-		return c, ok
+		return c, true
 	}
-	lg, ok := sh.getLog(k, now)
-	if !ok && create {
-		lg, ok = &slidingLog{touched: now}, true
-		sh.logs.Add(k, lg)
+	lg := sh.getLog(k, h, now)
+	if lg == nil {
+		if !create {
+			return nil, false
+		}
+		lg = sh.logs.add(k, h, newSlidingLog(now))
 	}
-	return lg, ok
+	return lg, true
 }
 
 // touchEvery is how often, at most, a hit moves a log to the front of its
@@ -182,71 +197,77 @@ func (sh *localShard) meter(k lkey, p *plan, now int64, create bool) (meter, boo
 const touchEvery = 100_000 // µs
 
 // getLog returns the log of k, moving it to the front of the LRU when it
-// has not been moved there for touchEvery. The caller holds sh.mu.
-func (sh *localShard) getLog(k lkey, now int64) (*slidingLog, bool) {
-	lg, ok := sh.logs.Peek(k)
-	if ok && (now-lg.touched >= touchEvery || now < lg.touched) {
-		sh.logs.Get(k)
+// has not been moved there for touchEvery, or nil. The caller holds sh.mu.
+func (sh *localShard) getLog(k *lkey, h uint64, now int64) *slidingLog {
+	e := sh.logs.find(k, h)
+	if e == nil {
+		return nil
+	}
+	if lg := &e.v; now-lg.touched >= touchEvery || now < lg.touched {
+		sh.logs.front(e)
 		lg.touched = now
 	}
-	return lg, ok
+	return &e.v
 }
 
 // findStrikes returns the penalty state of k, moving a ban that has ended
 // back among the violation records. The caller holds sh.mu.
-func (sh *localShard) findStrikes(k lkey, now int64) *strikes {
-	if st, ok := sh.bans.Get(k); ok {
+func (sh *localShard) findStrikes(k *lkey, h uint64, now int64) *strikes {
+	if b := sh.bans.get(k, h); b != nil {
+		st := *b
 		if st.banEnd > now {
 			return st
 		}
-		sh.bans.Remove(k)
-		sh.strikes.Add(k, st)
+		sh.bans.remove(k, h)
+		sh.strikes.add(k, h, st)
 		return st
 	}
-	st, _ := sh.strikes.Get(k)
-	return st
+	if st := sh.strikes.get(k, h); st != nil {
+		return *st
+	}
+	return nil
 }
 
 // ban bans k by hand until now + d, keeping its violations.
 func (s *localStore) ban(k lkey, now, d int64) {
-	sh := s.shard(k)
+	sh, h := s.at(&k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	st := sh.findStrikes(k, now)
+	st := sh.findStrikes(&k, h, now)
 	if st == nil {
 		st = &strikes{}
 	}
 	st.banEnd = now + d
-	sh.strikes.Remove(k)
-	sh.bans.Add(k, st)
-	sh.denials.Remove(k)
+	sh.strikes.remove(&k, h)
+	sh.bans.add(&k, h, st)
+	sh.denials.remove(&k, h)
 }
 
 // unrecord takes back n events recorded for k at now (AllowAll's undo).
 func (s *localStore) unrecord(k lkey, p *plan, now, n int64) {
-	sh := s.shard(k)
+	sh, h := s.at(&k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if p.approx {
-		if c, ok := sh.counters.Peek(k); ok && c.win == floorDiv(now, p.window) {
+		if c := sh.counters.peek(&k, h); c != nil && c.win == floorDiv(now, p.window) {
 			c.cur = max(0, c.cur-n)
 		}
 		return
 	}
-	if lg, ok := sh.logs.Peek(k); ok {
+	if lg := sh.logs.peek(&k, h); lg != nil {
 		lg.removeEvents(now, n)
 	}
 }
 
 // reset forgets everything about k.
 func (s *localStore) reset(k lkey) {
-	sh := s.shard(k)
+	sh, h := s.at(&k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sh.logs.Remove(k)
-	sh.strikes.Remove(k)
-	sh.bans.Remove(k)
-	sh.denials.Remove(k)
-	sh.counters.Remove(k)
-	sh.unsynced.Remove(k)
+	sh.logs.remove(&k, h)
+	sh.strikes.remove(&k, h)
+	sh.bans.remove(&k, h)
+	sh.denials.remove(&k, h)
+	sh.counters.remove(&k, h)
+	sh.unsynced.remove(&k, h)
 }

@@ -1,9 +1,18 @@
 package ratelimit
 
 import (
+	"context"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os/exec"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/redis/rueidis"
 )
 
 func TestSlidingLogKeepsTimeOrder(t *testing.T) {
@@ -24,10 +33,12 @@ func TestSlidingLogKeepsTimeOrder(t *testing.T) {
 		t.Fatalf("at 29: count %d retry %d reset %d head %d", l.count(29, 10), l.retryIn(29, 10, 4, 1), l.reset(29, 10, false), l.head)
 	}
 	l.prune(29, 10) // keeps t0 > 9: a window more than counting needs
+	l.drop(l.gone)  // what a full slice does
 	if l.head != 1 || l.total != 5 {
 		t.Fatalf("prune left head %d total %d", l.head, l.total)
 	}
 	l.prune(39, 10) // keeps t0 > 19
+	l.drop(l.gone)
 	if l.head != 2 || l.total != 4 {
 		t.Fatalf("prune left head %d total %d", l.head, l.total)
 	}
@@ -99,5 +110,200 @@ func TestLocalStoreSharding(t *testing.T) {
 		if got := len(newLocalStore(c.capacity).shards); got != c.shards {
 			t.Errorf("capacity %d: %d shards, want %d", c.capacity, got, c.shards)
 		}
+	}
+}
+
+// refLog is the sliding log at its plainest: every surviving event in a
+// sorted slice, trimmed at every prune.
+type refLog []event
+
+func (r *refLog) prune(now, window int64) {
+	i := 0
+	for i < len(*r) && (*r)[i].at <= now-2*window {
+		i++
+	}
+	*r = (*r)[i:]
+}
+
+func (r *refLog) add(now, n int64) {
+	i := 0
+	for i < len(*r) && (*r)[i].at < now {
+		i++
+	}
+	if i < len(*r) && (*r)[i].at == now {
+		(*r)[i].n += n
+		return
+	}
+	*r = append((*r)[:i], append([]event{{now, n}}, (*r)[i:]...)...)
+}
+
+func (r refLog) count(now, window int64) (c int64) {
+	for _, e := range r {
+		if e.at > now-window {
+			c += e.n
+		}
+	}
+	return c
+}
+
+func (r refLog) retryIn(now, window, rate, asked int64) int64 {
+	k := r.count(now, window) + asked - rate
+	if k <= 0 {
+		return 0
+	}
+	if asked > rate {
+		return window
+	}
+	var seen int64
+	for _, e := range r {
+		if e.at > now-window {
+			if seen += e.n; seen >= k {
+				return e.at + window - now
+			}
+		}
+	}
+	return window
+}
+
+func (r refLog) reset(now, window int64) int64 {
+	if len(r) == 0 {
+		return 0
+	}
+	return max(0, r[len(r)-1].at+window-now)
+}
+
+func (r *refLog) bound(limit int64) {
+	var total int64
+	for _, e := range *r {
+		total += e.n
+	}
+	for total > limit && len(*r) > 0 {
+		if drop := total - limit; drop >= (*r)[0].n {
+			total -= (*r)[0].n
+			*r = (*r)[1:]
+		} else {
+			(*r)[0].n -= drop
+			total -= drop
+		}
+	}
+}
+
+func (r *refLog) remove(at, n int64) {
+	for i := len(*r) - 1; i >= 0; i-- {
+		if (*r)[i].at == at {
+			n = min(n, (*r)[i].n)
+			if (*r)[i].n -= n; (*r)[i].n == 0 {
+				*r = append((*r)[:i], (*r)[i+1:]...)
+			}
+			return
+		}
+	}
+}
+
+// TestSlidingLogMatchesEagerTrim checks the log, which sheds gone events
+// only when its slice is full and skips reading its events when none leave
+// the window, against refLog on random calls: a clock that mostly moves on
+// and sometimes jumps back, windows that change, undos and bounds.
+func TestSlidingLogMatchesEagerTrim(t *testing.T) {
+	for seed := uint64(0); seed < 300; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		l := newSlidingLog(0)
+		var r refLog
+		now := int64(1000)
+		for step := 0; step < 400; step++ {
+			window := []int64{5, 10, 40}[rng.IntN(3)]
+			if step%50 > 3 {
+				window = 10
+			}
+			switch x := rng.IntN(20); {
+			case x == 0:
+				now -= rng.Int64N(60)
+			case x < 12:
+				now += rng.Int64N(4)
+			}
+			rate := 1 + rng.Int64N(12)
+			asked := 1 + rng.Int64N(3)
+			l.prune(now, window)
+			r.prune(now, window)
+			if got, want := l.count(now, window), r.count(now, window); got != want {
+				t.Fatalf("seed %d step %d: count %d, want %d", seed, step, got, want)
+			}
+			if got, want := l.reset(now, window, false), r.reset(now, window); got != want {
+				t.Fatalf("seed %d step %d: reset %d, want %d", seed, step, got, want)
+			}
+			if r.count(now, window)+asked > rate {
+				if got, want := l.retryIn(now, window, rate, asked), r.retryIn(now, window, rate, asked); got != want {
+					t.Fatalf("seed %d step %d: retry %d, want %d", seed, step, got, want)
+				}
+				continue
+			}
+			l.addEvents(now, asked)
+			r.add(now, asked)
+			switch rng.IntN(10) {
+			case 0:
+				l.removeEvents(now, 1)
+				r.remove(now, 1)
+			case 1:
+				l.bound(rate)
+				r.bound(rate)
+			}
+		}
+	}
+}
+
+// BenchmarkMirror measures what the mirror (copying each decision Redis
+// makes into the local log) costs the Redis path: Allow on a real
+// redis-server, 10,000 keys mostly allowed, with the mirror on and off in
+// the same run. Compare the two with benchstat.
+func BenchmarkMirror(b *testing.B) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		b.Skip("no redis-server")
+	}
+	server := redistest.Start(b, redistest.Options{})
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{server.Addr()}, DisableCache: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	l, err := New(c, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	rule := Rule{Name: "mirror", Limit: PerSecond(1_000_000)}
+	keys := make([]string, 10_000)
+	for i := range keys {
+		keys[i] = "user-" + strconv.Itoa(i)
+	}
+	ctx := context.Background()
+	for _, off := range []bool{false, true} {
+		name := "on"
+		if off {
+			name = "off"
+		}
+		b.Run("mirror="+name, func(b *testing.B) {
+			mirrorOff = off
+			defer func() { mirrorOff = false }()
+			var next, degraded atomic.Int64
+			b.ReportAllocs()
+			b.SetParallelism(8) // 16 goroutines on 2 CPUs
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(next.Add(7919))
+				for pb.Next() {
+					i++
+					r, err := l.Allow(ctx, rule, keys[i%len(keys)])
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					if r.Degraded {
+						degraded.Add(1)
+					}
+				}
+			})
+			if n := degraded.Load(); n > 0 {
+				b.Fatalf("%d decisions were degraded", n)
+			}
+		})
 	}
 }

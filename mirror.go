@@ -11,6 +11,10 @@ package ratelimit
 // unsynced events together exceed the rate, so that a process never admits
 // more than the rate by its own count, whatever Redis could not see.
 
+// mirrorOff turns the mirror off, for BenchmarkMirror only: it measures
+// what copying Redis' decisions costs the Redis path.
+var mirrorOff bool
+
 // record copies a decision Redis made at now into the local state: events,
 // violations and bans into the mirror, so that an outage starts from what
 // Redis knew rather than from an empty log (not for a peek, which recorded
@@ -20,31 +24,31 @@ package ratelimit
 // record reports whether it overruled an allowing decision (see
 // overrule); then *d is the rejection, and nothing was recorded.
 func (s *localStore) record(k lkey, p *plan, now, n int64, peek bool, d *decision, shieldMax int64) (overruled bool) {
-	sh := s.shard(k)
+	sh, h := s.at(&k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if d.allowed && !peek && sh.overrule(k, p, now, n, d) {
+	if d.allowed && !peek && sh.overrule(&k, h, p, now, n, d) {
 		return true
 	}
 	if shieldMax >= 0 {
 		switch {
 		case d.allowed && !peek:
-			sh.denials.Remove(k) // events arrived: a cached rejection may be stale
+			sh.denials.remove(&k, h) // events arrived: a cached rejection may be stale
 		case n == 1 || peek:
-			sh.shield(k, p, now, d, shieldMax)
+			sh.shield(&k, h, p, now, d, shieldMax)
 		}
 	}
-	if !peek {
-		sh.mirror(k, p, now, n, d)
+	if !peek && !mirrorOff {
+		sh.mirror(&k, h, p, now, n, d)
 	}
 	return false
 }
 
 // mirror copies a decision Redis made into the local state. The caller
 // holds sh.mu.
-func (sh *localShard) mirror(k lkey, p *plan, now, n int64, d *decision) {
+func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, n int64, d *decision) {
 	if d.allowed {
-		m, _ := sh.meter(k, p, now, true)
+		m, _ := sh.meter(k, h, p, now, true)
 		m.prune(now, p.window)
 		m.add(now, p.window, n)
 		if lg, ok := m.(*slidingLog); ok {
@@ -56,21 +60,21 @@ func (sh *localShard) mirror(k lkey, p *plan, now, n int64, d *decision) {
 	}
 	switch {
 	case d.banned:
-		sh.strikes.Remove(k)
-		sh.bans.Add(k, &strikes{violations: d.violations, last: now, banEnd: now + d.banLeft, bans: d.bans})
+		sh.strikes.remove(k, h)
+		sh.bans.add(k, h, &strikes{violations: d.violations, last: now, banEnd: now + d.banLeft, bans: d.bans})
 	case d.violations > 0:
-		st := sh.findStrikes(k, now)
+		st := sh.findStrikes(k, h, now)
 		if st == nil {
 			st = &strikes{last: now}
-			sh.strikes.Add(k, st)
+			sh.strikes.add(k, h, st)
 		}
 		if !d.allowed {
 			st.last = now
 		}
 		st.violations, st.banEnd, st.bans = d.violations, 0, d.bans
 	default:
-		sh.strikes.Remove(k)
-		sh.bans.Remove(k)
+		sh.strikes.remove(k, h)
+		sh.bans.remove(k, h)
 	}
 }
 
@@ -78,11 +82,11 @@ func (sh *localShard) mirror(k lkey, p *plan, now, n int64, d *decision) {
 // Redis made for n events of k at now, and then turns *d into the
 // rejection, recording nothing (see overrule).
 func (s *localStore) overruled(k lkey, p *plan, now, n int64, d *decision) bool {
-	sh := s.shard(k)
+	sh, h := s.at(&k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	c := *d
-	if !sh.overrule(k, p, now, n, &c) {
+	if !sh.overrule(&k, h, p, now, n, &c) {
 		return false
 	}
 	*d = c
@@ -91,11 +95,10 @@ func (s *localStore) overruled(k lkey, p *plan, now, n int64, d *decision) bool 
 
 // addUnsynced remembers n events allowed at now without Redis. The caller
 // holds sh.mu.
-func (sh *localShard) addUnsynced(k lkey, p *plan, now, n int64) {
-	u, ok := sh.unsynced.Peek(k)
-	if !ok {
-		u = &slidingLog{touched: now}
-		sh.unsynced.Add(k, u)
+func (sh *localShard) addUnsynced(k *lkey, h uint64, p *plan, now, n int64) {
+	u := sh.unsynced.peek(k, h)
+	if u == nil {
+		u = sh.unsynced.add(k, h, newSlidingLog(now))
 	}
 	u.prune(now, p.window)
 	u.addEvents(now, n)
@@ -109,24 +112,25 @@ func (sh *localShard) addUnsynced(k lkey, p *plan, now, n int64) {
 // behind decisions this process has already mirrored). The rejection waits
 // until both have room. A decision it lets stand counts the unsynced events
 // too. The caller holds sh.mu.
-func (sh *localShard) overrule(k lkey, p *plan, now, n int64, d *decision) bool {
-	if p.approx {
+func (sh *localShard) overrule(k *lkey, h uint64, p *plan, now, n int64, d *decision) bool {
+	if p.approx || sh.unsynced.n == 0 {
 		return false
 	}
-	u, ok := sh.unsynced.Peek(k)
-	if !ok {
+	u := sh.unsynced.peek(k, h)
+	if u == nil {
 		return false
 	}
 	u.prune(now, p.window)
+	u.drop(u.gone)
 	unsynced := u.count(now, p.window)
 	if unsynced == 0 {
 		if u.head == len(u.events) {
-			sh.unsynced.Remove(k)
+			sh.unsynced.remove(k, h)
 		}
 		return false
 	}
 	var local, retry int64
-	if lg, ok := sh.logs.Peek(k); ok {
+	if lg := sh.logs.peek(k, h); lg != nil {
 		if local = lg.count(now, p.window); local+n > p.rate {
 			retry = lg.retryIn(now, p.window, p.rate, n)
 		}

@@ -68,6 +68,13 @@ type plan struct {
 // compile checks r and converts it into a plan; it does not allocate unless
 // r is invalid.
 func (r *Rule) compile() (plan, error) {
+	if r.Penalty == nil && r.Name != "" && len(r.Name) <= MaxRuleNameLength &&
+		r.Limit.Rate >= 1 && r.Limit.Rate <= maxRate &&
+		r.Limit.Window >= time.Microsecond && r.Limit.Window < (maxMicros+1)*time.Microsecond &&
+		uint(r.Degraded) <= uint(DegradedDeny) {
+		// The common case, checked in one pass: the same checks as below.
+		return plan{rate: int64(r.Limit.Rate), window: r.Limit.Window.Microseconds(), approx: r.Approximate}, nil
+	}
 	switch {
 	case r.Name == "":
 		return plan{}, fmt.Errorf("%w: empty name", ErrInvalidRule)

@@ -26,9 +26,9 @@ type denial struct {
 // Reset lifts either; this limiter's Reset clears the cache, another
 // process' is seen when the entry ends, or after shieldMax when > 0. An
 // allowed decision drops a stale entry. The caller holds sh.mu.
-func (sh *localShard) shield(k lkey, p *plan, now int64, d *decision, shieldMax int64) {
+func (sh *localShard) shield(k *lkey, h uint64, p *plan, now int64, d *decision, shieldMax int64) {
 	if d.allowed {
-		sh.denials.Remove(k)
+		sh.denials.remove(k, h)
 		return
 	}
 	var until int64
@@ -43,7 +43,7 @@ func (sh *localShard) shield(k lkey, p *plan, now int64, d *decision, shieldMax 
 	if shieldMax > 0 {
 		until = min(until, now+shieldMax)
 	}
-	sh.denials.Add(k, &denial{
+	sh.denials.add(k, h, denial{
 		rate: p.rate, window: p.window, penalize: p.penalize, approx: p.approx, banned: d.banned,
 		since: now, until: until, retryAt: now + d.retry, resetAt: now + d.reset,
 		violations: d.violations, forgetAt: now + d.memoryLeft,
@@ -53,15 +53,18 @@ func (sh *localShard) shield(k lkey, p *plan, now int64, d *decision, shieldMax 
 // shielded answers a call for one event from the shield, when it holds a
 // rejection of k under the same rule that has not ended by now.
 func (s *localStore) shielded(k lkey, p *plan, now int64) (decision, bool) {
-	sh := s.shard(k)
+	sh, h := s.at(&k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e, ok := sh.denials.Get(k)
-	if !ok {
+	if sh.denials.n == 0 {
+		return decision{}, false
+	}
+	e := sh.denials.get(&k, h)
+	if e == nil {
 		return decision{}, false
 	}
 	if now >= e.until || now < e.since || e.rate != p.rate || e.window != p.window || e.penalize != p.penalize || e.approx != p.approx {
-		sh.denials.Remove(k)
+		sh.denials.remove(&k, h)
 		return decision{}, false
 	}
 	d := decision{count: e.rate, retry: e.retryAt - now, reset: max(0, e.resetAt-now), banned: e.banned}

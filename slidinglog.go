@@ -9,27 +9,44 @@ type event struct {
 }
 
 // slidingLog is the local path's exact sliding-window log of one key: the
-// events in ascending time order, events[head:] still unexpired as of the
-// last trim. It is not safe for concurrent use; its shard's lock guards it.
+// events in ascending time order from events[head]. Events at or before
+// gone have left the log (see prune) even while they still occupy
+// events[head:]: they are dropped from the slice in bulk, when it is full,
+// so that a call touches only the newest events and the oldest live one. It
+// is not safe for concurrent use; its shard's lock guards it.
 type slidingLog struct {
 	events  []event
 	head    int
-	total   int64 // sum of n over events[head:]
+	total   int64 // sum of n over events[head:], gone events included
+	gone    int64 // events at or before gone no longer count
 	touched int64 // µs when the LRU last moved this log to its front
 
 	// A cache of live: events[first:] are the events later than cut, and
-	// they number firstTotal. Time mostly moves forward, so live only
+	// they number firstTotal; next is events[first].at (maxTime when first
+	// is the end), so that a call in which no event leaves the window does
+	// not read the events at all. Time mostly moves forward, so live only
 	// advances first; anything else that moves events resets it (first <
 	// head means unknown).
 	first      int
 	firstTotal int64
 	cut        int64
+	next       int64
+}
+
+// maxTime is later than every event.
+const maxTime = 1<<63 - 1
+
+// newSlidingLog returns an empty log whose LRU entry was moved at now.
+func newSlidingLog(now int64) slidingLog {
+	return slidingLog{touched: now, gone: -maxTime - 1, first: -1}
 }
 
 // trim drops the events that have left the window at now: an event at t0
 // counts while now - t0 < window.
-func (l *slidingLog) trim(now, window int64) {
-	cut := now - window
+func (l *slidingLog) trim(now, window int64) { l.drop(now - window) }
+
+// drop removes the events at or before cut from the slice.
+func (l *slidingLog) drop(cut int64) {
 	for l.head < len(l.events) && l.events[l.head].at <= cut {
 		l.total -= l.events[l.head].n
 		l.head++
@@ -46,6 +63,12 @@ func (l *slidingLog) forget() { l.first = -1 }
 // addEvents records n events at now, keeping time order even when the clock
 // went backwards. It reuses the slice's room before it grows it.
 func (l *slidingLog) addEvents(now, n int64) {
+	if now <= l.gone || len(l.events) == cap(l.events) {
+		// Events gone before the clock went back this far would count
+		// again beside the new one; and a full slice makes room first.
+		l.drop(l.gone)
+		l.gone = -maxTime - 1
+	}
 	l.total += n
 	last := len(l.events) - 1
 	if last >= l.head && l.events[last].at == now {
@@ -55,17 +78,34 @@ func (l *slidingLog) addEvents(now, n int64) {
 		}
 		return
 	}
-	if l.head > 0 && len(l.events) == cap(l.events) {
-		live := copy(l.events, l.events[l.head:])
-		l.events, l.head = l.events[:live], 0
+	if len(l.events) == cap(l.events) && len(l.events) > 0 {
+		// Full: move what is left down when that frees a quarter of the
+		// room at least, otherwise into twice the room, so that each event
+		// is copied a bounded number of times.
+		live := len(l.events) - l.head
+		if l.head < len(l.events)/4 || l.head == 0 {
+			// append grows a full slice as it always does, copying only
+			// what is left.
+			l.events = append(l.events[l.head:], event{})[:live]
+		} else {
+			l.events = l.events[:copy(l.events, l.events[l.head:])]
+		}
+		l.head = 0
 		last = live - 1
 		l.forget()
 	}
 	if last < l.head || l.events[last].at < now {
-		l.events = append(l.events, event{at: now, n: n})
-		if l.first >= l.head && now > l.cut {
+		switch {
+		case l.first < l.head:
+		case now > l.cut:
 			l.firstTotal += n
+			if l.first == len(l.events) {
+				l.next = now
+			}
+		default: // already outside the window live last looked at
+			l.forget()
 		}
+		l.events = append(l.events, event{at: now, n: n})
 		return
 	}
 	l.forget()
@@ -86,6 +126,7 @@ func (l *slidingLog) addEvents(now, n int64) {
 // removeEvents takes back up to n events recorded at at.
 func (l *slidingLog) removeEvents(at, n int64) {
 	defer l.forget()
+	l.drop(l.gone)
 	for i := len(l.events) - 1; i >= l.head; i-- {
 		e := &l.events[i]
 		if e.at != at {
@@ -105,6 +146,7 @@ func (l *slidingLog) removeEvents(at, n int64) {
 // Redis cannot grow past the rate it serves.
 func (l *slidingLog) bound(limit int64) {
 	defer l.forget()
+	l.drop(l.gone)
 	for l.total > limit && l.head < len(l.events) {
 		e := &l.events[l.head]
 		drop := l.total - limit
@@ -142,19 +184,30 @@ type meter interface {
 // prune drops the events more than two windows old, as lua/window.lua's
 // trim does: counting goes by time (live), so pruning only bounds memory,
 // and the extra window keeps what a call stamped up to a window earlier
-// than calls already decided still counts.
-func (l *slidingLog) prune(now, window int64) { l.trim(now, 2*window) }
+// than calls already decided still counts. It only moves gone: the slice
+// sheds them when it is full (see addEvents), and live and reset skip them
+// meanwhile. Every event at or before gone was in the log when gone
+// reached it (addEvents drops them before it adds one at or before gone),
+// so gone events are exactly those a trim at each call would have dropped.
+func (l *slidingLog) prune(now, window int64) { l.gone = max(l.gone, now-2*window) }
 
 // live returns where the events still in the window at now start, and how
 // many there are, without trimming.
 func (l *slidingLog) live(now, window int64) (int, int64) {
-	cut := now - window
+	cut := max(now-window, l.gone)
 	if l.first < l.head || cut < l.cut {
 		l.first, l.firstTotal = l.head, l.total
+	} else if l.next > cut {
+		l.cut = cut
+		return l.first, l.firstTotal
 	}
 	for l.first < len(l.events) && l.events[l.first].at <= cut {
 		l.firstTotal -= l.events[l.first].n
 		l.first++
+	}
+	l.next = maxTime
+	if l.first < len(l.events) {
+		l.next = l.events[l.first].at
 	}
 	l.cut = cut
 	return l.first, l.firstTotal
@@ -195,7 +248,7 @@ func (l *slidingLog) reset(now, window int64, justAdded bool) int64 {
 	if justAdded {
 		return window
 	}
-	if l.head == len(l.events) {
+	if l.head == len(l.events) || l.events[len(l.events)-1].at <= l.gone {
 		return 0
 	}
 	return max(0, l.events[len(l.events)-1].at+window-now)

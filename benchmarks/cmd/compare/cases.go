@@ -51,6 +51,8 @@ func cases(window time.Duration) []benchCase {
 	c.name = "c"
 	d := generous
 	d.name = "d"
+	h := b
+	h.name = "h"
 	return []benchCase{
 		{
 			id: "A", title: fmt.Sprintf("remote, %d keys, mostly allowed (%d per %v)", numKeys, a.rate, a.window),
@@ -85,6 +87,14 @@ func cases(window time.Duration) []benchCase {
 			notes: []string{
 				"ratelimit (local only): ratelimit.New(nil, ...), an exact sliding log per key in a sharded LRU; sethvargo: token bucket per key in one map; x/time/rate: token bucket per key in a sync.Map (Burst = Rate).",
 				"sethvargo refills Interval/Tokens tokens per elapsed Interval (its fillRate is nanoseconds per token, used as tokens per tick): at 1,000,000 per 1s a key gets 1,000 tokens a second after the first, so its fastest cells reject some calls (see 'allowed').",
+			},
+		},
+		{
+			id: "H", title: fmt.Sprintf("in-process, one hot key, mostly rejected (%d per %v)", h.rate, h.window),
+			spec: h, keys: hotKeys, ours: oursLocal.name,
+			contenders: []contender{oursLocal, sethvargoContender, xTimeRateContender},
+			notes: []string{
+				"Case D's contenders on case B's key and rate: every goroutine calls the same key, so all of them meet at one lock (ratelimit: the key's shard; sethvargo: the key's bucket; x/time/rate: the key's Limiter).",
 			},
 		},
 	}
@@ -228,5 +238,10 @@ func targets(gs []int) []target {
 		t = append(t, ratioTarget(fmt.Sprintf("D: local ops/s ≥ 1.0× sethvargo, %d goroutines", g),
 			"D", oursLocal.name, "D", sethvargoContender.name, g, 1, opsFig, "×"))
 	}
+	for _, g := range gs {
+		t = append(t, ratioTarget(fmt.Sprintf("H: local hot key ops/s ≥ 1.0× sethvargo, %d goroutines", g),
+			"H", oursLocal.name, "H", sethvargoContender.name, g, 1, opsFig, "×"))
+	}
+	t = append(t, allocTarget("H: local hot key allocs/op = 0 (≤ 0.005 counts as 0)", "H", oursLocal.name, gs, 0.005))
 	return t
 }

@@ -141,7 +141,7 @@ func TestCompare(t *testing.T) {
 	var out bytes.Buffer
 	cfg := config{
 		redisAddr: e.addr, measure: 100 * time.Millisecond, warmup: 20 * time.Millisecond,
-		gs: []int{1, 4}, cases: "BDMF", window: defaultWindow, only: regexp.MustCompile(""), rounds: 1,
+		gs: []int{1, 4}, cases: "BDHMF", window: defaultWindow, only: regexp.MustCompile(""), rounds: 1,
 		progress: io.Discard,
 	}
 	if err := compare(context.Background(), &out, cfg); err != nil {

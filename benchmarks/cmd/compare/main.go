@@ -62,7 +62,7 @@ func main() {
 	flag.DurationVar(&cfg.window, "window", defaultWindow, "window of the mostly-allowed cases A, C and D (rate 1,000,000 per window)")
 	only := flag.String("only", "", "measure only the contenders whose name matches this regular expression")
 	flag.StringVar(&gs, "g", "1,16,256", "goroutine counts, comma-separated")
-	flag.StringVar(&cfg.cases, "cases", "ABCDFS", "cases to run: A B C D (throughput), M (in-process memory, part of D), F (Redis memory), S (a load spike)")
+	flag.StringVar(&cfg.cases, "cases", "ABCDHFS", "cases to run: A B C D H (throughput), M (in-process memory, part of D), F (Redis memory), S (a load spike)")
 	flag.Parse()
 	if quick {
 		cfg.measure, cfg.warmup, cfg.rounds = 500*time.Millisecond, 200*time.Millisecond, 1
