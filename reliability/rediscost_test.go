@@ -46,6 +46,7 @@ func BenchmarkRedisCost(b *testing.B) {
 	}{
 		{"floor", ratelimit.Rule{}, false},
 		{"naive", ratelimit.Rule{}, false},
+		{"cheapest-exact", ratelimit.Rule{}, false},
 		{"plain/redis-time", plain, false},
 		{"plain/clock", plain, true},
 		{"penalty/redis-time", penalty, false},
@@ -63,16 +64,13 @@ func BenchmarkRedisCost(b *testing.B) {
 			defer l.Close()
 			ctx := context.Background()
 			allow := func(key string) (ratelimit.Result, error) { return l.Allow(ctx, c.rule, key) }
-			if c.name == "floor" || c.name == "naive" {
+			if src, ok := map[string]string{"floor": floorSrc, "naive": naiveSrc, "cheapest-exact": cheapestSrc}[c.name]; ok {
 				client := testkit.NewClient(b, srv.Addr())
-				floorScript, naiveScript := rueidis.NewLuaScript(floorSrc), rueidis.NewLuaScript(naiveSrc)
+				script := rueidis.NewLuaScript(src)
 				var seq atomic.Int64
 				allow = func(key string) (ratelimit.Result, error) {
-					if c.name == "floor" {
-						return ratelimit.Result{Allowed: true}, floorScript.Exec(ctx, client, []string{key}, nil).Error()
-					}
 					now := strconv.FormatInt(time.Now().UnixMicro(), 10)
-					v, err := naiveScript.Exec(ctx, client, []string{"naive:" + key}, []string{now, "1000000", "1000000", strconv.FormatInt(seq.Add(1), 10)}).AsInt64()
+					v, err := script.Exec(ctx, client, []string{c.name + ":" + key}, []string{now, "1000000", "1000000", strconv.FormatInt(seq.Add(1), 10)}).AsInt64()
 					return ratelimit.Result{Allowed: v == 1}, err
 				}
 			}
@@ -120,6 +118,18 @@ func BenchmarkRedisCost(b *testing.B) {
 
 // floorSrc decides nothing: the least an EVALSHA costs Redis.
 const floorSrc = "return 1"
+
+// cheapestSrc is the cheapest exact sliding log: count the live events by
+// score, add the event if it fits, expire; it never trims (the key's
+// expiry does), and answers only allowed or not.
+const cheapestSrc = `
+local now, window = tonumber(ARGV[1]), tonumber(ARGV[2])
+if redis.call('ZCOUNT', KEYS[1], string.format('(%d', now - window), '+inf') < tonumber(ARGV[3]) then
+  redis.call('ZADD', KEYS[1], now, ARGV[4])
+  redis.call('PEXPIRE', KEYS[1], math.ceil(window / 1000))
+  return 1
+end
+return 0`
 
 // naiveSrc is the sliding log as most ports of it run (see
 // benchmarks/cmd/compare): trim, count, add if allowed, expire. The
