@@ -57,9 +57,9 @@ func cases(window time.Duration) []benchCase {
 		{
 			id: "A", title: fmt.Sprintf("remote, %d keys, mostly allowed (%d per %v)", numKeys, a.rate, a.window),
 			spec: a, keys: manyKeys, ours: oursRemote.name,
-			contenders: []contender{floorContender, oursRemote, naiveContender, redisRateContender, ululeContender},
+			contenders: []contender{floorContender, oursRemote, naiveContender, cheapestContender, redisRateContender, ululeContender},
 			notes: []string{
-				"naive sliding log: one script of ZREMRANGEBYSCORE, ZCARD, ZADD (if allowed), PEXPIRE, the time passed by the client, through rueidis; it decides only allowed or not.",
+				"naive sliding log: one script of ZREMRANGEBYSCORE, ZCARD, ZADD (if allowed), PEXPIRE, the time passed by the client, through rueidis; it decides only allowed or not. cheapest exact log: ZCOUNT of the live events, ZADD (if allowed), PEXPIRE, never a trim.",
 				"ratelimit: exact sliding log (a ZSET per key, one member per event); redis_rate: GCRA, Burst = Rate; ulule: fixed-window counter.",
 				"ratelimit and the floor use rueidis (auto-pipelining, DisableCache); redis_rate and ulule use go-redis v9 with its default pool (10 connections per GOMAXPROCS).",
 			},
