@@ -17,7 +17,7 @@ const requireEnv = "RATELIMIT_REQUIRE_REDIS"
 
 // testRedis starts a redis-server for the test and stops it at the end. A
 // missing binary skips the test, unless RATELIMIT_REQUIRE_REDIS=1.
-func testRedis(t *testing.T) *env {
+func testRedis(t testing.TB) *env {
 	t.Helper()
 	if _, err := findRedisServer(); err != nil {
 		if os.Getenv(requireEnv) == "1" {
