@@ -25,7 +25,9 @@ type sentinelCall struct {
 // goroutines call Allow on 4 keys under a rule that mostly allows. No call
 // may fail or hang; every call made while the replica was still a replica
 // is Degraded; the limiter comes back to Redis on the promoted replica by
-// itself (waited for, up to 30 s: no timing is asserted); and there a fresh
+// itself (waited for, up to 60 s for the promotion, which a failed
+// election delays by twice failover-timeout, and 30 s more for the breaker's
+// probe: bounds on a hang, no timing is asserted); and there a fresh
 // key gets exactly Rate calls, with the Remaining the log implies, and the
 // promoted master's log holds exactly Rate events.
 func TestFaultSentinelFailover(t *testing.T) {
@@ -91,7 +93,7 @@ func TestFaultSentinelFailover(t *testing.T) {
 	// at every instant before it, and the old master was dead, so no call
 	// that ended before it can have been decided on Redis.
 	var lastReplica, promoted time.Time
-	waitUntil(t, 30*time.Second, "the replica promoted", func() bool {
+	waitUntil(t, 60*time.Second, "the replica promoted", func() bool {
 		sent := time.Now()
 		role, err := redistest.Role(st.Replica())
 		if err == nil && role == "slave" {

@@ -21,7 +21,7 @@ func TestSentinelFailover(t *testing.T) {
 
 	s.Master().Kill()
 	killed := time.Now()
-	deadline := killed.Add(30 * time.Second)
+	deadline := killed.Add(60 * time.Second)
 	for {
 		addr, _ := s.MasterAddr()
 		role, _ := Role(s.Replica())
@@ -29,7 +29,7 @@ func TestSentinelFailover(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no failover 30 s after the kill: sentinels say %q, replica is %q\n%s", addr, role, s.Logs())
+			t.Fatalf("no failover 60 s after the kill: sentinels say %q, replica is %q\n%s", addr, role, s.Logs())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
