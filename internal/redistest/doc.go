@@ -1,5 +1,6 @@
 // Package redistest starts real redis-server processes, small Redis Clusters
-// and a fault-injecting TCP proxy for tests.
+// (three masters), Sentinel setups (a master, a replica and three
+// sentinels) and a fault-injecting TCP proxy for tests.
 //
 // Every server listens on a free port of 127.0.0.1 chosen at start, keeps its
 // files in a directory of its own under t.TempDir, and is killed by pid when

@@ -32,8 +32,13 @@ type Server struct {
 	dir     string
 	opts    Options
 	cluster bool // started with cluster mode on; busPort is then set
-	port    int
-	busPort int
+	// sentinelConf, when not empty, makes the process a Sentinel: it is
+	// written to dir/sentinel.conf before the first launch, which Sentinel
+	// needs as a writable file of its own (it rewrites it as it learns, and
+	// a Restart reads what it learned).
+	sentinelConf string
+	port         int
+	busPort      int
 
 	lifecycle sync.Mutex // serialises Stop, Kill and Restart
 	proc      atomic.Pointer[process]
@@ -80,14 +85,18 @@ func skipShort(t testing.TB) {
 // the cluster bus.
 func start(t testing.TB, opts Options, cluster bool) *Server {
 	t.Helper()
+	return startServer(t, &Server{opts: opts, cluster: cluster})
+}
+
+// startServer fills in s's binary and directory, launches it on free ports
+// (retrying when a port was taken meanwhile) and registers its cleanup.
+func startServer(t testing.TB, s *Server) *Server {
+	t.Helper()
 	skipShort(t)
-	s := &Server{
-		t:       t,
-		bin:     Binary(t),
-		dir:     t.TempDir(),
-		opts:    opts,
-		cluster: cluster,
-	}
+	s.t = t
+	s.bin = Binary(t)
+	s.dir = t.TempDir()
+	cluster := s.cluster
 	// Registered after TempDir, so it runs before the directory is removed.
 	t.Cleanup(s.cleanup)
 	nports := 1
@@ -113,6 +122,16 @@ func start(t testing.TB, opts Options, cluster bool) *Server {
 
 // args returns the command line of the server.
 func (s *Server) args() []string {
+	if s.sentinelConf != "" {
+		return append([]string{
+			filepath.Join(s.dir, "sentinel.conf"), "--sentinel",
+			"--port", strconv.Itoa(s.port),
+			"--bind", "127.0.0.1",
+			"--daemonize", "no",
+			"--dir", s.dir,
+			"--logfile", filepath.Join(s.dir, "redis.log"),
+		}, s.opts.Args...)
+	}
 	a := []string{
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
@@ -140,6 +159,14 @@ func (s *Server) args() []string {
 // launch starts the process and waits until it is ready. On failure the
 // process is gone and the error wraps errExited if it died on its own.
 func (s *Server) launch() error {
+	if s.sentinelConf != "" {
+		conf := filepath.Join(s.dir, "sentinel.conf")
+		if _, err := os.Stat(conf); errors.Is(err, os.ErrNotExist) {
+			if err := os.WriteFile(conf, []byte(s.sentinelConf), 0o644); err != nil {
+				return err
+			}
+		}
+	}
 	p, err := spawn(s.bin, s.args(), s.dir)
 	if err != nil {
 		return err
