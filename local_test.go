@@ -1,18 +1,10 @@
 package ratelimit
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"math/rand/v2"
-	"os/exec"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/ratelimit-go/ratelimit/internal/redistest"
-	"github.com/redis/rueidis"
 )
 
 func TestSlidingLogKeepsTimeOrder(t *testing.T) {
@@ -248,62 +240,5 @@ func TestSlidingLogMatchesEagerTrim(t *testing.T) {
 				r.bound(rate)
 			}
 		}
-	}
-}
-
-// BenchmarkMirror measures what the mirror (copying each decision Redis
-// makes into the local log) costs the Redis path: Allow on a real
-// redis-server, 10,000 keys mostly allowed, with the mirror on and off in
-// the same run. Compare the two with benchstat.
-func BenchmarkMirror(b *testing.B) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		b.Skip("no redis-server")
-	}
-	server := redistest.Start(b, redistest.Options{})
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{server.Addr()}, DisableCache: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	l, err := New(c, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	rule := Rule{Name: "mirror", Limit: PerSecond(1_000_000)}
-	keys := make([]string, 10_000)
-	for i := range keys {
-		keys[i] = "user-" + strconv.Itoa(i)
-	}
-	ctx := context.Background()
-	for _, off := range []bool{false, true} {
-		name := "on"
-		if off {
-			name = "off"
-		}
-		b.Run("mirror="+name, func(b *testing.B) {
-			mirrorOff = off
-			defer func() { mirrorOff = false }()
-			var next, degraded atomic.Int64
-			b.ReportAllocs()
-			b.SetParallelism(8) // 16 goroutines on 2 CPUs
-			b.RunParallel(func(pb *testing.PB) {
-				i := int(next.Add(7919))
-				for pb.Next() {
-					i++
-					r, err := l.Allow(ctx, rule, keys[i%len(keys)])
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					if r.Degraded {
-						degraded.Add(1)
-					}
-				}
-			})
-			if n := degraded.Load(); n > 0 {
-				b.Fatalf("%d decisions were degraded", n)
-			}
-		})
 	}
 }
