@@ -117,6 +117,23 @@ func (g *gate) acquire(ctx context.Context) bool {
 	return false
 }
 
+// acquireSpare admits one call of background work (the write-back of
+// decisions made without Redis, heartbeats) only when a slot is to spare:
+// it never takes the last free slot, never passes a call that waits for
+// one, and never waits itself. It reports whether the call was admitted;
+// an admitted call must be released.
+func (g *gate) acquireSpare() bool {
+	for {
+		n := g.inflight.Load()
+		if n+1 >= g.limit.Load() || g.queued.Load() > 0 {
+			return false
+		}
+		if g.inflight.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
 // tryAcquire admits one call if fewer than the bound are in flight.
 func (g *gate) tryAcquire() bool {
 	for {

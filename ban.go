@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -15,7 +16,8 @@ import (
 // The rule needs a Penalty, and d must be at least 1µs (ErrInvalidBan).
 //
 // When Redis cannot be used, Ban still bans the key in the local limiter,
-// and returns an error wrapping ErrUnavailable: Redis does not know of it.
+// and returns an error wrapping ErrUnavailable: Redis does not know of it
+// until the write-back brings it there (see Options.WriteBackMax).
 func (l *Limiter) Ban(ctx context.Context, rule Rule, key string, d time.Duration) error {
 	if l.closed.Load() {
 		return ErrClosed
@@ -45,8 +47,12 @@ func (l *Limiter) Ban(ctx context.Context, rule Rule, key string, d time.Duratio
 		at = strconv.FormatInt(now, 10)
 	}
 	args := []string{at, strconv.FormatInt(d.Microseconds(), 10)}
-	return l.adminCall(ctx, l.conn.Load(), keys[1], subject{"rule", rule.Name}, fmt.Sprintf("ban of key %q: banned locally only", key),
+	err = l.adminCall(ctx, l.conn.Load(), keys[1], subject{"rule", rule.Name}, fmt.Sprintf("ban of key %q: banned locally only", key),
 		func(ctx context.Context, c rueidis.Client) error {
 			return banScript.exec(ctx, c, keys[1:2], args).Error()
 		})
+	if errors.Is(err, ErrUnavailable) {
+		l.local.oweBan(k, &p, now+d.Microseconds())
+	}
+	return err
 }

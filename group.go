@@ -144,13 +144,6 @@ func (l *Limiter) encodeGroup(g []groupPair, now int64) (keys, args []string, me
 	}
 	args = append(args, at, strconv.Itoa(len(g)))
 	member = l.id + strconv.FormatUint(l.seq.Add(1), 10)
-	itoa := func(v int64) string { return strconv.FormatInt(v, 10) }
-	flag := func(b bool) string {
-		if b {
-			return "1"
-		}
-		return "0"
-	}
 	for i := range g {
 		gp := &g[i]
 		var b strings.Builder

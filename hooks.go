@@ -83,6 +83,14 @@ type Stats struct {
 	// AdmissionLimit the bound admission control now puts on them, summed
 	// over the masters (see README's failure modes).
 	InFlight, AdmissionLimit int
+	// WrittenBack counts, since the Limiter was made, the events decided
+	// without Redis that were written back to it (see
+	// Options.WriteBackMax); WriteBackDropped those that never will be:
+	// dropped over WriteBackMax or from a full local limiter, refused by
+	// Redis, or still waiting when the Limiter was closed. WriteBackPending
+	// is the number of events now waiting.
+	WrittenBack, WriteBackDropped uint64
+	WriteBackPending              int
 }
 
 // Stats returns a snapshot of the Limiter's local state. It locks each
@@ -100,6 +108,8 @@ func (l *Limiter) Stats() Stats {
 		sh.mu.Unlock()
 	}
 	s.ShedDecisions, s.OutageDecisions = l.shed.Load(), l.outages.Load()
+	s.WrittenBack, s.WriteBackDropped = l.local.owing.written.Load(), l.local.owing.dropped.Load()
+	s.WriteBackPending = int(l.local.owing.events.Load())
 	if conn := l.conn.Load(); conn != nil {
 		s.Connected = true
 		seen := make(map[*gate]bool)

@@ -57,6 +57,18 @@ func redisKeys(prefix string, k lkey) [3]string {
 	return [3]string{all[:one], all[one : 2*one], all[2*one:]}
 }
 
+// batchKey returns the Redis key that remembers a write-back batch of k
+// under id (see lua/writeback.lua): in the hash tag of k's other keys, so
+// that one script may touch them all on a Redis Cluster.
+func batchKey(prefix string, k lkey, id string) string {
+	var b strings.Builder
+	b.Grow(keyLen(prefix, k) + 1 + len(id))
+	writeKey(&b, prefix, k, 'w')
+	b.WriteByte(':')
+	b.WriteString(id)
+	return b.String()
+}
+
 // keyLen is the length of either Redis key of k.
 func keyLen(prefix string, k lkey) int {
 	ruleLen := escapedLen(k.rule)

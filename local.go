@@ -34,6 +34,7 @@ type localStore struct {
 	seed   maphash.Seed
 	mask   uint64
 	shards []localShard
+	owing  owing // the debts' events, over every shard (see writeback.go)
 }
 
 type localShard struct {
@@ -48,7 +49,8 @@ type shardTables struct {
 	bans     table[*strikes]   // keys with an active ban
 	denials  table[denial]     // the hot-key shield: Redis' rejections
 	counters table[counter]    // approximate counters
-	unsynced table[slidingLog] // events allowed without Redis (see mirror.go)
+	debts    table[*debt]      // what was decided without Redis, owed to it (see writeback.go)
+	owing    *owing            // the store's count of what the debts hold
 }
 
 // newLocalStore returns a store that keeps at most capacity logs, capacity
@@ -61,6 +63,7 @@ func newLocalStore(capacity int) *localStore {
 	}
 	per := (capacity + n - 1) / n
 	s := &localStore{seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]localShard, n)}
+	s.owing.max = DefaultWriteBackMax
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.logs = newTable[slidingLog](per)
@@ -68,7 +71,8 @@ func newLocalStore(capacity int) *localStore {
 		sh.bans = newTable[*strikes](per)
 		sh.denials = newTable[denial](per)
 		sh.counters = newTable[counter](per)
-		sh.unsynced = newTable[slidingLog](per)
+		sh.debts = newTable[*debt](per)
+		sh.owing = &s.owing
 	}
 	return s
 }
@@ -91,8 +95,8 @@ func (s *localStore) at(k *lkey) (*localShard, uint64) {
 // nothing) under rate, the rule's rate or its degraded share. A request that
 // can never fit under rate (n > rate) is rejected without a violation: it is
 // the degraded share's doing, not the caller's. unsynced says the decision
-// is made in place of Redis: the events it allows are also remembered as
-// unknown to Redis (see record).
+// is made in place of Redis: the events it allows, and the violations and
+// bans it counts, are also owed to Redis (see writeback.go).
 func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek, unsynced bool) decision {
 	sh, h := s.at(&k)
 	sh.mu.Lock()
@@ -138,8 +142,8 @@ func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek, unsynced 
 			m.add(now, p.window, n)
 			d.count += n
 			d.reset = m.reset(now, p.window, true)
-			if unsynced && !p.approx {
-				sh.addUnsynced(&k, h, p, now, n)
+			if unsynced {
+				sh.oweEvents(&k, h, p, now, n)
 			}
 		}
 		return d
@@ -157,6 +161,9 @@ func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek, unsynced 
 		sh.strikes.add(&k, h, st)
 	}
 	ban, warned := p.penalty.violate(st, now)
+	if unsynced {
+		sh.oweViolation(&k, h, p, now, ban)
+	}
 	d.banned, d.warned = ban > 0, warned
 	d.violations = st.violations
 	if d.banned {
@@ -243,11 +250,13 @@ func (s *localStore) ban(k lkey, now, d int64) {
 	sh.denials.remove(&k, h)
 }
 
-// unrecord takes back n events recorded for k at now (AllowAll's undo).
+// unrecord takes back n events recorded for k at now (AllowAll's undo),
+// and owed to Redis if they were.
 func (s *localStore) unrecord(k lkey, p *plan, now, n int64) {
 	sh, h := s.at(&k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	sh.forgetOwed(&k, h, p, now, n)
 	if p.approx {
 		if c := sh.counters.peek(&k, h); c != nil && c.win == floorDiv(now, p.window) {
 			c.cur = max(0, c.cur-n)
@@ -259,8 +268,9 @@ func (s *localStore) unrecord(k lkey, p *plan, now, n int64) {
 	}
 }
 
-// reset forgets everything about k.
-func (s *localStore) reset(k lkey) {
+// reset forgets everything about k at now, what it owed Redis included
+// (see resetDebt).
+func (s *localStore) reset(k lkey, p *plan, now int64) {
 	sh, h := s.at(&k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -269,5 +279,13 @@ func (s *localStore) reset(k lkey) {
 	sh.bans.remove(&k, h)
 	sh.denials.remove(&k, h)
 	sh.counters.remove(&k, h)
-	sh.unsynced.remove(&k, h)
+	sh.resetDebt(&k, h, p, now)
+}
+
+// oweReset remembers a Reset of k made at now that Redis did not get.
+func (s *localStore) oweReset(k lkey, p *plan, now int64) {
+	sh, h := s.at(&k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.oweReset(&k, h, p, now)
 }

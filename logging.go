@@ -18,6 +18,7 @@ const (
 	logOpen
 	logHalfOpen
 	logClosed
+	logWriteBack
 	logKinds
 )
 
@@ -33,15 +34,16 @@ func newThrottledLog(logger *slog.Logger, interval time.Duration) *throttledLog 
 }
 
 // log writes the line unless a line of its kind was written less than the
-// interval ago.
-func (t *throttledLog) log(kind logKind, level slog.Level, msg string, args ...any) {
+// interval ago, and reports whether it wrote it.
+func (t *throttledLog) log(kind logKind, level slog.Level, msg string, args ...any) bool {
 	now := time.Now().UnixNano()
 	last := t.last[kind].Load()
 	if last != 0 && now-last < t.interval {
-		return
+		return false
 	}
 	if !t.last[kind].CompareAndSwap(last, now) {
-		return
+		return false
 	}
 	t.logger.Log(context.Background(), level, msg, args...)
+	return true
 }

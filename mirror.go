@@ -5,11 +5,13 @@ package ratelimit
 // and so that the shield can answer rejections Redis made.
 //
 // The other way round, events allowed without Redis (during an outage, or
-// for calls admission control shed) are unknown to Redis. The store keeps
-// them apart as well, as unsynced events, until they leave the window: a
-// decision Redis allows is overruled when Redis' count and this process'
-// unsynced events together exceed the rate, so that a process never admits
-// more than the rate by its own count, whatever Redis could not see.
+// for calls admission control shed) are unknown to Redis until they are
+// written back (writeback.go). Until then they are kept apart, as unsynced
+// events in the pair's debt: a decision Redis allows is overruled when
+// Redis' count and this process' unsynced events together exceed the rate,
+// so that a process never admits more than the rate by its own count,
+// whatever Redis could not see yet. Once written back they leave the debt,
+// and Redis' count holds them.
 
 // mirrorOff turns the mirror off, for BenchmarkMirror only: it measures
 // what copying Redis' decisions costs the Redis path.
@@ -93,40 +95,25 @@ func (s *localStore) overruled(k lkey, p *plan, now, n int64, d *decision) bool 
 	return true
 }
 
-// addUnsynced remembers n events allowed at now without Redis. The caller
-// holds sh.mu.
-func (sh *localShard) addUnsynced(k *lkey, h uint64, p *plan, now, n int64) {
-	u := sh.unsynced.peek(k, h)
-	if u == nil {
-		u = sh.unsynced.add(k, h, newSlidingLog(now))
-	}
-	u.prune(now, p.window)
-	u.addEvents(now, n)
-}
-
 // overrule turns the allowing decision *d Redis made for n events at now
 // into a rejection, and reports whether it did, while k has unsynced
-// events: when Redis' count and the unsynced events together exceed the
+// events (see debt): when Redis' count and the unsynced events together exceed the
 // rate, or when the process' own log, which holds both what it mirrored and
 // what it allowed without Redis, has no room for n (Redis' count can lag
 // behind decisions this process has already mirrored). The rejection waits
 // until both have room. A decision it lets stand counts the unsynced events
 // too. The caller holds sh.mu.
 func (sh *localShard) overrule(k *lkey, h uint64, p *plan, now, n int64, d *decision) bool {
-	if p.approx || sh.unsynced.n == 0 {
+	if p.approx || sh.debts.n == 0 {
 		return false
 	}
-	u := sh.unsynced.peek(k, h)
-	if u == nil {
+	debt := sh.debtOf(k, h)
+	if debt == nil || owedKind(&debt.p) != 'l' {
 		return false
 	}
-	u.prune(now, p.window)
-	u.drop(u.gone)
+	u := &debt.events // the write-back forgets what left the window
 	unsynced := u.count(now, p.window)
 	if unsynced == 0 {
-		if u.head == len(u.events) {
-			sh.unsynced.remove(k, h)
-		}
 		return false
 	}
 	var local, retry int64

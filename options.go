@@ -73,6 +73,20 @@ type Options struct {
 	// or after ShieldMax when ShieldMax > 0. Negative turns the shield off.
 	// The default, 0, caches each rejection until it ends.
 	ShieldMax time.Duration
+	// WriteBackMax bounds the events decided without Redis (during an
+	// outage, or for calls admission control shed) that wait to be written
+	// back to Redis once it can be used again, over all keys. The
+	// write-back runs in the background, only while admission control has
+	// a slot to spare, so that Redis' log counts every event allowed in
+	// every process (see README's failure modes). When more events wait,
+	// the oldest are dropped: those of the least recently used keys near
+	// the new one in the local limiter first. Events dropped, and events
+	// still waiting when the Limiter is closed, are counted in
+	// Stats.WriteBackDropped; Redis never learns of them. Events that left
+	// the window are not sent, nor counted as dropped. The default, 0, is
+	// DefaultWriteBackMax (100,000); negative is ErrInvalidOptions. Each
+	// waiting event costs about 16 bytes.
+	WriteBackMax int
 	// OnDecision, when set, is called after every decision: each Allow,
 	// AllowN, Peek and Wait try, and each pair AllowAll or AllowGroup
 	// decides (see Decision), on the caller's goroutine, with the decision,
@@ -107,6 +121,8 @@ func (o Options) settings() (settings, error) {
 		return s, fmt.Errorf("%w: unknown Degraded policy %d", ErrInvalidOptions, o.Degraded)
 	case math.IsNaN(o.DegradedShare) || o.DegradedShare < 0 || o.DegradedShare > 1:
 		return s, fmt.Errorf("%w: DegradedShare %v is outside (0, 1]", ErrInvalidOptions, o.DegradedShare)
+	case o.WriteBackMax < 0:
+		return s, fmt.Errorf("%w: WriteBackMax %d is negative", ErrInvalidOptions, o.WriteBackMax)
 	case o.LogInterval < 0:
 		return s, fmt.Errorf("%w: LogInterval %v is negative", ErrInvalidOptions, o.LogInterval)
 	}
@@ -137,6 +153,9 @@ func (o Options) settings() (settings, error) {
 	}
 	if s.Logger == nil {
 		s.Logger = slog.Default()
+	}
+	if s.WriteBackMax == 0 {
+		s.WriteBackMax = DefaultWriteBackMax
 	}
 	if s.LogInterval == 0 {
 		s.LogInterval = 10 * time.Second

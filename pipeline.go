@@ -52,6 +52,14 @@ func (s subject) String() string { return fmt.Sprintf("%s %q", s.kind, s.name) }
 // ErrRedis for a reply that means misuse (logged as an error). What to do
 // without Redis is the caller's: decide locally, or report ErrUnavailable.
 func (l *Limiter) viaRedis(ctx context.Context, conn *redisConn, redisKey string, about subject, run func(ctx context.Context, c rueidis.Client) error) (sent, error) {
+	return l.carry(ctx, conn, redisKey, about, false, run)
+}
+
+// carry is viaRedis for callers and for background work: with spare, the
+// call is admitted only when admission control has a slot to spare (see
+// gate.acquireSpare), and is otherwise not sent (PathShed), without
+// waiting.
+func (l *Limiter) carry(ctx context.Context, conn *redisConn, redisKey string, about subject, spare bool, run func(ctx context.Context, c rueidis.Client) error) (sent, error) {
 	if conn == nil {
 		return sent{path: PathLocal, cause: errNotConnected}, nil
 	}
@@ -66,7 +74,10 @@ func (l *Limiter) viaRedis(ctx context.Context, conn *redisConn, redisKey string
 	// the call together never pass Timeout.
 	callCtx := l.callContext(ctx)
 	g := b.gate.Load()
-	if !g.acquire(ctx) {
+	if spare && !g.acquireSpare() {
+		return sent{path: PathShed, b: b, cause: errShed}, nil
+	}
+	if !spare && !g.acquire(ctx) {
 		if err := ctx.Err(); err != nil {
 			return sent{b: b}, err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -36,6 +37,9 @@ type Limiter struct {
 
 	shed    atomic.Uint64 // decisions shed by admission control
 	outages atomic.Uint64 // decisions made without Redis because it could not be used
+
+	wbKick   chan struct{} // wakes the write-back (see writeback.go)
+	wbPaused atomic.Bool   // tests hold the write-back back
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -100,12 +104,18 @@ func newLimiter(opts Options, remote bool) (*Limiter, error) {
 		remote:    remote,
 		id:        base64.RawURLEncoding.EncodeToString(raw[:]),
 		done:      make(chan struct{}),
+		wbKick:    make(chan struct{}, 1),
 	}
+	l.local.owing.max = int64(set.WriteBackMax)
 	if remote {
-		l.workers.Add(1)
+		l.workers.Add(2)
 		go func() {
 			defer l.workers.Done()
 			l.changes.run(l.done, l.announce)
+		}()
+		go func() {
+			defer l.workers.Done()
+			l.writeBackLoop()
 		}()
 	}
 	return l, nil
@@ -120,6 +130,7 @@ func (l *Limiter) announce(c BreakerChange) {
 		kind, level, msg = logOpen, slog.LevelWarn, "ratelimit: redis circuit breaker open; deciding locally"
 	case BreakerClosed:
 		kind, msg = logClosed, "ratelimit: redis circuit breaker closed; deciding on redis again"
+		l.kickWriteBack()
 	}
 	l.log.log(kind, level, msg, "breaker", c.Breaker, "from", c.From.String(), "to", c.To.String())
 	if l.set.OnBreakerChange != nil {
@@ -339,29 +350,38 @@ func (d *decision) result(limit int64, degraded bool) Result {
 }
 
 // Reset forgets everything about key under rule: its log (and its
-// approximate counter), its violations and its ban, in Redis and in the local limiter. When Redis cannot be used
-// it still clears the local state, and returns an error wrapping
-// ErrUnavailable and the cause: Redis still holds the old state.
+// approximate counter), its violations and its ban, in Redis and in the
+// local limiter, what the local limiter still owed Redis included. When
+// Redis cannot be used it still clears the local state, and returns an
+// error wrapping ErrUnavailable and the cause: Redis still holds the old
+// state until the write-back applies the Reset there, before anything
+// decided after it (see Options.WriteBackMax).
 func (l *Limiter) Reset(ctx context.Context, rule Rule, key string) error {
 	if l.closed.Load() {
 		return ErrClosed
 	}
-	if _, err := rule.compile(); err != nil {
+	p, err := rule.compile()
+	if err != nil {
 		return err
 	}
 	k, err := localKey(rule.Name, key)
 	if err != nil {
 		return err
 	}
-	l.local.reset(k)
+	now := l.localNow()
+	l.local.reset(k, &p, now)
 	if !l.remote {
 		return nil
 	}
 	keys := redisKeys(l.set.KeyPrefix, k)
-	return l.adminCall(ctx, l.conn.Load(), keys[0], subject{"rule", rule.Name}, fmt.Sprintf("reset of key %q: redis may still hold the old state", key),
+	err = l.adminCall(ctx, l.conn.Load(), keys[0], subject{"rule", rule.Name}, fmt.Sprintf("reset of key %q: redis may still hold the old state", key),
 		func(ctx context.Context, c rueidis.Client) error {
 			return c.Do(ctx, c.B().Del().Key(keys[:]...).Build()).Error()
 		})
+	if errors.Is(err, ErrUnavailable) {
+		l.local.oweReset(k, &p, now)
+	}
+	return err
 }
 
 // Close stops the Limiter's goroutines and, for a Limiter made by Dial,

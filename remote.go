@@ -35,6 +35,8 @@ var (
 	banLua string
 	//go:embed lua/undo.lua
 	undoLua string
+	//go:embed lua/writeback.lua
+	writeBackLua string
 )
 
 // A rule without penalty runs a script without the ladder: every piece a
@@ -46,6 +48,9 @@ var (
 	groupScript   = newScript(windowLua + strikesLua + decideLua + groupLua)
 	banScript     = newScript(windowLua + banLua)
 	undoScript    = newScript(undoLua)
+	// writeBackScript writes back what was decided without Redis (see
+	// writeback.go); it records log events as allow.lua does.
+	writeBackScript = newScript(windowLua + writeBackLua)
 )
 
 // script is a Lua script sent with EVALSHA, and with EVAL when the server
@@ -165,6 +170,17 @@ func parseReply(resp rueidis.RedisResult, approx bool) (decision, error) {
 		d.win, err = arr[9].AsInt64()
 	}
 	return d, err
+}
+
+// itoa formats a script argument.
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// flag formats a boolean script argument: "1" or "0".
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }
 
 func b2i(b bool) int {

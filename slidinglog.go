@@ -142,6 +142,36 @@ func (l *slidingLog) removeEvents(at, n int64) {
 	}
 }
 
+// subtract takes back the events of sent, whose times ascend, from the
+// log, each at most as many as the log holds at its time, and returns how
+// many it took back. One pass over both, for the write-back (writeback.go).
+func (l *slidingLog) subtract(sent []event) (removed int64) {
+	defer l.forget()
+	w, j := l.head, 0
+	for i := l.head; i < len(l.events); i++ {
+		e := l.events[i]
+		for j < len(sent) && sent[j].at < e.at {
+			j++
+		}
+		if j < len(sent) && sent[j].at == e.at {
+			take := min(e.n, sent[j].n)
+			e.n -= take
+			removed += take
+			j++
+		}
+		if e.n > 0 {
+			l.events[w] = e
+			w++
+		}
+	}
+	l.events = l.events[:w]
+	l.total -= removed
+	if l.head == len(l.events) {
+		l.events, l.head = l.events[:0], 0
+	}
+	return removed
+}
+
 // bound drops the oldest events beyond limit, so that a log mirrored from
 // Redis cannot grow past the rate it serves.
 func (l *slidingLog) bound(limit int64) {

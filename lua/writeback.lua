@@ -1,0 +1,119 @@
+-- writeback.lua: writes back one batch of what a process decided without
+-- Redis for one (rule, key) pair (see writeback.go): a Reset and a ban
+-- Redis did not see, violations, and events. Composed after window.lua
+-- (for record). The batch is applied at most once: its id is remembered
+-- under KEYS[4] for ARGV[4] ms, and a replay (a reply that was lost, and
+-- the batch sent again) finds it and changes nothing.
+--
+-- Order within the batch: the Reset first (it removes only what was
+-- recorded up to its time, so the events after it, which follow, stay),
+-- then the ban and the violations, then the events.
+--
+-- KEYS[1]  the rule's log (a ZSET).
+-- KEYS[2]  the rule's penalty state (see strikes.lua).
+-- KEYS[3]  the rule's approximate counter (see counter.lua).
+-- KEYS[4]  the batch's id: set once the batch is applied.
+-- ARGV[1]  the meter kind the events are for: 'l' the log, 'c' the
+--          counter. (A new meter kind adds a branch at the end.)
+-- ARGV[2]  the batch id, the start of the members of its log events.
+-- ARGV[3]  window in µs.
+-- ARGV[4]  how long KEYS[4] is kept, in ms.
+-- ARGV[5]  '1' when a Reset made at ARGV[6] (µs) is to be applied.
+-- ARGV[6]  the Reset's time.
+-- ARGV[7]  the end of a ban decided without Redis, in µs (0: none).
+-- ARGV[8]  violations counted without Redis.
+-- ARGV[9]  bans the ladder started without Redis.
+-- ARGV[10] the time of the last of those violations, in µs.
+-- ARGV[11] how long violations are remembered, in µs.
+-- ARGV[12] the writer's time, in µs, for the penalty state's TTL.
+-- ARGV[13..] pairs of stamp and count, stamps ascending: for a log the
+--          events' time in µs, for a counter the index of the fixed
+--          window they were counted in.
+--
+-- Returns 1 when the batch was applied, 0 when it had been already.
+local log, pen, counter, done = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+if not redis.call('SET', done, '1', 'NX', 'PX', ARGV[4]) then
+  return 0
+end
+local kind = ARGV[1]
+local window = tonumber(ARGV[3])
+
+if ARGV[5] == '1' then
+  redis.call('ZREMRANGEBYSCORE', log, '-inf', ARGV[6])
+  redis.call('DEL', counter, pen)
+end
+
+local ban_end = tonumber(ARGV[7])
+local dv = tonumber(ARGV[8])
+if ban_end > 0 or dv > 0 then
+  local state = redis.call('HMGET', pen, 'v', 'l', 'b', 'k')
+  local v = tonumber(state[1]) or 0
+  local last = tonumber(state[2]) or 0
+  local b = tonumber(state[3]) or 0
+  local k = tonumber(state[4]) or 0
+  local now = tonumber(ARGV[12])
+  local keep = 0
+  if dv > 0 then
+    local at = tonumber(ARGV[10])
+    local memory = tonumber(ARGV[11])
+    if v > 0 and at - last >= memory then
+      v = 0
+      k = 0
+    end
+    v = v + dv
+    k = k + tonumber(ARGV[9])
+    if at > last then
+      last = at
+    end
+    redis.call('HSET', pen, 'v', string.format('%d', v), 'l', string.format('%d', last), 'k', string.format('%d', k))
+    keep = last + memory - now
+  end
+  if ban_end > b then
+    redis.call('HSET', pen, 'b', string.format('%d', ban_end))
+    b = ban_end
+  end
+  if b - now > keep then
+    keep = b - now
+  end
+  keep = math.ceil(keep / 1000) + 1000
+  if redis.call('PTTL', pen) < keep then
+    redis.call('PEXPIRE', pen, keep)
+  end
+end
+
+if #ARGV < 13 then
+  return 1
+end
+if kind == 'l' then
+  local j = 0
+  for i = 13, #ARGV, 2 do
+    j = j + 1
+    record(log, ARGV[i], window, tonumber(ARGV[i + 1]), ARGV[2] .. string.format('.%d', j))
+  end
+elseif kind == 'c' then
+  local state = redis.call('HMGET', counter, 'w', 'c', 'p')
+  local w = tonumber(state[1]) or 0
+  local c = tonumber(state[2]) or 0
+  local p = tonumber(state[3]) or 0
+  for i = 13, #ARGV, 2 do
+    local win = tonumber(ARGV[i])
+    local n = tonumber(ARGV[i + 1])
+    if win > w then
+      if win == w + 1 then
+        p = c
+      else
+        p = 0
+      end
+      c = 0
+      w = win
+    end
+    if win == w then
+      c = c + n
+    elseif win == w - 1 then
+      p = p + n
+    end
+  end
+  redis.call('HSET', counter, 'w', string.format('%d', w), 'c', string.format('%d', c), 'p', string.format('%d', p))
+  redis.call('PEXPIRE', counter, math.ceil(2 * window / 1000) + 1000)
+end
+return 1

@@ -1,0 +1,500 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// The write-back: what a process decided without Redis (during an outage,
+// or for calls admission control shed) is written to Redis once Redis can
+// be used again, so that Redis' log counts every event allowed in every
+// process.
+//
+// Each (rule, key) pair the process decided without Redis has a debt in
+// the local store: the events it allowed (as stamps, see stamp), the
+// violations and bans the ladder counted, a ban made by hand and a Reset
+// Redis did not see. A goroutine of the Limiter's (writeBackLoop) cuts
+// batches from the debts, one batch per pair (all its keys share one hash
+// tag, so a batch runs on a Redis Cluster too), and sends each with
+// lua/writeback.lua through the one pipeline, admitted only while admission
+// control has a slot to spare (gate.acquireSpare): live calls never wait
+// for the write-back.
+//
+// A batch is idempotent: its id is remembered by Redis for two windows (or
+// as long as its violations are), and a batch whose reply was lost is sent
+// again as it was, under the same id, until Redis answers; the members of
+// its log events are made from the id, so they would be the same again
+// anyway. Once Redis answered, the batch's events leave the debt, and with
+// them the overrule (mirror.go) stops counting them on top of Redis' count:
+// Redis counts them now. While a batch is on its way the overrule still
+// counts its events, and may count them twice for that round trip: it errs
+// towards rejecting.
+//
+// Meter kinds: the events of every kind are kept as (stamp, n) pairs in a
+// slidingLog. A kind needs three things to be written back: its letter
+// (owedKind), how its events are stamped and which stamps still count
+// (stamp, dueFrom), and a branch in lua/writeback.lua that adds stamped
+// events to its Redis state.
+
+// DefaultWriteBackMax is the number of events waiting to be written back
+// when Options.WriteBackMax is 0.
+const DefaultWriteBackMax = 100_000
+
+// writeBackEvery is how often the write-back looks for debts besides being
+// woken when a breaker closes: shed calls leave debts while every breaker
+// stays closed.
+const writeBackEvery = time.Second
+
+// maxBatchStamps bounds the stamps of one batch (two arguments each); a
+// pair that owes more is written back in several batches.
+const maxBatchStamps = 1000
+
+// debt is what one (rule, key) pair owes Redis. Its shard's lock guards it.
+type debt struct {
+	p      plan       // the rule as last decided without Redis
+	events slidingLog // events allowed without Redis, by stamp
+	// reset: a Reset made at resetAt that Redis has not seen.
+	reset   bool
+	resetAt int64
+	banEnd  int64 // the latest ban decided or made without Redis (0: none)
+	// violations and bans the ladder counted without Redis; the last of
+	// the violations was at lastViolation.
+	violations, bans, lastViolation int64
+	inflight                        bool   // a batch of this debt is on its way
+	unsure                          *batch // a batch Redis may have applied: sent again as it is
+}
+
+// owedKind is the letter lua/writeback.lua knows the meter kind of p by.
+func owedKind(p *plan) byte {
+	if p.approx {
+		return 'c'
+	}
+	return 'l'
+}
+
+// stamp is what an event allowed at now is owed under: its time for an
+// exact log, the index of its fixed window for an approximate counter.
+func stamp(p *plan, now int64) int64 {
+	if p.approx {
+		return floorDiv(now, p.window)
+	}
+	return now
+}
+
+// dueFrom is the oldest stamp still worth writing back at now: events
+// stamped earlier no longer count in Redis (out of the window, or in a
+// fixed window before the previous one).
+func dueFrom(p *plan, now int64) int64 {
+	if p.approx {
+		return floorDiv(now, p.window) - 1
+	}
+	return now - p.window + 1
+}
+
+// owing counts, over a whole local store, the events its debts hold and
+// what became of the others.
+type owing struct {
+	events  atomic.Int64  // events in debts
+	debts   atomic.Int64  // pairs with a debt
+	max     int64         // the most events debts may hold (WriteBackMax)
+	written atomic.Uint64 // events written back
+	dropped atomic.Uint64 // events dropped: over max, evicted, refused by Redis, pending at Close
+}
+
+// batch is what one call of lua/writeback.lua writes for one pair: a copy
+// of (part of) its debt when the batch was cut.
+type batch struct {
+	k      lkey
+	d      *debt
+	id     string // unique per Limiter and batch
+	p      plan
+	events []event // stamps ascending
+	reset  bool
+	resetAt,
+	banEnd,
+	violations, bans, lastViolation int64
+	full bool // the debt owed more events than one batch carries
+}
+
+// debtOf returns k's debt, or nil. The caller holds sh.mu.
+func (sh *localShard) debtOf(k *lkey, h uint64) *debt {
+	if d := sh.debts.peek(k, h); d != nil {
+		return *d
+	}
+	return nil
+}
+
+// owe returns k's debt under p, creating it. A new debt in a full table
+// evicts the least recently used one, whose events are counted as
+// dropped. The caller holds sh.mu.
+func (sh *localShard) owe(k *lkey, h uint64, p *plan) *debt {
+	if d := sh.debtOf(k, h); d != nil {
+		if owedKind(&d.p) != owedKind(p) || d.p.window != p.window {
+			// The rule changed under the same name: its stamps mean
+			// something else now.
+			sh.dropEvents(d, d.events.total)
+		}
+		d.p = *p
+		sh.debts.get(k, h) // to the front
+		return d
+	}
+	if sh.debts.n >= sh.debts.size {
+		sh.forgetDebt(sh.debts.tail, true)
+	}
+	d := &debt{p: *p, events: newSlidingLog(0)}
+	sh.debts.add(k, h, d)
+	sh.owing.debts.Add(1)
+	return d
+}
+
+// forgetDebt removes the debt in e; with dropped its events are counted as
+// dropped. The caller holds sh.mu.
+func (sh *localShard) forgetDebt(e *node[*debt], dropped bool) {
+	n := e.v.events.total
+	sh.owing.events.Add(-n)
+	if dropped {
+		sh.owing.dropped.Add(uint64(n))
+	}
+	sh.debts.removeNode(e)
+	sh.owing.debts.Add(-1)
+}
+
+// dropEvents drops up to n of d's oldest events, counting them as dropped,
+// and returns how many it dropped. The caller holds sh.mu.
+func (sh *localShard) dropEvents(d *debt, n int64) int64 {
+	before := d.events.total
+	d.events.bound(max(0, before-n))
+	gone := before - d.events.total
+	sh.owing.events.Add(-gone)
+	sh.owing.dropped.Add(uint64(gone))
+	return gone
+}
+
+// oweEvents remembers n events allowed at now without Redis, and keeps the
+// store within WriteBackMax: over it, the oldest events of the least
+// recently used debts of this shard are dropped (this pair's own included,
+// so the bound always holds). The caller holds sh.mu.
+func (sh *localShard) oweEvents(k *lkey, h uint64, p *plan, now, n int64) {
+	d := sh.owe(k, h, p)
+	d.events.addEvents(stamp(p, now), n)
+	over := sh.owing.events.Add(n) - sh.owing.max
+	for e := sh.debts.tail; e != nil && over > 0; e = e.prev {
+		over -= sh.dropEvents(e.v, over)
+	}
+}
+
+// oweViolation remembers a violation counted at now without Redis, and the
+// ban it started (ban > 0: its length). The caller holds sh.mu.
+func (sh *localShard) oweViolation(k *lkey, h uint64, p *plan, now, ban int64) {
+	d := sh.owe(k, h, p)
+	d.violations++
+	d.lastViolation = max(d.lastViolation, now)
+	if ban > 0 {
+		d.bans++
+		d.banEnd = max(d.banEnd, now+ban)
+	}
+}
+
+// oweBan remembers a ban made by hand until end that Redis did not get.
+func (s *localStore) oweBan(k lkey, p *plan, end int64) {
+	sh, h := s.at(&k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	d := sh.owe(&k, h, p)
+	d.banEnd = max(d.banEnd, end)
+}
+
+// oweReset remembers a Reset made at now that Redis did not get. The
+// caller holds sh.mu.
+func (sh *localShard) oweReset(k *lkey, h uint64, p *plan, now int64) {
+	d := sh.owe(k, h, p)
+	d.reset, d.resetAt = true, max(d.resetAt, now)
+}
+
+// forgetOwed takes n events allowed at now back from k's debt (AllowAll's
+// undo). The caller holds sh.mu.
+func (sh *localShard) forgetOwed(k *lkey, h uint64, p *plan, now, n int64) {
+	if d := sh.debtOf(k, h); d != nil && owedKind(&d.p) == owedKind(p) {
+		sh.owing.events.Add(-d.events.subtract([]event{{at: stamp(p, now), n: n}}))
+	}
+}
+
+// resetDebt forgets k's debt for a Reset at now: what it owed was made
+// before the Reset. When a batch of it is on its way, Redis may apply it
+// after the Reset; the Reset is then owed itself, so that it is applied
+// again after the batch.
+func (sh *localShard) resetDebt(k *lkey, h uint64, p *plan, now int64) {
+	e := sh.debts.find(k, h)
+	if e == nil {
+		return
+	}
+	inflight := e.v.inflight || e.v.unsure != nil
+	sh.forgetDebt(e, false)
+	if inflight {
+		sh.oweReset(k, h, p, now)
+	}
+}
+
+// empty reports whether d owes nothing.
+func (d *debt) empty() bool {
+	return d.events.total == 0 && !d.reset && d.banEnd == 0 && d.violations == 0 && d.unsure == nil
+}
+
+// cut cuts a batch from each debt of shard i that owes something at now,
+// oldest first, forgetting what no longer counts; a debt whose last batch
+// Redis may have applied gives that batch again. newID names a batch.
+func (s *localStore) cut(i int, now int64, newID func() string) []*batch {
+	sh := &s.shards[i]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	var bs []*batch
+	for e := sh.debts.tail; e != nil; {
+		prev := e.prev
+		d := e.v
+		before := d.events.total
+		d.events.drop(dueFrom(&d.p, now) - 1)
+		sh.owing.events.Add(d.events.total - before)
+		if d.violations > 0 && (!d.p.penalize || now-d.lastViolation >= d.p.penalty.memory) {
+			d.violations, d.bans = 0, 0
+		}
+		if d.banEnd <= now {
+			d.banEnd = 0
+		}
+		switch {
+		case d.unsure != nil:
+			d.inflight = true
+			bs = append(bs, d.unsure)
+		case d.empty():
+			sh.forgetDebt(e, false)
+		default:
+			b := &batch{k: e.k, d: d, id: newID(), p: d.p, reset: d.reset, resetAt: d.resetAt, banEnd: d.banEnd,
+				violations: d.violations, bans: d.bans, lastViolation: d.lastViolation}
+			live := d.events.events[d.events.head:]
+			if len(live) > maxBatchStamps {
+				live, b.full = live[:maxBatchStamps], true
+			}
+			b.events = append([]event(nil), live...)
+			d.inflight = true
+			bs = append(bs, b)
+		}
+		e = prev
+	}
+	return bs
+}
+
+// outcome is how a batch's call ended.
+type outcome int
+
+const (
+	applied outcome = iota // Redis applied it, or had already
+	refused                // Redis refused it as misuse: it never will apply it
+	unsure                 // the reply was lost: Redis may have applied it
+	unsent                 // it never reached Redis
+)
+
+// settle records how b's call ended: the events of a batch Redis applied
+// (or refused) leave its debt, a batch Redis may have applied is kept to be
+// sent again as it is, and one that never reached Redis is forgotten (the
+// next batch is cut afresh). It does nothing when the debt is no longer
+// there (a Reset, an eviction).
+func (s *localStore) settle(b *batch, o outcome) {
+	sh, h := s.at(&b.k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.debts.find(&b.k, h)
+	if e == nil || e.v != b.d {
+		return
+	}
+	d := b.d
+	d.inflight = false
+	switch o {
+	case unsure:
+		d.unsure = b
+		return
+	case unsent:
+		return
+	}
+	d.unsure = nil
+	removed := d.events.subtract(b.events)
+	sh.owing.events.Add(-removed)
+	var sent int64
+	for _, ev := range b.events {
+		sent += ev.n
+	}
+	if o == applied {
+		s.owing.written.Add(uint64(sent))
+	} else {
+		s.owing.dropped.Add(uint64(sent))
+	}
+	if b.reset && d.resetAt == b.resetAt {
+		d.reset = false
+	}
+	if d.banEnd <= b.banEnd {
+		d.banEnd = 0
+	}
+	d.violations = max(0, d.violations-b.violations)
+	d.bans = max(0, d.bans-b.bans)
+	if d.empty() {
+		sh.forgetDebt(e, false)
+	}
+}
+
+// dropAll counts every event still owed as dropped and forgets the debts
+// (Close).
+func (s *localStore) dropAll() {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for sh.debts.tail != nil {
+			sh.forgetDebt(sh.debts.tail, true)
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// args returns the arguments of lua/writeback.lua for b, cut at now.
+func (b *batch) args(now int64) []string {
+	ttl := 2 * b.p.window
+	if b.violations > 0 {
+		ttl = max(ttl, b.p.penalty.memory)
+	}
+	args := make([]string, 12, 12+2*len(b.events))
+	args[0] = string(owedKind(&b.p))
+	args[1] = b.id
+	args[2] = itoa(b.p.window)
+	args[3] = itoa((ttl+999)/1000 + 1000)
+	args[4] = flag(b.reset)
+	args[5] = itoa(b.resetAt)
+	args[6] = itoa(b.banEnd)
+	args[7] = itoa(b.violations)
+	args[8] = itoa(b.bans)
+	args[9] = itoa(b.lastViolation)
+	args[10] = itoa(b.p.penalty.memory)
+	args[11] = itoa(now)
+	for _, ev := range b.events {
+		args = append(args, itoa(ev.at), itoa(ev.n))
+	}
+	return args
+}
+
+// kickWriteBack wakes the write-back, without waiting.
+func (l *Limiter) kickWriteBack() {
+	select {
+	case l.wbKick <- struct{}{}:
+	default:
+	}
+}
+
+// writeBackLoop writes debts back when woken (a breaker closed) and every
+// writeBackEvery, until Close; what is still owed then is dropped and
+// counted (a Limiter that closes has nobody left to retry it).
+func (l *Limiter) writeBackLoop() {
+	t := time.NewTicker(writeBackEvery)
+	defer t.Stop()
+	ctx := doneContext{Context: context.Background(), done: l.done}
+	var logged [2]uint64 // written and dropped when last logged
+	for {
+		select {
+		case <-l.done:
+			l.local.dropAll()
+			l.logWriteBack(&logged)
+			return
+		case <-l.wbKick:
+		case <-t.C:
+		}
+		if !l.wbPaused.Load() && (l.local.owing.debts.Load() > 0) {
+			for l.writeBack(ctx) {
+			}
+		}
+		l.logWriteBack(&logged)
+	}
+}
+
+// logWriteBack logs what was written back and dropped since it last did.
+func (l *Limiter) logWriteBack(logged *[2]uint64) {
+	w, d := l.local.owing.written.Load(), l.local.owing.dropped.Load()
+	if w == logged[0] && d == logged[1] {
+		return
+	}
+	level := slog.LevelInfo
+	if d != logged[1] {
+		level = slog.LevelWarn
+	}
+	if l.log.log(logWriteBack, level, "ratelimit: wrote back to redis what was decided without it",
+		"written", w-logged[0], "dropped", d-logged[1], "pending", l.local.owing.events.Load()) {
+		*logged = [2]uint64{w, d}
+	}
+}
+
+// writeBack makes one pass over the debts and reports whether another pass
+// has more to write at once (a debt owed more than one batch carries, and
+// every batch went through).
+func (l *Limiter) writeBack(ctx context.Context) (more bool) {
+	conn := l.conn.Load()
+	if conn == nil {
+		return false
+	}
+	now := l.localNow()
+	newID := func() string { return l.id + "w" + strconv.FormatUint(l.seq.Add(1), 10) }
+	for i := range l.local.shards {
+		bs := l.local.cut(i, now, newID)
+		for j, b := range bs {
+			o := l.sendBatch(ctx, conn, b, now)
+			l.local.settle(b, o)
+			if o == unsure || o == unsent {
+				for _, rest := range bs[j+1:] {
+					l.local.settle(rest, unsent)
+				}
+				return false
+			}
+			more = more || b.full
+		}
+	}
+	return more
+}
+
+// sendBatch writes b back through the pipeline, admitted only with a slot
+// to spare, and says how it ended.
+func (l *Limiter) sendBatch(ctx context.Context, conn *redisConn, b *batch, now int64) outcome {
+	keys := redisKeys(l.set.KeyPrefix, b.k)
+	all := []string{keys[0], keys[1], keys[2], batchKey(l.set.KeyPrefix, b.k, b.id)}
+	args := b.args(now)
+	s, err := l.carry(ctx, conn, all[0], subject{"rule", b.k.rule}, true, func(ctx context.Context, c rueidis.Client) error {
+		return writeBackScript.exec(ctx, c, all, args).Error()
+	})
+	switch {
+	case errors.Is(err, ErrRedis):
+		return refused
+	case err != nil: // Close: the call may have gone out
+		return unsure
+	case s.path == PathRedis:
+		return applied
+	case s.cause == errNotConnected || s.cause == errBreakerOpen || s.cause == errShed:
+		return unsent
+	}
+	return unsure // failed as an outage: Redis may have run it
+}
+
+// doneContext is a context that ends when done is closed: the write-back's
+// calls end with the Limiter.
+type doneContext struct {
+	context.Context
+	done <-chan struct{}
+}
+
+func (c doneContext) Done() <-chan struct{} { return c.done }
+
+func (c doneContext) Err() error {
+	select {
+	case <-c.done:
+		return context.Canceled
+	default:
+		return nil
+	}
+}
