@@ -63,3 +63,36 @@ func (s *Server) DebugSleep(d time.Duration) {
 		}
 	}()
 }
+
+// Forbid, when on, takes every permission from the default user (ACL
+// SETUSER default -@all), whom clients without credentials are: every
+// command of theirs then fails at once with NOPERM, and nothing is
+// executed, unlike Pause, after which held commands still run. Off gives
+// the permissions back. It works through a user of its own ("redistest",
+// created when on), which keeps its permissions. The test fails if
+// the server refuses.
+func (s *Server) Forbid(on bool) {
+	s.t.Helper()
+	const user, pass = "redistest", "redistest-pass"
+	if on { // while forbidden, the default user could not do this
+		if _, err := s.Do("ACL", "SETUSER", user, "on", ">"+pass, "~*", "&*", "+@all"); err != nil {
+			s.t.Fatalf("redistest: creating the ACL user on %s: %v", s.Addr(), err)
+		}
+	}
+	c, err := Dial(s.Addr(), doTimeout)
+	if err != nil {
+		s.t.Fatalf("redistest: Forbid: %v", err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(doTimeout))
+	if _, err := c.Do("AUTH", user, pass); err != nil {
+		s.t.Fatalf("redistest: Forbid: AUTH: %v", err)
+	}
+	perm := "+@all"
+	if on {
+		perm = "-@all"
+	}
+	if _, err := c.Do("ACL", "SETUSER", "default", perm); err != nil {
+		s.t.Fatalf("redistest: Forbid: ACL SETUSER default %s: %v", perm, err)
+	}
+}

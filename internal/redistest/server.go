@@ -298,8 +298,9 @@ func (s *Server) Kill() {
 // Restart stops the server if it is running, starts it again with the same
 // port, directory and options, and waits until it answers PING. If the port
 // is still busy it keeps trying for 10 seconds. Data does not survive, since
-// the server never persists anything; a cluster node keeps its nodes.conf
-// and so rejoins its cluster.
+// the server persists nothing by default (Options.Args may turn --appendonly
+// on: the server then reloads what it wrote); a cluster node keeps its
+// nodes.conf and so rejoins its cluster.
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Stop()

@@ -1,0 +1,139 @@
+package reliability_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
+)
+
+// TestFaultWriteBackAfterRefusal is issue 13's repro on a real
+// redis-server: rule 5 per minute, 3 calls on Redis, Redis refuses every
+// command (NOPERM: nothing is executed), 2 calls allowed locally, Redis
+// back. The write-back brings the 2 to Redis: its log holds exactly 5, and
+// another process (a second Limiter with its own client) is rejected in
+// the minute, on Redis, as this one is; not 7 as without the write-back.
+func TestFaultWriteBackAfterRefusal(t *testing.T) {
+	if !testkit.HaveRedis(t) {
+		t.Skip("needs redis-server")
+	}
+	srv := redistest.Start(t, redistest.Options{})
+	var logs testkit.SyncBuffer
+	clk := testkit.NewClock()
+	opts := testkit.OutageOptions(clk, &logs, nil)
+	l := testkit.NewLimiter(t, testkit.NewClient(t, srv.Addr()), opts)
+	rule := ratelimit.Rule{Name: "claim", Limit: ratelimit.PerMinute(5)}
+	for i := 0; i < 3; i++ {
+		if r := testkit.Allow(t, l, rule, "bob"); !r.Allowed || r.Degraded {
+			t.Fatalf("call %d on redis = %+v", i, r)
+		}
+	}
+
+	srv.Forbid(true)
+	clk.Advance(10 * time.Second)
+	var allowed, rejected int
+	for allowed+rejected < 4 {
+		r := testkit.Allow(t, l, rule, "bob")
+		if !r.Degraded {
+			t.Fatalf("a call while redis refuses everything = %+v, want degraded", r)
+		}
+		if r.Allowed {
+			allowed++
+		} else {
+			rejected++
+		}
+	}
+	if allowed != 2 {
+		t.Fatalf("allowed %d without redis, want 2", allowed)
+	}
+	logKey, _ := layoutKeys(ratelimit.DefaultKeyPrefix, rule.Name, "bob")
+
+	srv.Forbid(false)
+	testkit.Eventually(t, "the 2 events written back", func() bool { return l.Stats().WrittenBack == 2 })
+	if n := mustInt(t, srv, "ZCARD", logKey); n != 5 {
+		t.Fatalf("redis' log holds %d events after the write-back, want 5", n)
+	}
+	other := testkit.NewLimiter(t, testkit.NewClient(t, srv.Addr()), testkit.OutageOptions(clk, &logs, nil))
+	if r := testkit.Allow(t, other, rule, "bob"); r.Allowed || r.Degraded || r.RetryAfter != 50*time.Second {
+		t.Fatalf("another process in the minute = %+v, want rejected on redis until the first event leaves", r)
+	}
+	if r := testkit.Allow(t, l, rule, "bob"); r.Allowed || r.Degraded {
+		t.Fatalf("this process in the minute = %+v, want rejected on redis", r)
+	}
+	if n := mustInt(t, srv, "ZCARD", logKey); n != 5 {
+		t.Fatalf("redis' log holds %d events at the end, want 5", n)
+	}
+	if s := l.Stats(); s.WriteBackDropped != 0 || s.WriteBackPending != 0 {
+		t.Fatalf("Stats = %+v, want nothing dropped or pending", s)
+	}
+}
+
+// TestFaultWriteBackAfterKillAndRestart kills redis-server (SIGKILL) between
+// two bursts of 8 callers, lets them go on without Redis, and restarts it
+// with its append-only file (appendfsync always, so it keeps what it had):
+// once the write-back is done, Redis' log counts exactly every event
+// allowed before, during and after the outage, in one window. No call is
+// on its way while the server is killed, so no reply is lost (a lost reply
+// is the inexact case README's failure modes name).
+func TestFaultWriteBackAfterKillAndRestart(t *testing.T) {
+	if !testkit.HaveRedis(t) {
+		t.Skip("needs redis-server")
+	}
+	srv := redistest.Start(t, redistest.Options{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
+	var logs testkit.SyncBuffer
+	clk := testkit.NewClock()
+	opts := testkit.OutageOptions(clk, &logs, nil)
+	l := testkit.NewLimiter(t, testkit.NewClient(t, srv.Addr()), opts)
+	rule := ratelimit.Rule{Name: "persist", Limit: ratelimit.Limit{Rate: 100_000, Window: time.Hour}}
+
+	var allowed, degraded atomic.Int64
+	burst := func(calls int) {
+		var wg sync.WaitGroup
+		for g := 0; g < 8; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < calls; i++ {
+					clk.Advance(time.Millisecond)
+					r, err := l.Allow(context.Background(), rule, "k")
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if r.Allowed {
+						allowed.Add(1)
+					}
+					if r.Degraded {
+						degraded.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	burst(200)
+	if degraded.Load() != 0 {
+		t.Fatalf("%d calls degraded before the kill", degraded.Load())
+	}
+	srv.Kill()
+	burst(200)
+	during := degraded.Load()
+	srv.Restart()
+	burst(200)
+	testkit.Eventually(t, "nothing left to write back", func() bool { return l.Stats().WriteBackPending == 0 })
+	s := l.Stats()
+	t.Logf("allowed %d, degraded %d (%d during the outage), written back %d, dropped %d",
+		allowed.Load(), degraded.Load(), during, s.WrittenBack, s.WriteBackDropped)
+	if during == 0 || s.WrittenBack == 0 || s.WriteBackDropped != 0 {
+		t.Fatalf("Stats = %+v with %d calls degraded during the outage: want some written back, none dropped", s, during)
+	}
+	logKey, _ := layoutKeys(ratelimit.DefaultKeyPrefix, rule.Name, "k")
+	if n := mustInt(t, srv, "ZCARD", logKey); int64(n) != allowed.Load() {
+		t.Fatalf("redis' log holds %d events, want the %d allowed", n, allowed.Load())
+	}
+}
