@@ -67,11 +67,14 @@ type Metrics struct {
 	localEntries metric.Int64ObservableGauge
 	shielded     metric.Int64ObservableGauge
 	connected    metric.Int64ObservableGauge
+	writeBack    metric.Int64ObservableCounter
+	wbPending    metric.Int64ObservableGauge
 
 	// Prepared measurement options, so that the hot path allocates nothing.
 	pathOpts   [numPaths][]metric.RecordOption
 	changeOpts [numStates][]metric.AddOption
 	kindOpts   [numKinds][]metric.ObserveOption
+	wbOpts     [2][]metric.ObserveOption // written, dropped
 
 	maxRules int
 	rules    atomic.Pointer[map[string]*ruleAttrs] // copied on write under rulesMu
@@ -135,10 +138,18 @@ func New(opts Options) (*Metrics, error) {
 		metric.WithUnit("{limiter}"),
 		metric.WithDescription("Observed limiters that have a Redis client."))
 	check(err)
+	m.writeBack, err = meter.Int64ObservableCounter("ratelimit.writeback.events",
+		metric.WithUnit("{event}"),
+		metric.WithDescription("Events decided without Redis that were written back to it (outcome written) or never will be (outcome dropped)."))
+	check(err)
+	m.wbPending, err = meter.Int64ObservableGauge("ratelimit.writeback.pending",
+		metric.WithUnit("{event}"),
+		metric.WithDescription("Events decided without Redis that wait to be written back to it."))
+	check(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("ratelimitotel: %w", err)
 	}
-	if _, err := meter.RegisterCallback(m.observe, m.breakersOpen, m.localEntries, m.shielded, m.connected); err != nil {
+	if _, err := meter.RegisterCallback(m.observe, m.breakersOpen, m.localEntries, m.shielded, m.connected, m.writeBack, m.wbPending); err != nil {
 		return nil, fmt.Errorf("ratelimitotel: %w", err)
 	}
 
@@ -153,6 +164,10 @@ func New(opts Options) (*Metrics, error) {
 	for k := range m.kindOpts {
 		m.kindOpts[k] = []metric.ObserveOption{metric.WithAttributeSet(
 			attribute.NewSet(attribute.String("kind", kindNames[k])))}
+	}
+	for i, outcome := range []string{"written", "dropped"} {
+		m.wbOpts[i] = []metric.ObserveOption{metric.WithAttributeSet(
+			attribute.NewSet(attribute.String("outcome", outcome)))}
 	}
 	m.other = newRuleAttrs(OtherRule)
 	m.rules.Store(&map[string]*ruleAttrs{})
@@ -209,9 +224,11 @@ func (m *Metrics) OnBreakerChange(c ratelimit.BreakerChange) {
 }
 
 // Observe makes the gauges (ratelimit.breaker.open, ratelimit.local.entries,
-// ratelimit.shield.entries, ratelimit.connected) report l.Stats() at each
+// ratelimit.shield.entries, ratelimit.connected, ratelimit.writeback.pending)
+// and the counter ratelimit.writeback.events report l.Stats() at each
 // collection, added to those of the other limiters observed, until stop is
-// called. Call stop when you close l. Observing a limiter twice counts it
+// called (the counter counts only the limiters observed at the time, so it
+// falls when one stops being observed). Call stop when you close l. Observing a limiter twice counts it
 // once; it stays observed until both stops are called. The gauges report
 // nothing while no limiter is observed.
 func (m *Metrics) Observe(l *ratelimit.Limiter) (stop func()) {
@@ -247,6 +264,9 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		sum.LocalBans += s.LocalBans
 		sum.Shielded += s.Shielded
 		sum.BreakersOpen += s.BreakersOpen
+		sum.WrittenBack += s.WrittenBack
+		sum.WriteBackDropped += s.WriteBackDropped
+		sum.WriteBackPending += s.WriteBackPending
 		if s.Connected {
 			connected++
 		}
@@ -258,6 +278,9 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	o.ObserveInt64(m.localEntries, int64(sum.LocalBans), m.kindOpts[kindBan]...)
 	o.ObserveInt64(m.shielded, int64(sum.Shielded))
 	o.ObserveInt64(m.connected, connected)
+	o.ObserveInt64(m.writeBack, int64(sum.WrittenBack), m.wbOpts[0]...)
+	o.ObserveInt64(m.writeBack, int64(sum.WriteBackDropped), m.wbOpts[1]...)
+	o.ObserveInt64(m.wbPending, int64(sum.WriteBackPending))
 	return nil
 }
 

@@ -265,6 +265,10 @@ func TestDecisions(t *testing.T) {
 		"ratelimit.local.entries {entry} kind=strike":  0,
 		"ratelimit.local.entries {entry} kind=ban":     1,
 		"ratelimit.shield.entries {entry} ":            3,
+		// The 2 events allowed without Redis wait to be written back.
+		"ratelimit.writeback.events {event} outcome=written": 0,
+		"ratelimit.writeback.events {event} outcome=dropped": 0,
+		"ratelimit.writeback.pending {event} ":               2,
 	}
 	assertPoints(t, collect(t, reader), want)
 
@@ -277,7 +281,8 @@ func TestDecisions(t *testing.T) {
 	want["ratelimit.errors {error} error.type=closed,rule=plain"] = 1
 	for k := range want {
 		if strings.HasPrefix(k, "ratelimit.breaker.open ") || strings.HasPrefix(k, "ratelimit.connected ") ||
-			strings.HasPrefix(k, "ratelimit.local.entries ") || strings.HasPrefix(k, "ratelimit.shield.entries ") {
+			strings.HasPrefix(k, "ratelimit.local.entries ") || strings.HasPrefix(k, "ratelimit.shield.entries ") ||
+			strings.HasPrefix(k, "ratelimit.writeback.") {
 			delete(want, k)
 		}
 	}
@@ -350,6 +355,10 @@ func TestObserveAddsUpLimiters(t *testing.T) {
 			"ratelimit.local.entries {entry} kind=strike":  0,
 			"ratelimit.local.entries {entry} kind=ban":     0,
 			"ratelimit.shield.entries {entry} ":            0,
+
+			"ratelimit.writeback.events {event} outcome=written": 0,
+			"ratelimit.writeback.events {event} outcome=dropped": 0,
+			"ratelimit.writeback.pending {event} ":               0,
 		}
 	}
 	stopA := m.Observe(a)
