@@ -56,7 +56,12 @@
 // default: the same rule and penalty on a per-process log, at the degraded
 // share of the rate) and its Result is Degraded. While Redis is healthy its
 // decisions are mirrored into the local log, so an outage does not start
-// from an empty one.
+// from an empty one. The other way round, what was decided without Redis
+// (events, violations, bans, Resets) is written back to Redis once it can be
+// used again, by a goroutine of the Limiter's, in idempotent batches and
+// only with admission slots to spare, so that Redis counts every event
+// allowed in every process (see [Options].WriteBackMax and README's
+// "Write-back").
 //
 // A load spike is not an outage: admission control bounds the calls in
 // flight to each Redis master by the latency it measures (see README's
