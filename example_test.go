@@ -216,3 +216,60 @@ func ExampleRule_dryRun() {
 	// export 1: allowed=true, enforcing would reject: false
 	// export 2: allowed=true, enforcing would reject: true
 }
+
+// What a process decides while Redis cannot be used is written back to
+// Redis once it can be used again: here 3 claims on Redis and 2 while Redis
+// refused every command. Afterwards Redis counts all 5, and another process
+// is refused for the rest of the minute too.
+func ExampleOptions_writeBack() {
+	mr, client := exampleRedis()
+	defer mr.Close()
+	defer client.Close()
+
+	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	opts := ratelimit.Options{
+		Clock:        clock,
+		Timeout:      time.Second,
+		TripAfter:    1,
+		ProbeAfter:   10 * time.Millisecond,
+		WriteBackMax: 10_000, // the default is 100,000 events
+		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	limiter, err := ratelimit.New(client, opts)
+	if err != nil {
+		panic(err)
+	}
+	defer limiter.Close()
+
+	claim := ratelimit.Rule{Name: "coupon:claim", Limit: ratelimit.PerMinute(5)}
+	ctx := context.Background()
+	for range 3 {
+		limiter.Allow(ctx, claim, "bob")
+	}
+	mr.SetError("NOPERM this user has no permissions") // Redis refuses everything
+	for range 2 {
+		res, _ := limiter.Allow(ctx, claim, "bob")
+		fmt.Printf("without redis: allowed=%v degraded=%v\n", res.Allowed, res.Degraded)
+	}
+	fmt.Println("pending:", limiter.Stats().WriteBackPending)
+	mr.SetError("") // Redis is back
+	for limiter.Stats().WriteBackPending > 0 {
+		time.Sleep(5 * time.Millisecond) // the breaker probes, closes, and the write-back runs
+	}
+	s := limiter.Stats()
+	fmt.Printf("written back: %d, dropped: %d\n", s.WrittenBack, s.WriteBackDropped)
+
+	other, err := ratelimit.New(client, opts) // another process
+	if err != nil {
+		panic(err)
+	}
+	defer other.Close()
+	res, _ := other.Allow(ctx, claim, "bob")
+	fmt.Printf("another process: allowed=%v remaining=%d degraded=%v\n", res.Allowed, res.Remaining, res.Degraded)
+	// Output:
+	// without redis: allowed=true degraded=true
+	// without redis: allowed=true degraded=true
+	// pending: 2
+	// written back: 2, dropped: 0
+	// another process: allowed=false remaining=0 degraded=false
+}
