@@ -2,6 +2,7 @@ package reliability_test
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -135,5 +136,59 @@ func TestFaultWriteBackAfterKillAndRestart(t *testing.T) {
 	logKey, _ := layoutKeys(ratelimit.DefaultKeyPrefix, rule.Name, "k")
 	if n := mustInt(t, srv, "ZCARD", logKey); int64(n) != allowed.Load() {
 		t.Fatalf("redis' log holds %d events, want the %d allowed", n, allowed.Load())
+	}
+}
+
+// TestFaultWriteBackOnCluster: on a 3-master Redis Cluster whose nodes all
+// refuse commands for a while, the write-back brings every key's events
+// back to the master of its slot (one batch per key: a batch's keys share
+// the pair's hash tag), exactly.
+func TestFaultWriteBackOnCluster(t *testing.T) {
+	if !testkit.HaveRedis(t) {
+		t.Skip("needs redis-server and redis-cli")
+	}
+	cluster := redistest.StartCluster(t)
+	var logs testkit.SyncBuffer
+	clk := testkit.NewClock()
+	opts := testkit.OutageOptions(clk, &logs, nil)
+	opts.KeyPrefix = "wb:"
+	l := testkit.NewLimiter(t, testkit.NewClient(t, cluster.Addrs()...), opts)
+	rule := ratelimit.Rule{Name: "c", Limit: ratelimit.PerMinute(5)}
+	keys := make([]string, 12)
+	for i := range keys {
+		keys[i] = "key-" + strconv.Itoa(i)
+		for j := 0; j < 2; j++ {
+			if r := testkit.Allow(t, l, rule, keys[i]); !r.Allowed || r.Degraded {
+				t.Fatalf("%s call %d on redis = %+v", keys[i], j, r)
+			}
+		}
+	}
+	for i := 0; i < 3; i++ {
+		cluster.Node(i).Forbid(true)
+	}
+	clk.Advance(time.Second)
+	for _, k := range keys {
+		for j := 0; j < 4; j++ {
+			r := testkit.Allow(t, l, rule, k)
+			if !r.Degraded || r.Allowed != (j < 3) {
+				t.Fatalf("%s call %d while the cluster refuses = %+v", k, j, r)
+			}
+		}
+	}
+	for i := 0; i < 3; i++ {
+		cluster.Node(i).Forbid(false)
+	}
+	testkit.Eventually(t, "every key written back", func() bool { return l.Stats().WrittenBack == 3*uint64(len(keys)) })
+	nodes := map[string]bool{}
+	for _, k := range keys {
+		logKey, _ := layoutKeys(opts.KeyPrefix, rule.Name, k)
+		node := nodeFor(t, cluster, logKey)
+		nodes[node.Addr()] = true
+		if n := mustInt(t, node, "ZCARD", logKey); n != 5 {
+			t.Errorf("%s: redis' log holds %d events, want 5", k, n)
+		}
+	}
+	if len(nodes) < 2 {
+		t.Fatalf("the keys fell on %d masters, want several", len(nodes))
 	}
 }
