@@ -149,3 +149,19 @@ func BenchmarkMirror(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAllowDegraded measures decisions while Redis cannot be used (the
+// breaker open, 16 goroutines on many keys): the local log, and the events
+// owed to Redis for the write-back, bounded by WriteBackMax, so a long run
+// also measures dropping the oldest of them.
+func BenchmarkAllowDegraded(b *testing.B) {
+	mr := miniredis.RunT(b)
+	opts := benchOptions()
+	opts.TripAfter, opts.ProbeAfter = 1, time.Hour
+	l := testkit.NewLimiter(b, testkit.NewClient(b, mr.Addr()), opts)
+	mr.Close()
+	if r, _ := l.Allow(context.Background(), benchPlain, "trip"); !r.Degraded {
+		b.Fatal("the decision after Redis closed was not degraded")
+	}
+	runAllowG(b, l, benchPlain, benchKeyNames, 16)
+}

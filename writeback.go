@@ -134,14 +134,14 @@ func (sh *localShard) debtOf(k *lkey, h uint64) *debt {
 // evicts the least recently used one, whose events are counted as
 // dropped. The caller holds sh.mu.
 func (sh *localShard) owe(k *lkey, h uint64, p *plan) *debt {
-	if d := sh.debtOf(k, h); d != nil {
+	if e := sh.debts.get(k, h); e != nil { // and to the front
+		d := *e
 		if owedKind(&d.p) != owedKind(p) || d.p.window != p.window {
 			// The rule changed under the same name: its stamps mean
 			// something else now.
 			sh.dropEvents(d, d.events.total)
 		}
 		d.p = *p
-		sh.debts.get(k, h) // to the front
 		return d
 	}
 	if sh.debts.n >= sh.debts.size {
@@ -184,8 +184,13 @@ func (sh *localShard) oweEvents(k *lkey, h uint64, p *plan, now, n int64) {
 	d := sh.owe(k, h, p)
 	d.events.addEvents(stamp(p, now), n)
 	over := sh.owing.events.Add(n) - sh.owing.max
-	for e := sh.debts.tail; e != nil && over > 0; e = e.prev {
+	for e := sh.debts.tail; e != nil && over > 0; {
+		prev := e.prev
 		over -= sh.dropEvents(e.v, over)
+		if e.v.empty() && !e.v.inflight {
+			sh.forgetDebt(e, false) // so that the next drop finds events at the tail
+		}
+		e = prev
 	}
 }
 
