@@ -3,6 +3,7 @@ package reliability_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -72,6 +73,9 @@ func TestFaultWriteBackAfterRefusal(t *testing.T) {
 	if s := l.Stats(); s.WriteBackDropped != 0 || s.WriteBackPending != 0 {
 		t.Fatalf("Stats = %+v, want nothing dropped or pending", s)
 	}
+	testkit.Eventually(t, "the write-back logged", func() bool {
+		return strings.Contains(logs.String(), "wrote back to redis") && strings.Contains(logs.String(), "written=2 dropped=0")
+	})
 }
 
 // TestFaultWriteBackAfterKillAndRestart kills redis-server (SIGKILL) between
