@@ -74,8 +74,10 @@ func keyLen(prefix string, k lkey) int {
 	ruleLen := escapedLen(k.rule)
 	n := len(prefix) + len(layoutVersion) + 2 + decimalLen(int64(ruleLen)) + 1 + ruleLen + 2 + escapedLen(k.key) + 3
 	if k.group != "" {
+		// 'g', the group's length, ':', the group and "}:"; the brace
+		// after the key is then left out.
 		groupLen := escapedLen(k.group)
-		n += 1 + decimalLen(int64(groupLen)) + 1 + groupLen + 2
+		n += 1 + decimalLen(int64(groupLen)) + 1 + groupLen + 2 - 1
 	}
 	return n
 }

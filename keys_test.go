@@ -57,6 +57,16 @@ func TestRedisKeysLayout(t *testing.T) {
 			t.Errorf("rule %q key %q: log key %q, want %q", c.rule, c.key, log, c.log)
 		}
 	}
+	// A pair of a group: the group's hash tag, the same keys as
+	// AllowGroup's script gets (written one by one by writeKey).
+	g := lkey{rule: "m", key: "u}", group: "g%"}
+	want := [3]string{"rl:v1:{g4:g%25}:1:m:=u%7D:l", "rl:v1:{g4:g%25}:1:m:=u%7D:p", "rl:v1:{g4:g%25}:1:m:=u%7D:c"}
+	if got := redisKeys("rl:", g); got != want {
+		t.Errorf("a group pair's keys are %q, want %q", got, want)
+	}
+	if got := batchKey("rl:", g, "ID"); got != "rl:v1:{g4:g%25}:1:m:=u%7D:w:ID" {
+		t.Errorf("a group pair's batch key is %q", got)
+	}
 	k, _ := localKey("r", strings.Repeat("k", MaxKeyLength+1))
 	log := redisKeys("app:", k)[0]
 	if !strings.HasPrefix(log, "app:v1:{1:r:#") || len(log) != len("app:v1:{1:r:#}:l")+64 {

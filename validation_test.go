@@ -23,6 +23,7 @@ func TestInvalidOptions(t *testing.T) {
 		{"negative share", ratelimit.Options{DegradedShare: -0.5}},
 		{"NaN share", ratelimit.Options{DegradedShare: math.NaN()}},
 		{"negative LogInterval", ratelimit.Options{LogInterval: -1}},
+		{"negative WriteBackMax", ratelimit.Options{WriteBackMax: -1}},
 	} {
 		if l, err := ratelimit.New(nil, c.opts); !errors.Is(err, ratelimit.ErrInvalidOptions) || l != nil {
 			t.Errorf("New with %s: %v, %v; want nil, ErrInvalidOptions", c.name, l, err)

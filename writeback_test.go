@@ -403,3 +403,31 @@ func TestAcquireSpare(t *testing.T) {
 		t.Fatal("acquireSpare passed a waiting call")
 	}
 }
+
+// TestWriteBackGroup: the pairs of a group decided without Redis are
+// written back under the group's hash tag, where AllowGroup finds them.
+func TestWriteBackGroup(t *testing.T) {
+	e := newWBEnv(t, Options{})
+	second := Rule{Name: "s", Limit: PerSecond(5)}
+	minute := Rule{Name: "m", Limit: PerMinute(3)}
+	checks := []Check{{Rule: second, Key: "u"}, {Rule: minute, Key: "u"}}
+	e.refuse()
+	for i := 0; i < 3; i++ {
+		if rs, err := e.l.AllowGroup(context.Background(), "u", checks); err != nil || !rs[1].Allowed || !rs[1].Degraded {
+			t.Fatalf("group %d without redis = %+v, %v", i, rs, err)
+		}
+	}
+	e.back()
+	e.flush()
+	for _, r := range []Rule{second, minute} {
+		log := redisKeys(DefaultKeyPrefix, lkey{rule: r.Name, key: "u", group: "u"})[0]
+		if m, err := e.mr.ZMembers(log); err != nil || len(m) != 3 {
+			t.Fatalf("rule %q: redis holds %v (%v), want 3 events", r.Name, m, err)
+		}
+	}
+	other := e.limiter(Options{})
+	rs, err := other.AllowGroup(context.Background(), "u", checks)
+	if err != nil || len(rs) != 2 || rs[1].Allowed || rs[1].Degraded {
+		t.Fatalf("another process's group = %+v, %v; want denied on redis at the minute rule", rs, err)
+	}
+}
