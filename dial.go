@@ -62,6 +62,7 @@ func (l *Limiter) connect(clientOpt rueidis.ClientOption) {
 			default:
 				l.conn.Store(l.newConn(c))
 				l.set.Logger.Info("ratelimit: connected to redis", "addr", clientOpt.InitAddress)
+				l.kickWriteBack() // what was decided before it connected
 			}
 			return
 		}

@@ -6,7 +6,8 @@
 -- the batch sent again) finds it and changes nothing.
 --
 -- Order within the batch: the Reset first (it removes only what was
--- recorded up to its time, so the events after it, which follow, stay),
+-- recorded before its time, so events recorded since, by this batch or by
+-- calls Redis decided meanwhile, stay),
 -- then the ban and the violations, then the events.
 --
 -- KEYS[1]  the rule's log (a ZSET).
@@ -19,7 +20,7 @@
 -- ARGV[3]  window in µs.
 -- ARGV[4]  how long KEYS[4] is kept, in ms.
 -- ARGV[5]  '1' when a Reset made at ARGV[6] (µs) is to be applied.
--- ARGV[6]  the Reset's time.
+-- ARGV[6]  the Reset's time, in µs.
 -- ARGV[7]  the end of a ban decided without Redis, in µs (0: none).
 -- ARGV[8]  violations counted without Redis.
 -- ARGV[9]  bans the ladder started without Redis.
@@ -39,7 +40,7 @@ local kind = ARGV[1]
 local window = tonumber(ARGV[3])
 
 if ARGV[5] == '1' then
-  redis.call('ZREMRANGEBYSCORE', log, '-inf', ARGV[6])
+  redis.call('ZREMRANGEBYSCORE', log, '-inf', '(' .. ARGV[6])
   redis.call('DEL', counter, pen)
 end
 
