@@ -87,6 +87,9 @@ func (l *Limiter) decideGroup(ctx context.Context, group string, checks []Check)
 	case err != nil:
 		return nil, PathRedis, err
 	case s.path != PathRedis:
+		if s.mayHaveRun() {
+			s.member = member
+		}
 		return l.groupWithoutRedis(checks, g, s, now), s.path, nil
 	}
 	return l.groupResults(conn, checks, g, keys, member, ds, l.receivedAt(now)), PathRedis, nil
@@ -169,7 +172,7 @@ func (l *Limiter) groupResults(conn *redisConn, checks []Check, g []groupPair, k
 	if denied := l.overruledPair(g, ds, now); denied >= 0 {
 		undos := make([]undo, 0, len(ds))
 		for j := range ds {
-			if ds[j].allowed {
+			if ds[j].allowed || j == denied { // Redis recorded the denied pair's events too
 				undos = append(undos, undo{k: g[j].k, p: g[j].p, n: g[j].n, conn: conn, key: keys[2*j], member: member, onRedis: true})
 			}
 		}

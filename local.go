@@ -96,8 +96,9 @@ func (s *localStore) at(k *lkey) (*localShard, uint64) {
 // can never fit under rate (n > rate) is rejected without a violation: it is
 // the degraded share's doing, not the caller's. unsynced says the decision
 // is made in place of Redis: the events it allows, and the violations and
-// bans it counts, are also owed to Redis (see writeback.go).
-func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek, unsynced bool) decision {
+// bans it counts, are also owed to Redis (see writeback.go), under member
+// when the call may have run on Redis under it ("" otherwise).
+func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek, unsynced bool, member string) decision {
 	sh, h := s.at(&k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -143,7 +144,7 @@ func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek, unsynced 
 			d.count += n
 			d.reset = m.reset(now, p.window, true)
 			if unsynced {
-				sh.oweEvents(&k, h, p, now, n)
+				sh.oweEvents(&k, h, p, now, n, member)
 			}
 		}
 		return d

@@ -25,6 +25,17 @@ type sent struct {
 	path  Path
 	b     *breaker // the breaker in front of the key; nil before Dial connects
 	cause error
+	// member is the member id the call's events were sent under, set by
+	// the caller when the call may have run on Redis (see mayHaveRun), so
+	// that the write-back records them under it again (see oweEvents).
+	member string
+}
+
+// mayHaveRun reports whether a call that did not end on Redis was sent
+// anyway, so that Redis may have run it: it failed as an outage (a
+// timeout, a lost connection) rather than being held back.
+func (s sent) mayHaveRun() bool {
+	return s.path == PathLocal && s.cause != errNotConnected && s.cause != errBreakerOpen
 }
 
 // subject names what a call is about in the pipeline's logs and errors, as

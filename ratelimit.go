@@ -233,6 +233,9 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 		return Result{}, PathRedis, err
 	}
 	if s.path != PathRedis {
+		if s.mayHaveRun() && !peek {
+			s.member = l.id + strconv.FormatUint(seq, 10)
+		}
 		return l.withoutRedis(r, &p, k, n, peek, s, u, now), s.path, nil
 	}
 	at := l.receivedAt(now)
@@ -273,7 +276,7 @@ func remoteDecide(ctx context.Context, c rueidis.Client, p *plan, keys []string,
 func (l *Limiter) withoutRedis(r *Rule, p *plan, k lkey, n int64, peek bool, s sent, u *undo, now int64) Result {
 	if !l.remote {
 		u.at(now)
-		d := l.local.decide(k, p, p.rate, now, n, peek, false)
+		d := l.local.decide(k, p, p.rate, now, n, peek, false, "")
 		return d.result(p.rate, false)
 	}
 	if s.path == PathShed {
@@ -301,7 +304,7 @@ func (l *Limiter) withoutRedis(r *Rule, p *plan, k lkey, n int64, peek bool, s s
 		return Result{Limit: int(rate), RetryAfter: retry, Degraded: true}
 	}
 	u.at(now)
-	d := l.local.decide(k, p, rate, now, n, peek, true)
+	d := l.local.decide(k, p, rate, now, n, peek, true, s.member)
 	return d.result(rate, true)
 }
 

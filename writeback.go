@@ -1,9 +1,11 @@
 package ratelimit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -66,8 +68,20 @@ type debt struct {
 	// violations and bans the ladder counted without Redis; the last of
 	// the violations was at lastViolation.
 	violations, bans, lastViolation int64
-	inflight                        bool   // a batch of this debt is on its way
-	unsure                          *batch // a batch Redis may have applied: sent again as it is
+
+	inflight bool   // a batch of this debt is on its way
+	unsure   *batch // a batch Redis may have applied: sent again as it is
+	// named are events (among events) of calls whose script may have run
+	// on Redis before the call was decided without it (a timeout): they
+	// are written back under the member the script got, so that Redis
+	// counts each once either way. Exact logs only.
+	named []named
+}
+
+// named is n events stamped at, owed under a member id of their own.
+type named struct {
+	at, n  int64
+	member string
 }
 
 // owedKind is the letter lua/writeback.lua knows the meter kind of p by.
@@ -114,7 +128,8 @@ type batch struct {
 	d      *debt
 	id     string // unique per Limiter and batch
 	p      plan
-	events []event // stamps ascending
+	events []event // stamps ascending, named events included
+	named  []named // the named events among them
 	reset  bool
 	resetAt,
 	banEnd,
@@ -176,13 +191,17 @@ func (sh *localShard) dropEvents(d *debt, n int64) int64 {
 	return gone
 }
 
-// oweEvents remembers n events allowed at now without Redis, and keeps the
-// store within WriteBackMax: over it, the oldest events of the least
-// recently used debts of this shard are dropped (this pair's own included,
-// so the bound always holds). The caller holds sh.mu.
-func (sh *localShard) oweEvents(k *lkey, h uint64, p *plan, now, n int64) {
+// oweEvents remembers n events allowed at now without Redis (under member,
+// when the call may have run on Redis under it), and keeps the store within
+// WriteBackMax: over it, the oldest events of the least recently used
+// debts of this shard are dropped (this pair's own included, so the bound
+// always holds). The caller holds sh.mu.
+func (sh *localShard) oweEvents(k *lkey, h uint64, p *plan, now, n int64, member string) {
 	d := sh.owe(k, h, p)
 	d.events.addEvents(stamp(p, now), n)
+	if member != "" && owedKind(p) == 'l' {
+		d.named = append(d.named, named{at: stamp(p, now), n: n, member: member})
+	}
 	over := sh.owing.events.Add(n) - sh.owing.max
 	for e := sh.debts.tail; e != nil && over > 0; {
 		prev := e.prev
@@ -265,6 +284,10 @@ func (s *localStore) cut(i int, now int64, newID func() string) []*batch {
 		before := d.events.total
 		d.events.drop(dueFrom(&d.p, now) - 1)
 		sh.owing.events.Add(d.events.total - before)
+		if len(d.named) > 0 {
+			due := dueFrom(&d.p, now)
+			d.named = slices.DeleteFunc(d.named, func(nm named) bool { return nm.at < due })
+		}
 		if d.violations > 0 && (!d.p.penalize || now-d.lastViolation >= d.p.penalty.memory) {
 			d.violations, d.bans = 0, 0
 		}
@@ -285,6 +308,7 @@ func (s *localStore) cut(i int, now int64, newID func() string) []*batch {
 				live, b.full = live[:maxBatchStamps], true
 			}
 			b.events = append([]event(nil), live...)
+			b.named = nameEvents(b.events, d.named)
 			d.inflight = true
 			bs = append(bs, b)
 		}
@@ -326,6 +350,13 @@ func (s *localStore) settle(b *batch, o outcome) {
 		return
 	}
 	d.unsure = nil
+	if len(b.named) > 0 {
+		sent := make(map[string]bool, len(b.named))
+		for _, nm := range b.named {
+			sent[nm.member] = true
+		}
+		d.named = slices.DeleteFunc(d.named, func(nm named) bool { return sent[nm.member] })
+	}
 	removed := d.events.subtract(b.events)
 	sh.owing.events.Add(-removed)
 	var sent int64
@@ -350,6 +381,33 @@ func (s *localStore) settle(b *batch, o outcome) {
 	}
 }
 
+// nameEvents returns the named events among events (stamps ascending), each
+// at most as many as events hold at its stamp: events dropped since (over
+// WriteBackMax, taken back by AllowAll) leave fewer.
+func nameEvents(events []event, all []named) []named {
+	if len(all) == 0 || len(events) == 0 {
+		return nil
+	}
+	left := make(map[int64]int64, len(all))
+	var out []named
+	for _, nm := range all {
+		n, seen := left[nm.at]
+		if !seen {
+			i, found := slices.BinarySearchFunc(events, nm.at, func(e event, at int64) int { return cmp.Compare(e.at, at) })
+			if found {
+				n = events[i].n
+			}
+		}
+		take := min(nm.n, n)
+		left[nm.at] = n - take
+		if take > 0 {
+			nm.n = take
+			out = append(out, nm)
+		}
+	}
+	return out
+}
+
 // dropAll counts every event still owed as dropped and forgets the debts
 // (Close).
 func (s *localStore) dropAll() {
@@ -369,7 +427,7 @@ func (b *batch) args(now int64) []string {
 	if b.violations > 0 {
 		ttl = max(ttl, b.p.penalty.memory)
 	}
-	args := make([]string, 12, 12+2*len(b.events))
+	args := make([]string, 13, 13+2*len(b.events)+3*len(b.named))
 	args[0] = string(owedKind(&b.p))
 	args[1] = b.id
 	args[2] = itoa(b.p.window)
@@ -382,8 +440,21 @@ func (b *batch) args(now int64) []string {
 	args[9] = itoa(b.lastViolation)
 	args[10] = itoa(b.p.penalty.memory)
 	args[11] = itoa(now)
+	// The anonymous events first: each stamp's events less its named ones.
+	anon := make(map[int64]int64, len(b.named))
+	for _, nm := range b.named {
+		anon[nm.at] += nm.n
+	}
+	pairs := 0
 	for _, ev := range b.events {
-		args = append(args, itoa(ev.at), itoa(ev.n))
+		if n := ev.n - anon[ev.at]; n > 0 {
+			args = append(args, itoa(ev.at), itoa(n))
+			pairs++
+		}
+	}
+	args[12] = strconv.Itoa(pairs)
+	for _, nm := range b.named {
+		args = append(args, itoa(nm.at), itoa(nm.n), nm.member)
 	}
 	return args
 }
@@ -480,10 +551,10 @@ func (l *Limiter) sendBatch(ctx context.Context, conn *redisConn, b *batch, now 
 		return unsure
 	case s.path == PathRedis:
 		return applied
-	case s.cause == errNotConnected || s.cause == errBreakerOpen || s.cause == errShed:
-		return unsent
+	case s.mayHaveRun():
+		return unsure
 	}
-	return unsure // failed as an outage: Redis may have run it
+	return unsent
 }
 
 // doneContext is a context that ends when done is closed: the write-back's

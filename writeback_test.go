@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -429,5 +430,38 @@ func TestWriteBackGroup(t *testing.T) {
 	rs, err := other.AllowGroup(context.Background(), "u", checks)
 	if err != nil || len(rs) != 2 || rs[1].Allowed || rs[1].Degraded {
 		t.Fatalf("another process's group = %+v, %v; want denied on redis at the minute rule", rs, err)
+	}
+}
+
+// TestWriteBackUnderTheCallsMember: a call whose script may have run on
+// Redis (it timed out) and which was then allowed without Redis is written
+// back under the member the script got, so Redis counts it once whether the
+// script ran or not; the other events get members of their own.
+func TestWriteBackUnderTheCallsMember(t *testing.T) {
+	e := newWBEnv(t, Options{})
+	rule := Rule{Name: "t", Limit: PerMinute(10)}
+	p, _ := rule.compile()
+	k, _ := localKey(rule.Name, "k")
+	log := redisKeys(DefaultKeyPrefix, k)[0]
+	now := e.l.localNow()
+	ran, lost := e.l.id+"7", e.l.id+"8"
+	e.l.local.decide(k, &p, p.rate, now, 1, false, true, ran)  // its script ran, the reply was lost
+	e.l.local.decide(k, &p, p.rate, now, 2, false, true, lost) // its script never ran
+	e.l.local.decide(k, &p, p.rate, now, 1, false, true, "")   // never sent (breaker open)
+	if _, err := e.mr.ZAdd(log, float64(now), ran); err != nil {
+		t.Fatal(err)
+	}
+	e.flush()
+	m, err := e.mr.ZMembers(log)
+	if err != nil || len(m) != 4 {
+		t.Fatalf("redis holds %v (%v), want 4 events: the one whose script ran counted once", m, err)
+	}
+	for _, want := range []string{ran, lost + ":1", lost + ":2"} {
+		if !slices.Contains(m, want) {
+			t.Errorf("redis lacks member %q: %v", want, m)
+		}
+	}
+	if s := e.l.Stats(); s.WrittenBack != 4 || s.WriteBackPending != 0 {
+		t.Fatalf("Stats = %+v, want 4 written back", s)
 	}
 }

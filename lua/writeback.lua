@@ -27,9 +27,15 @@
 -- ARGV[10] the time of the last of those violations, in µs.
 -- ARGV[11] how long violations are remembered, in µs.
 -- ARGV[12] the writer's time, in µs, for the penalty state's TTL.
--- ARGV[13..] pairs of stamp and count, stamps ascending: for a log the
---          events' time in µs, for a counter the index of the fixed
---          window they were counted in.
+-- ARGV[13] m: how many pairs follow.
+-- ARGV[14..13+2m] pairs of stamp and count, stamps ascending: for a log
+--          the events' time in µs, for a counter the index of the fixed
+--          window they were counted in. Their log members are made from
+--          the batch id.
+-- ARGV[14+2m..] (a log only) triples of stamp, count and member id: events
+--          of calls whose script may have run before they were decided
+--          without Redis, recorded under the member the script got (as
+--          window.lua's record does), so that Redis counts each once.
 --
 -- Returns 1 when the batch was applied, 0 when it had been already.
 local log, pen, counter, done = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -82,21 +88,25 @@ if ban_end > 0 or dv > 0 then
   end
 end
 
-if #ARGV < 13 then
+local last = 13 + 2 * tonumber(ARGV[13])
+if #ARGV == 13 then
   return 1
 end
 if kind == 'l' then
   local j = 0
-  for i = 13, #ARGV, 2 do
+  for i = 14, last, 2 do
     j = j + 1
     record(log, ARGV[i], window, tonumber(ARGV[i + 1]), ARGV[2] .. string.format('.%d', j))
+  end
+  for i = last + 1, #ARGV, 3 do
+    record(log, ARGV[i], window, tonumber(ARGV[i + 1]), ARGV[i + 2])
   end
 elseif kind == 'c' then
   local state = redis.call('HMGET', counter, 'w', 'c', 'p')
   local w = tonumber(state[1]) or 0
   local c = tonumber(state[2]) or 0
   local p = tonumber(state[3]) or 0
-  for i = 13, #ARGV, 2 do
+  for i = 14, last, 2 do
     local win = tonumber(ARGV[i])
     local n = tonumber(ARGV[i + 1])
     if win > w then
