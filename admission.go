@@ -130,6 +130,27 @@ func (g *gate) tryAcquire() bool {
 	}
 }
 
+// acquireSpare admits one background call (a heartbeat) only when a slot
+// is to spare: no call waits for one, and at least one stays free for the
+// live calls after it is taken. It never waits, so background work never
+// takes the last slot from a live call nor queues ahead of one; a refused
+// call is tried again later by its owner. An admitted call must be
+// released.
+func (g *gate) acquireSpare() bool {
+	for {
+		if g.queued.Load() > 0 {
+			return false
+		}
+		n := g.inflight.Load()
+		if n+1 >= g.limit.Load() {
+			return false
+		}
+		if g.inflight.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
 // admitWaiting hands free slots to waiting calls, oldest first. It is
 // called after a slot is freed and after the bound grows; the caller holds
 // g.mu.

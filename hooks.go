@@ -83,6 +83,12 @@ type Stats struct {
 	// AdmissionLimit the bound admission control now puts on them, summed
 	// over the masters (see README's failure modes).
 	InFlight, AdmissionLimit int
+	// Instances is the number of live Limiters under this one's KeyPrefix,
+	// itself included, that its last successful heartbeat counted: the N
+	// of the degraded share ceil(Rate / N) (see Options.DegradedShare). It
+	// is 0 before any heartbeat succeeded, and always for a local-only
+	// Limiter or one whose Heartbeat is negative.
+	Instances int
 }
 
 // Stats returns a snapshot of the Limiter's local state. It locks each
@@ -100,6 +106,7 @@ func (l *Limiter) Stats() Stats {
 		sh.mu.Unlock()
 	}
 	s.ShedDecisions, s.OutageDecisions = l.shed.Load(), l.outages.Load()
+	s.Instances = int(l.set.fleet.Load())
 	if conn := l.conn.Load(); conn != nil {
 		s.Connected = true
 		seen := make(map[*gate]bool)

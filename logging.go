@@ -18,6 +18,7 @@ const (
 	logOpen
 	logHalfOpen
 	logClosed
+	logHeartbeat
 	logKinds
 )
 

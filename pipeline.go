@@ -52,6 +52,14 @@ func (s subject) String() string { return fmt.Sprintf("%s %q", s.kind, s.name) }
 // ErrRedis for a reply that means misuse (logged as an error). What to do
 // without Redis is the caller's: decide locally, or report ErrUnavailable.
 func (l *Limiter) viaRedis(ctx context.Context, conn *redisConn, redisKey string, about subject, run func(ctx context.Context, c rueidis.Client) error) (sent, error) {
+	return l.pass(ctx, conn, redisKey, about, false, run)
+}
+
+// pass is viaRedis for a live call (spare false), which waits for an
+// admission slot, or for background work (spare true), which is admitted
+// only with a slot to spare (see gate.acquireSpare) and is otherwise shed
+// at once.
+func (l *Limiter) pass(ctx context.Context, conn *redisConn, redisKey string, about subject, spare bool, run func(ctx context.Context, c rueidis.Client) error) (sent, error) {
 	if conn == nil {
 		return sent{path: PathLocal, cause: errNotConnected}, nil
 	}
@@ -66,7 +74,7 @@ func (l *Limiter) viaRedis(ctx context.Context, conn *redisConn, redisKey string
 	// the call together never pass Timeout.
 	callCtx := l.callContext(ctx)
 	g := b.gate.Load()
-	if !g.acquire(ctx) {
+	if admitted := spare && g.acquireSpare() || !spare && g.acquire(ctx); !admitted {
 		if err := ctx.Err(); err != nil {
 			return sent{b: b}, err
 		}
@@ -131,6 +139,14 @@ func (l *Limiter) callContext(ctx context.Context) context.Context {
 // and why.
 func (l *Limiter) adminCall(ctx context.Context, conn *redisConn, redisKey string, about subject, what string, run func(context.Context, rueidis.Client) error) error {
 	s, err := l.viaRedis(ctx, conn, redisKey, about, run)
+	return onRedisOnly(s, err, about, what)
+}
+
+// onRedisOnly turns how a call through the pipeline ended into the error of
+// a call that has no local substitute: nil when it was made on Redis, the
+// pipeline's error, or an error wrapping ErrUnavailable that says what was
+// not done and why.
+func onRedisOnly(s sent, err error, about subject, what string) error {
 	switch {
 	case err != nil:
 		return err
@@ -138,4 +154,14 @@ func (l *Limiter) adminCall(ctx context.Context, conn *redisConn, redisKey strin
 		return fmt.Errorf("%w: %s: %s: %w", ErrUnavailable, about, what, s.cause)
 	}
 	return nil
+}
+
+// backgroundCall runs one call of the Limiter's own background work (the
+// heartbeat) through the pipeline, admitted only with an admission slot to
+// spare, so that it never takes the last one from a live call. It returns
+// nil, an ErrRedis for a reply that means misuse, or an error wrapping
+// ErrUnavailable (Redis cannot be used, or no slot was to spare).
+func (l *Limiter) backgroundCall(ctx context.Context, conn *redisConn, redisKey string, about subject, what string, run func(context.Context, rueidis.Client) error) error {
+	s, err := l.pass(ctx, conn, redisKey, about, true, run)
+	return onRedisOnly(s, err, about, what)
 }

@@ -35,6 +35,8 @@ var (
 	banLua string
 	//go:embed lua/undo.lua
 	undoLua string
+	//go:embed lua/fleet.lua
+	fleetLua string
 )
 
 // A rule without penalty runs a script without the ladder: every piece a
@@ -46,6 +48,7 @@ var (
 	groupScript   = newScript(windowLua + strikesLua + decideLua + groupLua)
 	banScript     = newScript(windowLua + banLua)
 	undoScript    = newScript(undoLua)
+	fleetScript   = newScript(windowLua + fleetLua)
 )
 
 // script is a Lua script sent with EVALSHA, and with EVAL when the server
