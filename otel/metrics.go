@@ -67,6 +67,7 @@ type Metrics struct {
 	localEntries metric.Int64ObservableGauge
 	shielded     metric.Int64ObservableGauge
 	connected    metric.Int64ObservableGauge
+	instances    metric.Int64ObservableGauge
 
 	// Prepared measurement options, so that the hot path allocates nothing.
 	pathOpts   [numPaths][]metric.RecordOption
@@ -135,10 +136,14 @@ func New(opts Options) (*Metrics, error) {
 		metric.WithUnit("{limiter}"),
 		metric.WithDescription("Observed limiters that have a Redis client."))
 	check(err)
+	m.instances, err = meter.Int64ObservableGauge("ratelimit.fleet.instances",
+		metric.WithUnit("{instance}"),
+		metric.WithDescription("Live limiters under an observed limiter's key prefix, as its last heartbeat counted (the most over the observed limiters): the N of the degraded share Rate / N."))
+	check(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("ratelimitotel: %w", err)
 	}
-	if _, err := meter.RegisterCallback(m.observe, m.breakersOpen, m.localEntries, m.shielded, m.connected); err != nil {
+	if _, err := meter.RegisterCallback(m.observe, m.breakersOpen, m.localEntries, m.shielded, m.connected, m.instances); err != nil {
 		return nil, fmt.Errorf("ratelimitotel: %w", err)
 	}
 
@@ -209,7 +214,8 @@ func (m *Metrics) OnBreakerChange(c ratelimit.BreakerChange) {
 }
 
 // Observe makes the gauges (ratelimit.breaker.open, ratelimit.local.entries,
-// ratelimit.shield.entries, ratelimit.connected) report l.Stats() at each
+// ratelimit.shield.entries, ratelimit.connected, ratelimit.fleet.instances)
+// report l.Stats() at each
 // collection, added to those of the other limiters observed, until stop is
 // called. Call stop when you close l. Observing a limiter twice counts it
 // once; it stays observed until both stops are called. The gauges report
@@ -238,7 +244,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		return nil
 	}
 	var sum ratelimit.Stats
-	var connected int64
+	var connected, instances int64
 	for l := range m.limiters {
 		s := l.Stats()
 		sum.LocalLogs += s.LocalLogs
@@ -250,6 +256,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		if s.Connected {
 			connected++
 		}
+		instances = max(instances, int64(s.Instances))
 	}
 	o.ObserveInt64(m.breakersOpen, int64(sum.BreakersOpen))
 	o.ObserveInt64(m.localEntries, int64(sum.LocalLogs), m.kindOpts[kindLog]...)
@@ -258,6 +265,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	o.ObserveInt64(m.localEntries, int64(sum.LocalBans), m.kindOpts[kindBan]...)
 	o.ObserveInt64(m.shielded, int64(sum.Shielded))
 	o.ObserveInt64(m.connected, connected)
+	o.ObserveInt64(m.instances, instances)
 	return nil
 }
 
