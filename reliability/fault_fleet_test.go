@@ -120,3 +120,46 @@ func TestFaultFleetShare(t *testing.T) {
 		t.Errorf("the fleet admitted %d over %d windows, want exactly %d", allowed, steps/10, steps/10*instances*share)
 	}
 }
+
+// TestFleetOnCluster: limiters connected to different nodes of a 3-master
+// Redis Cluster announce themselves in one set, on the one node that owns
+// its hash tag, and count each other.
+func TestFleetOnCluster(t *testing.T) {
+	if !testkit.HaveRedis(t) {
+		t.Skip("needs redis-server")
+	}
+	cluster := redistest.StartCluster(t)
+	var fleet [3]*ratelimit.Limiter
+	for i := range fleet {
+		opts := testkit.Options(testkit.NewClock())
+		opts.KeyPrefix = "cfleet:"
+		opts.Heartbeat = 500 * time.Millisecond
+		fleet[i] = testkit.NewLimiter(t, testkit.NewClient(t, cluster.Node(i).Addr()), opts)
+	}
+	testkit.Eventually(t, "every limiter counts three instances", func() bool {
+		for _, l := range fleet {
+			if l.Stats().Instances != len(fleet) {
+				return false
+			}
+		}
+		return true
+	})
+	key := "cfleet:v1:{instances}"
+	owner, err := cluster.NodeForKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		node := cluster.Node(i)
+		want := 0
+		if node == owner {
+			want = 1
+		}
+		if n := mustInt(t, node, "DBSIZE"); n != want {
+			t.Errorf("node %s holds %d keys, want %d: one instances set, on the node of its slot", node.Addr(), n, want)
+		}
+	}
+	if n := mustInt(t, owner, "ZCARD", key); n != len(fleet) {
+		t.Errorf("the instances set holds %d members, want %d", n, len(fleet))
+	}
+}
