@@ -74,7 +74,13 @@ func (l *Limiter) pass(ctx context.Context, conn *redisConn, redisKey string, ab
 	// the call together never pass Timeout.
 	callCtx := l.callContext(ctx)
 	g := b.gate.Load()
-	if admitted := spare && g.acquireSpare() || !spare && g.acquire(ctx); !admitted {
+	var admitted bool
+	if spare {
+		admitted = g.acquireSpare()
+	} else {
+		admitted = g.acquire(ctx)
+	}
+	if !admitted {
 		if err := ctx.Err(); err != nil {
 			return sent{b: b}, err
 		}
