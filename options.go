@@ -70,6 +70,8 @@ type Options struct {
 	// so that the fleet as a whole admits about the rule's rate. Before its
 	// first announcement succeeded, and with Heartbeat negative, N is 1.
 	// Give each service its own KeyPrefix, or the fleets count each other.
+	// Set DegradedShare to 1 to have every process enforce the whole rate
+	// whatever the fleet's size.
 	DegradedShare float64
 	// Heartbeat is how often the Limiter announces itself to Redis while
 	// Redis can be used: a Limiter counts as live while its last

@@ -375,7 +375,8 @@ func (l *Limiter) Reset(ctx context.Context, rule Rule, key string) error {
 
 // Close withdraws the Limiter's announcement to the fleet (best effort,
 // within Options.Timeout), stops the Limiter's goroutines and, for a
-// Limiter made by Dial, closes its client. Later calls return ErrClosed. Close is idempotent.
+// Limiter made by Dial, closes its client. Later calls return ErrClosed.
+// Close is idempotent.
 func (l *Limiter) Close() {
 	l.closeOnce.Do(func() {
 		l.closed.Store(true)
