@@ -18,12 +18,7 @@ import (
 // test's doing. Decisions are made at the fake instant at.
 func fleetLimiter(t *testing.T, mr *miniredis.Miniredis, prefix string, at time.Time) *Limiter {
 	t.Helper()
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true, ForceSingleClient: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	l, err := New(c, Options{Clock: &fixedClock{at: at}, KeyPrefix: prefix, Heartbeat: time.Hour, TripAfter: 1,
+	l, err := New(miniClient(t, mr), Options{Clock: &fixedClock{at: at}, KeyPrefix: prefix, Heartbeat: time.Hour, TripAfter: 1,
 		Timeout: 500 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -31,6 +26,17 @@ func fleetLimiter(t *testing.T, mr *miniredis.Miniredis, prefix string, at time.
 	t.Cleanup(l.Close)
 	waitFor(t, "the first heartbeat", func() bool { return l.Stats().Instances > 0 })
 	return l
+}
+
+// miniClient returns a single-node client of mr, closed at cleanup.
+func miniClient(t *testing.T, mr *miniredis.Miniredis) rueidis.Client {
+	t.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true, ForceSingleClient: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }
 
 // waitFor polls cond for up to 10s: a bound on a hang, not a speed check.
@@ -240,12 +246,7 @@ func TestAcquireSpare(t *testing.T) {
 // Heartbeat never announce themselves and count as alone.
 func TestNoAnnouncement(t *testing.T) {
 	mr := miniredis.RunT(t)
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true, ForceSingleClient: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	off, err := New(c, Options{Heartbeat: -1})
+	off, err := New(miniClient(t, mr), Options{Heartbeat: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
