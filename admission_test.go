@@ -191,7 +191,7 @@ func TestShedCallsAreDecidedByTheDegradedPolicy(t *testing.T) {
 	// call with a free slot has time to reach miniredis on a busy machine.
 	// No heartbeat: the test takes every admission slot by hand, and a
 	// heartbeat's release would hand one back.
-	l, err := New(client, Options{Timeout: 500 * time.Millisecond, Heartbeat: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	l, err := New(client, Options{Timeout: 500 * time.Millisecond, HeartbeatInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		OnDecision: func(d Decision) { paths = append(paths, d.Path) }})
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +247,7 @@ func TestShedEventsCountOnRedisDecisions(t *testing.T) {
 	}
 	defer client.Close()
 	clk := &fixedClock{at: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
-	l, err := New(client, Options{Clock: clk, Timeout: 500 * time.Millisecond, Heartbeat: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	l, err := New(client, Options{Clock: clk, Timeout: 500 * time.Millisecond, HeartbeatInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +302,7 @@ func TestShedEventsCountOnGroups(t *testing.T) {
 	}
 	defer client.Close()
 	clk := &fixedClock{at: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
-	l, err := New(client, Options{Clock: clk, Timeout: 500 * time.Millisecond, Heartbeat: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	l, err := New(client, Options{Clock: clk, Timeout: 500 * time.Millisecond, HeartbeatInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,8 +59,8 @@
 // from an empty one.
 //
 // The degraded share is sized to the fleet: while Redis is healthy every
-// Limiter announces itself there every [Options].Heartbeat, and learns how
-// many Limiters under its KeyPrefix are live ([Stats].Instances); while it
+// Limiter announces itself there every [Options].HeartbeatInterval, and
+// learns how many Limiters under its KeyPrefix are live ([Stats].Instances); while it
 // falls back it enforces ceil(Rate / instances), so that the fleet as a
 // whole admits at most about the rate, after a scale-up or a scale-down
 // alike. [Options].DegradedShare, when set, overrides the count.

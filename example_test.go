@@ -234,10 +234,10 @@ func ExampleOptions_heartbeat() {
 	mr.SetTime(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 
 	opts := ratelimit.Options{
-		Clock:     ratelimittest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)),
-		KeyPrefix: "shop:",               // one KeyPrefix per service: one fleet
-		Heartbeat: 10 * time.Millisecond, // the default is 5s
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Clock:             ratelimittest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)),
+		KeyPrefix:         "shop:",               // one KeyPrefix per service: one fleet
+		HeartbeatInterval: 10 * time.Millisecond, // the default is 5s
+		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	a, err := ratelimit.New(first, opts)
 	if err != nil {

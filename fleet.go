@@ -10,8 +10,8 @@ import (
 )
 
 // The fleet: while Redis can be used, every Limiter with a Redis client
-// announces itself once per Options.Heartbeat in the instances set of its
-// key prefix (fleetKey, lua/fleet.lua) and learns how many Limiters are
+// announces itself once per Options.HeartbeatInterval in the instances set
+// of its key prefix (fleetKey, lua/fleet.lua) and learns how many Limiters are
 // live there. When it has to decide without Redis, it enforces its share of
 // each rule, ceil(Rate / live Limiters), so that the fleet as a whole
 // admits about the rule's rate (settings.degradedRate).
@@ -26,12 +26,12 @@ import (
 // TIME a heartbeat reads.
 
 // heartbeats announces the Limiter on conn at once and then every
-// Options.Heartbeat, until the Limiter is closed; then it withdraws the
-// announcement. A heartbeat that fails (Redis cannot be used, the breaker
+// Options.HeartbeatInterval, until the Limiter is closed; then it withdraws
+// the announcement. A heartbeat that fails (Redis cannot be used, the breaker
 // is open, no admission slot was to spare) keeps the count last seen.
 func (l *Limiter) heartbeats(conn *redisConn) {
 	key := fleetKey(l.set.KeyPrefix)
-	t := time.NewTicker(l.set.Heartbeat)
+	t := time.NewTicker(l.set.HeartbeatInterval)
 	defer t.Stop()
 	for {
 		l.heartbeat(conn, key)
@@ -47,7 +47,7 @@ func (l *Limiter) heartbeats(conn *redisConn) {
 // heartbeat announces the Limiter once and stores the live count Redis
 // returns; it reports whether it succeeded.
 func (l *Limiter) heartbeat(conn *redisConn, key string) bool {
-	period := strconv.FormatInt(int64(l.set.Heartbeat/time.Microsecond), 10)
+	period := strconv.FormatInt(int64(l.set.HeartbeatInterval/time.Microsecond), 10)
 	var live int64
 	err := l.backgroundCall(context.Background(), conn, key, subject{"heartbeat", key}, "announcing the limiter",
 		func(ctx context.Context, c rueidis.Client) (err error) {

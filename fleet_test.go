@@ -18,7 +18,7 @@ import (
 // test's doing. Decisions are made at the fake instant at.
 func fleetLimiter(t *testing.T, mr *miniredis.Miniredis, prefix string, at time.Time) *Limiter {
 	t.Helper()
-	l, err := New(miniClient(t, mr), Options{Clock: &fixedClock{at: at}, KeyPrefix: prefix, Heartbeat: time.Hour, TripAfter: 1,
+	l, err := New(miniClient(t, mr), Options{Clock: &fixedClock{at: at}, KeyPrefix: prefix, HeartbeatInterval: time.Hour, TripAfter: 1,
 		Timeout: 500 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -243,10 +243,10 @@ func TestAcquireSpare(t *testing.T) {
 }
 
 // TestNoAnnouncement: a local-only Limiter and one with a negative
-// Heartbeat never announce themselves and count as alone.
+// HeartbeatInterval never announce themselves and count as alone.
 func TestNoAnnouncement(t *testing.T) {
 	mr := miniredis.RunT(t)
-	off, err := New(miniClient(t, mr), Options{Heartbeat: -1})
+	off, err := New(miniClient(t, mr), Options{HeartbeatInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func TestNoAnnouncement(t *testing.T) {
 	local.Close()
 	for _, k := range mr.Keys() {
 		if k == fleetKey(DefaultKeyPrefix) {
-			t.Fatalf("a Limiter with a negative Heartbeat announced itself: %v", mr.Keys())
+			t.Fatalf("a Limiter with a negative HeartbeatInterval announced itself: %v", mr.Keys())
 		}
 	}
 	if off.Stats().Instances != 0 || local.Stats().Instances != 0 {

@@ -87,7 +87,7 @@ type Stats struct {
 	// itself included, that its last successful heartbeat counted: the N
 	// of the degraded share ceil(Rate / N) (see Options.DegradedShare). It
 	// is 0 before any heartbeat succeeded, and always for a local-only
-	// Limiter or one whose Heartbeat is negative.
+	// Limiter or one whose HeartbeatInterval is negative.
 	Instances int
 }
 

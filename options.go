@@ -13,13 +13,13 @@ const (
 	DefaultTimeout    = 100 * time.Millisecond
 	DefaultTripAfter  = 5
 	DefaultProbeAfter = 5 * time.Second
-	// DefaultHeartbeat is how often a Limiter announces itself to Redis
-	// when Options.Heartbeat is 0 (see Options.DegradedShare).
-	DefaultHeartbeat = 5 * time.Second
+	// DefaultHeartbeatInterval is how often a Limiter announces itself to
+	// Redis when Options.HeartbeatInterval is 0 (see Options.DegradedShare).
+	DefaultHeartbeatInterval = 5 * time.Second
 )
 
-// minHeartbeat is the shortest Options.Heartbeat: an instance counts as live
-// for three heartbeats, which must outlast a round trip to Redis.
+// minHeartbeat is the shortest Options.HeartbeatInterval: an instance counts
+// as live for three heartbeats, which must outlast a round trip to Redis.
 const minHeartbeat = 10 * time.Millisecond
 
 // Clock tells the current time. Pass one as Options.Clock to make decisions
@@ -64,26 +64,27 @@ type Options struct {
 	// it is rejected. It must be in (0, 1].
 	//
 	// The default, 0, sizes the share to the fleet: while Redis is healthy
-	// every Limiter on it announces itself (see Heartbeat), and one that
-	// falls back enforces ceil(Rate / N), at least 1, where N is the number
-	// of live Limiters under the same KeyPrefix it last saw (Stats.Instances),
-	// so that the fleet as a whole admits about the rule's rate. Before its
-	// first announcement succeeded, and with Heartbeat negative, N is 1.
+	// every Limiter on it announces itself (see HeartbeatInterval), and one
+	// that falls back enforces ceil(Rate / N), at least 1, where N is the
+	// number of live Limiters under the same KeyPrefix it last saw
+	// (Stats.Instances), so that the fleet as a whole admits about the
+	// rule's rate. Before its first announcement succeeded, and with
+	// HeartbeatInterval negative, N is 1.
 	// Give each service its own KeyPrefix, or the fleets count each other.
 	// Set DegradedShare to 1 to have every process enforce the whole rate
 	// whatever the fleet's size.
 	DegradedShare float64
-	// Heartbeat is how often the Limiter announces itself to Redis while
-	// Redis can be used: a Limiter counts as live while its last
+	// HeartbeatInterval is how often the Limiter announces itself to Redis
+	// while Redis can be used: a Limiter counts as live while its last
 	// announcement is less than three heartbeats old (by Redis' clock), and
 	// the live count sizes the degraded share (see DegradedShare). The
 	// announcement is one small script on one key per KeyPrefix, sent from a
 	// goroutine of the Limiter's through the same breaker and admission
 	// control as every call, and never with the last free admission slot;
-	// Close withdraws it. The default is DefaultHeartbeat (5s); it must be
-	// at least 10ms. Negative turns the announcement off: the Limiter then
+	// Close withdraws it. The default is DefaultHeartbeatInterval (5s); it
+	// must be at least 10ms. Negative turns the announcement off: the Limiter then
 	// counts as alone.
-	Heartbeat time.Duration
+	HeartbeatInterval time.Duration
 	// Logger receives breaker state changes and Redis failures (each kind at
 	// most once per LogInterval) and misconfiguration such as NOAUTH, which
 	// is logged as an error. The default is slog.Default().
@@ -137,8 +138,8 @@ func (o Options) settings() (settings, error) {
 		return s, fmt.Errorf("%w: unknown Degraded policy %d", ErrInvalidOptions, o.Degraded)
 	case math.IsNaN(o.DegradedShare) || o.DegradedShare < 0 || o.DegradedShare > 1:
 		return s, fmt.Errorf("%w: DegradedShare %v is outside (0, 1]", ErrInvalidOptions, o.DegradedShare)
-	case o.Heartbeat > 0 && o.Heartbeat < minHeartbeat:
-		return s, fmt.Errorf("%w: Heartbeat %v is shorter than %v", ErrInvalidOptions, o.Heartbeat, minHeartbeat)
+	case o.HeartbeatInterval > 0 && o.HeartbeatInterval < minHeartbeat:
+		return s, fmt.Errorf("%w: HeartbeatInterval %v is shorter than %v", ErrInvalidOptions, o.HeartbeatInterval, minHeartbeat)
 	case o.LogInterval < 0:
 		return s, fmt.Errorf("%w: LogInterval %v is negative", ErrInvalidOptions, o.LogInterval)
 	}
@@ -163,8 +164,8 @@ func (o Options) settings() (settings, error) {
 	if s.Degraded == DegradedDefault {
 		s.Degraded = DegradedLocal
 	}
-	if s.Heartbeat == 0 {
-		s.Heartbeat = DefaultHeartbeat
+	if s.HeartbeatInterval == 0 {
+		s.HeartbeatInterval = DefaultHeartbeatInterval
 	}
 	s.fleet = new(atomic.Int64)
 	if s.Logger == nil {

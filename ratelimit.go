@@ -59,7 +59,7 @@ func (l *Limiter) newConn(c rueidis.Client) *redisConn {
 			conn.followMasters(l.done, l.set.Timeout)
 		}()
 	}
-	if l.set.Heartbeat > 0 {
+	if l.set.HeartbeatInterval > 0 {
 		l.workers.Add(1)
 		go func() {
 			defer l.workers.Done()
@@ -71,8 +71,8 @@ func (l *Limiter) newConn(c rueidis.Client) *redisConn {
 
 // New returns a Limiter that keeps its state in Redis through client. It
 // does not wait for Redis: the first call contacts it, and so does the
-// Limiter's announcement to the fleet (see Options.Heartbeat), from a
-// goroutine of its own. With a nil client it returns a local-only limiter,
+// Limiter's announcement to the fleet (see Options.HeartbeatInterval), from
+// a goroutine of its own. With a nil client it returns a local-only limiter,
 // whose results are never Degraded and which announces nothing.
 //
 // The client stays the caller's: Close does not close it. Its

@@ -24,7 +24,7 @@ func TestInvalidOptions(t *testing.T) {
 		{"negative share", ratelimit.Options{DegradedShare: -0.5}},
 		{"NaN share", ratelimit.Options{DegradedShare: math.NaN()}},
 		{"negative LogInterval", ratelimit.Options{LogInterval: -1}},
-		{"Heartbeat under 10ms", ratelimit.Options{Heartbeat: time.Millisecond}},
+		{"HeartbeatInterval under 10ms", ratelimit.Options{HeartbeatInterval: time.Millisecond}},
 	} {
 		if l, err := ratelimit.New(nil, c.opts); !errors.Is(err, ratelimit.ErrInvalidOptions) || l != nil {
 			t.Errorf("New with %s: %v, %v; want nil, ErrInvalidOptions", c.name, l, err)

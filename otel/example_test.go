@@ -61,9 +61,9 @@ func Example_prometheus() {
 		TripAfter:  1,
 		ProbeAfter: time.Hour,
 		// One process alone: no fleet to announce itself to, so
-		// ratelimit_fleet_instances stays 0 (see Options.Heartbeat).
-		Heartbeat: -1,
-		Logger:    discard,
+		// ratelimit_fleet_instances stays 0 (see Options.HeartbeatInterval).
+		HeartbeatInterval: -1,
+		Logger:            discard,
 		// Hooks of your own still run: Instrument chains them.
 		OnBreakerChange: func(c ratelimit.BreakerChange) {
 			if c.To == ratelimit.BreakerOpen {

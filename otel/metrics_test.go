@@ -165,7 +165,7 @@ func TestDecisions(t *testing.T) {
 		OnBreakerChange: func(c ratelimit.BreakerChange) { opened <- c },
 	}))
 	// Its first heartbeat, at once, counts itself; the count then stays
-	// through the outage (the default Heartbeat is 5s).
+	// through the outage (the default HeartbeatInterval is 5s).
 	for deadline := time.Now().Add(10 * time.Second); l.Stats().Instances != 1; time.Sleep(2 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the first heartbeat never succeeded")
@@ -343,7 +343,7 @@ func TestObserveAddsUpLimiters(t *testing.T) {
 	a := newLimiter(t, nil, ratelimit.Options{Clock: clk})
 	mr := miniredis.RunT(t)
 	// No heartbeat: Instances stays 0 (TestDecisions counts one).
-	b := newLimiter(t, newClient(t, mr.Addr()), ratelimit.Options{Clock: clk, Timeout: 10 * time.Second, Heartbeat: -1})
+	b := newLimiter(t, newClient(t, mr.Addr()), ratelimit.Options{Clock: clk, Timeout: 10 * time.Second, HeartbeatInterval: -1})
 	rule := ratelimit.Rule{Name: "r", Limit: ratelimit.PerMinute(1), Approximate: true}
 	for _, key := range []string{"1", "2"} {
 		a.Allow(context.Background(), rule, key)

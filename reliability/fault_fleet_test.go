@@ -35,7 +35,7 @@ func TestFaultFleetShare(t *testing.T) {
 		opts.KeyPrefix = "fleet:"
 		// A live instance is one beaten within three heartbeats: 1.5 s,
 		// long enough that a busy machine does not drop one.
-		opts.Heartbeat = 500 * time.Millisecond
+		opts.HeartbeatInterval = 500 * time.Millisecond
 		fleet[i] = testkit.NewLimiter(t, testkit.NewClient(t, srv.Addr()), opts)
 	}
 	testkit.Eventually(t, "every limiter counts four instances", func() bool {
@@ -133,7 +133,7 @@ func TestFleetOnCluster(t *testing.T) {
 	for i := range fleet {
 		opts := testkit.Options(testkit.NewClock())
 		opts.KeyPrefix = "cfleet:"
-		opts.Heartbeat = 500 * time.Millisecond
+		opts.HeartbeatInterval = 500 * time.Millisecond
 		fleet[i] = testkit.NewLimiter(t, testkit.NewClient(t, cluster.Node(i).Addr()), opts)
 	}
 	testkit.Eventually(t, "every limiter counts three instances", func() bool {

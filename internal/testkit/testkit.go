@@ -36,7 +36,7 @@ func NewClock() *ratelimittest.Clock { return ratelimittest.NewClock(Epoch()) }
 // slow call into a degraded decision, and no heartbeat, so that Redis holds
 // and runs only what the decisions wrote (the fleet's tests turn it on).
 func Options(clk ratelimit.Clock) ratelimit.Options {
-	return ratelimit.Options{Clock: clk, Timeout: 10 * time.Second, Heartbeat: -1}
+	return ratelimit.Options{Clock: clk, Timeout: 10 * time.Second, HeartbeatInterval: -1}
 }
 
 // ClientOption is a rueidis option for the servers at addrs, without
