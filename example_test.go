@@ -235,6 +235,7 @@ func ExampleOptions_heartbeat() {
 
 	opts := ratelimit.Options{
 		Clock:             ratelimittest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)),
+		Timeout:           time.Second,           // a busy test machine; the default is 100ms
 		KeyPrefix:         "shop:",               // one KeyPrefix per service: one fleet
 		HeartbeatInterval: 10 * time.Millisecond, // the default is 5s
 		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -15,11 +15,12 @@ import (
 // fleetLimiter returns a Limiter on mr under prefix whose heartbeat comes
 // every hour: its first one, at once, is the only one the test does not
 // make itself, and the test waits for it, so every later count is the
-// test's doing. Decisions are made at the fake instant at.
+// test's doing. Decisions are made at the fake instant at; the Timeout is
+// long, so that a busy machine fails no heartbeat the test expects to work.
 func fleetLimiter(t *testing.T, mr *miniredis.Miniredis, prefix string, at time.Time) *Limiter {
 	t.Helper()
 	l, err := New(miniClient(t, mr), Options{Clock: &fixedClock{at: at}, KeyPrefix: prefix, HeartbeatInterval: time.Hour, TripAfter: 1,
-		Timeout: 500 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Timeout: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +247,7 @@ func TestAcquireSpare(t *testing.T) {
 // HeartbeatInterval never announce themselves and count as alone.
 func TestNoAnnouncement(t *testing.T) {
 	mr := miniredis.RunT(t)
-	off, err := New(miniClient(t, mr), Options{HeartbeatInterval: -1})
+	off, err := New(miniClient(t, mr), Options{HeartbeatInterval: -1, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
