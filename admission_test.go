@@ -189,7 +189,9 @@ func TestShedCallsAreDecidedByTheDegradedPolicy(t *testing.T) {
 	var paths []Path
 	// Timeout 500ms: a call waits 100ms for a slot before it is shed, and a
 	// call with a free slot has time to reach miniredis on a busy machine.
-	l, err := New(client, Options{Timeout: 500 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	// No heartbeat: the test takes every admission slot by hand, and a
+	// heartbeat's release would hand one back.
+	l, err := New(client, Options{Timeout: 500 * time.Millisecond, HeartbeatInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		OnDecision: func(d Decision) { paths = append(paths, d.Path) }})
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +247,7 @@ func TestShedEventsCountOnRedisDecisions(t *testing.T) {
 	}
 	defer client.Close()
 	clk := &fixedClock{at: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
-	l, err := New(client, Options{Clock: clk, Timeout: 500 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	l, err := New(client, Options{Clock: clk, Timeout: 500 * time.Millisecond, HeartbeatInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +316,7 @@ func TestShedEventsCountOnGroups(t *testing.T) {
 	}
 	defer client.Close()
 	clk := &fixedClock{at: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
-	l, err := New(client, Options{Clock: clk, Timeout: 500 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	l, err := New(client, Options{Clock: clk, Timeout: 500 * time.Millisecond, HeartbeatInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,4 +346,28 @@ func TestShedEventsCountOnGroups(t *testing.T) {
 			t.Errorf("Redis still holds %v for rule %q after the group was denied", members, r.Name)
 		}
 	}
+}
+
+// TestAcquireSpare: background work (heartbeats, the write-back) never
+// takes the last slot, nor goes ahead of a waiting call.
+func TestAcquireSpare(t *testing.T) {
+	g := newGate(100 * time.Millisecond)
+	g.limit.Store(4)
+	for i := range 3 {
+		if !g.acquireSpare() {
+			t.Fatalf("acquireSpare %d with %d of 4 in flight refused", i+1, i)
+		}
+	}
+	if g.acquireSpare() {
+		t.Fatal("acquireSpare took the last of 4 slots")
+	}
+	if !g.tryAcquire() {
+		t.Fatal("a live call found no slot after the spare ones")
+	}
+	g.inflight.Store(0)
+	g.queued.Store(1)
+	if g.acquireSpare() {
+		t.Fatal("acquireSpare went ahead of a waiting call")
+	}
+	g.queued.Store(0)
 }

@@ -63,6 +63,13 @@
 // allowed in every process (see [Options].WriteBackMax and README's
 // "Write-back").
 //
+// The degraded share is sized to the fleet: while Redis is healthy every
+// Limiter announces itself there every [Options].HeartbeatInterval, and
+// learns how many Limiters under its KeyPrefix are live ([Stats].Instances); while it
+// falls back it enforces ceil(Rate / instances), so that the fleet as a
+// whole admits at most about the rate, after a scale-up or a scale-down
+// alike. [Options].DegradedShare, when set, overrides the count.
+//
 // A load spike is not an outage: admission control bounds the calls in
 // flight to each Redis master by the latency it measures (see README's
 // "Admission control"); a call that finds the bound full waits at most a

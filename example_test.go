@@ -273,3 +273,55 @@ func ExampleOptions_writeBack() {
 	// written back: 2, dropped: 0
 	// another process: allowed=false remaining=0 degraded=false
 }
+
+// Two instances of a service share a Redis. While it is healthy each
+// announces itself and counts the live instances; when it goes away, each
+// enforces its share of a rule, ceil(Rate / instances), so that the two
+// together admit about the rule's rate.
+func ExampleOptions_heartbeat() {
+	mr, first := exampleRedis()
+	second, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true})
+	if err != nil {
+		panic(err)
+	}
+	defer first.Close()
+	defer second.Close()
+	// Redis' clock stands still here, so that no announcement runs out
+	// while the example waits on a busy machine.
+	mr.SetTime(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+
+	opts := ratelimit.Options{
+		Clock:             ratelimittest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)),
+		Timeout:           time.Second,           // a busy test machine; the default is 100ms
+		KeyPrefix:         "shop:",               // one KeyPrefix per service: one fleet
+		HeartbeatInterval: 10 * time.Millisecond, // the default is 5s
+		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	a, err := ratelimit.New(first, opts)
+	if err != nil {
+		panic(err)
+	}
+	defer a.Close()
+	b, err := ratelimit.New(second, opts)
+	if err != nil {
+		panic(err)
+	}
+	defer b.Close()
+	for a.Stats().Instances < 2 || b.Stats().Instances < 2 {
+		time.Sleep(time.Millisecond) // each counts both at its next heartbeat
+	}
+	fmt.Println("instances:", a.Stats().Instances, b.Stats().Instances)
+
+	mr.Close() // Redis goes away; the last count stays
+	sale := ratelimit.Rule{Name: "flash-sale", Limit: ratelimit.PerMinute(5)}
+	for i := 1; i <= 4; i++ {
+		res, _ := a.Allow(context.Background(), sale, "all")
+		fmt.Printf("call %d: allowed=%-5v limit=%d degraded=%v\n", i, res.Allowed, res.Limit, res.Degraded)
+	}
+	// Output:
+	// instances: 2 2
+	// call 1: allowed=true  limit=3 degraded=true
+	// call 2: allowed=true  limit=3 degraded=true
+	// call 3: allowed=true  limit=3 degraded=true
+	// call 4: allowed=false limit=3 degraded=true
+}

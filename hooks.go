@@ -91,6 +91,12 @@ type Stats struct {
 	// is the number of events now waiting.
 	WrittenBack, WriteBackDropped uint64
 	WriteBackPending              int
+	// Instances is the number of live Limiters under this one's KeyPrefix,
+	// itself included, that its last successful heartbeat counted: the N
+	// of the degraded share ceil(Rate / N) (see Options.DegradedShare). It
+	// is 0 before any heartbeat succeeded, and always for a local-only
+	// Limiter or one whose HeartbeatInterval is negative.
+	Instances int
 }
 
 // Stats returns a snapshot of the Limiter's local state. It locks each
@@ -110,6 +116,7 @@ func (l *Limiter) Stats() Stats {
 	s.ShedDecisions, s.OutageDecisions = l.shed.Load(), l.outages.Load()
 	s.WrittenBack, s.WriteBackDropped = l.local.owing.written.Load(), l.local.owing.dropped.Load()
 	s.WriteBackPending = int(l.local.owing.events.Load())
+	s.Instances = int(l.set.fleet.Load())
 	if conn := l.conn.Load(); conn != nil {
 		s.Connected = true
 		seen := make(map[*gate]bool)

@@ -155,6 +155,18 @@ func writeEscaped(b *strings.Builder, s string) {
 	}
 }
 
+// fleetKey returns the Redis key of the instances set, where the Limiters
+// under prefix announce themselves (see fleet.go):
+//
+//	<prefix>v1:{instances}
+//
+// Its hash tag is a constant, so on a Redis Cluster the whole fleet
+// announces itself on one node; it starts with a letter other than 'g', so
+// it never meets a pair's tag (which starts with a digit) or a group's.
+func fleetKey(prefix string) string {
+	return prefix + layoutVersion + ":{instances}"
+}
+
 // checkKeyPrefix refuses a prefix with braces: they would make the prefix,
 // not the (rule, key) pair, the Redis Cluster hash tag.
 func checkKeyPrefix(prefix string) error {

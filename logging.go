@@ -19,6 +19,7 @@ const (
 	logHalfOpen
 	logClosed
 	logWriteBack
+	logHeartbeat
 	logKinds
 )
 

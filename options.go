@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sync/atomic"
 	"time"
 )
 
@@ -12,7 +13,14 @@ const (
 	DefaultTimeout    = 100 * time.Millisecond
 	DefaultTripAfter  = 5
 	DefaultProbeAfter = 5 * time.Second
+	// DefaultHeartbeatInterval is how often a Limiter announces itself to
+	// Redis when Options.HeartbeatInterval is 0 (see Options.DegradedShare).
+	DefaultHeartbeatInterval = 5 * time.Second
 )
+
+// minHeartbeat is the shortest Options.HeartbeatInterval: an instance counts
+// as live for three heartbeats, which must outlast a round trip to Redis.
+const minHeartbeat = 10 * time.Millisecond
 
 // Clock tells the current time. Pass one as Options.Clock to make decisions
 // at times of your choosing (package ratelimittest has a fake).
@@ -51,12 +59,32 @@ type Options struct {
 	// Degraded says how rules are decided while Redis cannot be used, unless
 	// a Rule says otherwise. The default is DegradedLocal.
 	Degraded DegradedPolicy
-	// DegradedShare scales the rate each process enforces while degraded:
-	// with N replicas each deciding alone, a share of 1/N keeps the total
-	// near the rule's rate. The degraded Rate is ceil(Rate × share), at least
-	// 1; an AllowN above it is rejected. It must be in (0, 1]; the default
-	// is 1.
+	// DegradedShare scales the rate each process enforces while degraded.
+	// The degraded Rate is ceil(Rate × share), at least 1; an AllowN above
+	// it is rejected. It must be in (0, 1].
+	//
+	// The default, 0, sizes the share to the fleet: while Redis is healthy
+	// every Limiter on it announces itself (see HeartbeatInterval), and one
+	// that falls back enforces ceil(Rate / N), at least 1, where N is the
+	// number of live Limiters under the same KeyPrefix it last saw
+	// (Stats.Instances), so that the fleet as a whole admits about the
+	// rule's rate. Before its first announcement succeeded, and with
+	// HeartbeatInterval negative, N is 1.
+	// Give each service its own KeyPrefix, or the fleets count each other.
+	// Set DegradedShare to 1 to have every process enforce the whole rate
+	// whatever the fleet's size.
 	DegradedShare float64
+	// HeartbeatInterval is how often the Limiter announces itself to Redis
+	// while Redis can be used: a Limiter counts as live while its last
+	// announcement is less than three heartbeats old (by Redis' clock), and
+	// the live count sizes the degraded share (see DegradedShare). The
+	// announcement is one small script on one key per KeyPrefix, sent from a
+	// goroutine of the Limiter's through the same breaker and admission
+	// control as every call, and never with the last free admission slot;
+	// Close withdraws it. The default is DefaultHeartbeatInterval (5s); it
+	// must be at least 10ms. Negative turns the announcement off: the Limiter then
+	// counts as alone.
+	HeartbeatInterval time.Duration
 	// Logger receives breaker state changes and Redis failures (each kind at
 	// most once per LogInterval) and misconfiguration such as NOAUTH, which
 	// is logged as an error. The default is slog.Default().
@@ -103,7 +131,10 @@ type Options struct {
 // settings is a validated Options with defaults filled in.
 type settings struct {
 	Options
-	share float64
+	// fleet is the live Limiters the last heartbeat counted, 0 before one
+	// succeeded; nil for settings that belong to no Limiter. It is shared,
+	// so that copies of the settings see one count.
+	fleet *atomic.Int64
 }
 
 func (o Options) settings() (settings, error) {
@@ -123,6 +154,8 @@ func (o Options) settings() (settings, error) {
 		return s, fmt.Errorf("%w: DegradedShare %v is outside (0, 1]", ErrInvalidOptions, o.DegradedShare)
 	case o.WriteBackMax < 0:
 		return s, fmt.Errorf("%w: WriteBackMax %d is negative", ErrInvalidOptions, o.WriteBackMax)
+	case o.HeartbeatInterval > 0 && o.HeartbeatInterval < minHeartbeat:
+		return s, fmt.Errorf("%w: HeartbeatInterval %v is shorter than %v", ErrInvalidOptions, o.HeartbeatInterval, minHeartbeat)
 	case o.LogInterval < 0:
 		return s, fmt.Errorf("%w: LogInterval %v is negative", ErrInvalidOptions, o.LogInterval)
 	}
@@ -147,10 +180,10 @@ func (o Options) settings() (settings, error) {
 	if s.Degraded == DegradedDefault {
 		s.Degraded = DegradedLocal
 	}
-	s.share = o.DegradedShare
-	if s.share == 0 {
-		s.share = 1
+	if s.HeartbeatInterval == 0 {
+		s.HeartbeatInterval = DefaultHeartbeatInterval
 	}
+	s.fleet = new(atomic.Int64)
 	if s.Logger == nil {
 		s.Logger = slog.Default()
 	}
@@ -163,10 +196,21 @@ func (o Options) settings() (settings, error) {
 	return s, nil
 }
 
-// degradedRate is the rate one process enforces while Redis cannot be used.
+// degradedRate is the rate, or any other quota of a rule (a burst), that one
+// process enforces while Redis cannot be used: ceil(rate × DegradedShare)
+// when the user set a share, else ceil(rate / N) for the N live Limiters
+// the last heartbeat counted (1 before any); at least 1 either way. It is
+// the one place that sizes a degraded quota.
 func (s *settings) degradedRate(rate int64) int64 {
-	if s.share == 1 {
-		return rate
+	if share := s.DegradedShare; share != 0 {
+		if share == 1 {
+			return rate
+		}
+		return max(1, int64(math.Ceil(float64(rate)*share)))
 	}
-	return max(1, int64(math.Ceil(float64(rate)*s.share)))
+	n := int64(1)
+	if s.fleet != nil {
+		n = max(1, s.fleet.Load())
+	}
+	return max(1, (rate+n-1)/n)
 }

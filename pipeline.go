@@ -153,6 +153,14 @@ func (l *Limiter) callContext(ctx context.Context) context.Context {
 // and why.
 func (l *Limiter) adminCall(ctx context.Context, conn *redisConn, redisKey string, about subject, what string, run func(context.Context, rueidis.Client) error) error {
 	s, err := l.viaRedis(ctx, conn, redisKey, about, run)
+	return onRedisOnly(s, err, about, what)
+}
+
+// onRedisOnly turns how a call through the pipeline ended into the error of
+// a call that has no local substitute: nil when it was made on Redis, the
+// pipeline's error, or an error wrapping ErrUnavailable that says what was
+// not done and why.
+func onRedisOnly(s sent, err error, about subject, what string) error {
 	switch {
 	case err != nil:
 		return err
@@ -160,4 +168,14 @@ func (l *Limiter) adminCall(ctx context.Context, conn *redisConn, redisKey strin
 		return fmt.Errorf("%w: %s: %s: %w", ErrUnavailable, about, what, s.cause)
 	}
 	return nil
+}
+
+// backgroundCall runs one call of the Limiter's own background work (the
+// heartbeat) through the pipeline, admitted only with an admission slot to
+// spare, so that it never takes the last one from a live call. It returns
+// nil, an ErrRedis for a reply that means misuse, or an error wrapping
+// ErrUnavailable (Redis cannot be used, or no slot was to spare).
+func (l *Limiter) backgroundCall(ctx context.Context, conn *redisConn, redisKey string, about subject, what string, run func(context.Context, rueidis.Client) error) error {
+	s, err := l.carry(ctx, conn, redisKey, about, true, run)
+	return onRedisOnly(s, err, about, what)
 }

@@ -63,12 +63,21 @@ func (l *Limiter) newConn(c rueidis.Client) *redisConn {
 			conn.followMasters(l.done, l.set.Timeout)
 		}()
 	}
+	if l.set.HeartbeatInterval > 0 {
+		l.workers.Add(1)
+		go func() {
+			defer l.workers.Done()
+			l.heartbeats(conn)
+		}()
+	}
 	return conn
 }
 
 // New returns a Limiter that keeps its state in Redis through client. It
-// never contacts Redis itself: the first call does. With a nil client it
-// returns a local-only limiter, whose results are never Degraded.
+// does not wait for Redis: the first call contacts it, and so does the
+// Limiter's announcement to the fleet (see Options.HeartbeatInterval), from
+// a goroutine of its own. With a nil client it returns a local-only limiter,
+// whose results are never Degraded and which announces nothing.
 //
 // The client stays the caller's: Close does not close it. Its
 // ClientOption.Dialer.Timeout bounds how long a reconnect may hold calls up
@@ -387,8 +396,10 @@ func (l *Limiter) Reset(ctx context.Context, rule Rule, key string) error {
 	return err
 }
 
-// Close stops the Limiter's goroutines and, for a Limiter made by Dial,
-// closes its client. Later calls return ErrClosed. Close is idempotent.
+// Close withdraws the Limiter's announcement to the fleet (best effort,
+// within Options.Timeout), stops the Limiter's goroutines and, for a
+// Limiter made by Dial, closes its client. Later calls return ErrClosed.
+// Close is idempotent.
 func (l *Limiter) Close() {
 	l.closeOnce.Do(func() {
 		l.closed.Store(true)

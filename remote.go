@@ -37,6 +37,8 @@ var (
 	undoLua string
 	//go:embed lua/writeback.lua
 	writeBackLua string
+	//go:embed lua/fleet.lua
+	fleetLua string
 )
 
 // A rule without penalty runs a script without the ladder: every piece a
@@ -51,6 +53,7 @@ var (
 	// writeBackScript writes back what was decided without Redis (see
 	// writeback.go); it records log events as allow.lua does.
 	writeBackScript = newScript(windowLua + writeBackLua)
+	fleetScript     = newScript(windowLua + fleetLua)
 )
 
 // script is a Lua script sent with EVALSHA, and with EVAL when the server

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/ratelimit-go/ratelimit"
 )
@@ -24,6 +25,7 @@ func TestInvalidOptions(t *testing.T) {
 		{"NaN share", ratelimit.Options{DegradedShare: math.NaN()}},
 		{"negative LogInterval", ratelimit.Options{LogInterval: -1}},
 		{"negative WriteBackMax", ratelimit.Options{WriteBackMax: -1}},
+		{"HeartbeatInterval under 10ms", ratelimit.Options{HeartbeatInterval: time.Millisecond}},
 	} {
 		if l, err := ratelimit.New(nil, c.opts); !errors.Is(err, ratelimit.ErrInvalidOptions) || l != nil {
 			t.Errorf("New with %s: %v, %v; want nil, ErrInvalidOptions", c.name, l, err)

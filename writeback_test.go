@@ -387,24 +387,6 @@ func TestWriteBackInBackground(t *testing.T) {
 	}
 }
 
-// TestAcquireSpare: background work never takes the last slot, nor passes
-// a waiting call.
-func TestAcquireSpare(t *testing.T) {
-	g := newGate(time.Second)
-	g.limit.Store(2)
-	if !g.acquireSpare() {
-		t.Fatal("no spare slot with 2 free")
-	}
-	if g.acquireSpare() {
-		t.Fatal("acquireSpare took the last slot")
-	}
-	g.release(0, false, false)
-	g.queued.Store(1)
-	if g.acquireSpare() {
-		t.Fatal("acquireSpare passed a waiting call")
-	}
-}
-
 // TestWriteBackGroup: the pairs of a group decided without Redis are
 // written back under the group's hash tag, where AllowGroup finds them.
 func TestWriteBackGroup(t *testing.T) {

@@ -36,6 +36,7 @@
 //	ratelimit.local.entries      gauge      {entry}     kind
 //	ratelimit.shield.entries     gauge      {entry}     -
 //	ratelimit.connected          gauge      {limiter}   -
+//	ratelimit.fleet.instances    gauge      {instance}  -
 //
 // ratelimit.decisions counts the calls of Allow and AllowN that returned no
 // error, one per call whatever its n. A Peek records nothing and counts no
@@ -82,8 +83,13 @@
 // (BreakersOpen); ratelimit.local.entries with kind "log", "counter",
 // "strike" and "ban" (LocalLogs, LocalCounters, LocalStrikes, LocalBans);
 // ratelimit.shield.entries (Shielded); ratelimit.connected, the number of
-// limiters that have a Redis client (Connected). They report nothing while
-// no limiter is observed.
+// limiters that have a Redis client (Connected). ratelimit.fleet.instances
+// is not a sum but the most [ratelimit.Stats].Instances of the observed
+// limiters: the live limiters under a key prefix as a limiter's last
+// heartbeat counted, the N of the share ceil(Rate / N) each enforces while
+// Redis cannot be used (0 before a heartbeat succeeded). Limiters of one
+// fleet count the same instances, so adding them up would count each
+// several times. The gauges report nothing while no limiter is observed.
 //
 // # Cost
 //

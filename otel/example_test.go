@@ -60,7 +60,10 @@ func Example_prometheus() {
 		Timeout:    10 * time.Second,
 		TripAfter:  1,
 		ProbeAfter: time.Hour,
-		Logger:     discard,
+		// One process alone: no fleet to announce itself to, so
+		// ratelimit_fleet_instances stays 0 (see Options.HeartbeatInterval).
+		HeartbeatInterval: -1,
+		Logger:            discard,
 		// Hooks of your own still run: Instrument chains them.
 		OnBreakerChange: func(c ratelimit.BreakerChange) {
 			if c.To == ratelimit.BreakerOpen {
@@ -123,6 +126,7 @@ func Example_prometheus() {
 	// ratelimit_decisions_total{degraded="false",dry_run="false",outcome="warned",rule="login"} 1
 	// ratelimit_decisions_total{degraded="true",dry_run="false",outcome="allowed",rule="coupon:claim"} 1
 	// ratelimit_errors_total{error_type="invalid_key",rule="coupon:claim"} 1
+	// ratelimit_fleet_instances 0
 	// ratelimit_local_entries{kind="ban"} 1
 	// ratelimit_local_entries{kind="counter"} 0
 	// ratelimit_local_entries{kind="log"} 3

@@ -69,6 +69,7 @@ type Metrics struct {
 	connected    metric.Int64ObservableGauge
 	writeBack    metric.Int64ObservableCounter
 	wbPending    metric.Int64ObservableGauge
+	instances    metric.Int64ObservableGauge
 
 	// Prepared measurement options, so that the hot path allocates nothing.
 	pathOpts   [numPaths][]metric.RecordOption
@@ -145,11 +146,14 @@ func New(opts Options) (*Metrics, error) {
 	m.wbPending, err = meter.Int64ObservableGauge("ratelimit.writeback.pending",
 		metric.WithUnit("{event}"),
 		metric.WithDescription("Events decided without Redis that wait to be written back to it."))
+	m.instances, err = meter.Int64ObservableGauge("ratelimit.fleet.instances",
+		metric.WithUnit("{instance}"),
+		metric.WithDescription("Live limiters under an observed limiter's key prefix, as its last heartbeat counted (the most over the observed limiters): the N of the degraded share Rate / N."))
 	check(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("ratelimitotel: %w", err)
 	}
-	if _, err := meter.RegisterCallback(m.observe, m.breakersOpen, m.localEntries, m.shielded, m.connected, m.writeBack, m.wbPending); err != nil {
+	if _, err := meter.RegisterCallback(m.observe, m.breakersOpen, m.localEntries, m.shielded, m.connected, m.writeBack, m.wbPending, m.instances); err != nil {
 		return nil, fmt.Errorf("ratelimitotel: %w", err)
 	}
 
@@ -224,8 +228,9 @@ func (m *Metrics) OnBreakerChange(c ratelimit.BreakerChange) {
 }
 
 // Observe makes the gauges (ratelimit.breaker.open, ratelimit.local.entries,
-// ratelimit.shield.entries, ratelimit.connected, ratelimit.writeback.pending)
-// and the counter ratelimit.writeback.events report l.Stats() at each
+// ratelimit.shield.entries, ratelimit.connected, ratelimit.fleet.instances,
+// ratelimit.writeback.pending) and the counter ratelimit.writeback.events
+// report l.Stats() at each
 // collection, added to those of the other limiters observed, until stop is
 // called (the counter counts only the limiters observed at the time, so it
 // falls when one stops being observed). Call stop when you close l. Observing a limiter twice counts it
@@ -255,7 +260,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		return nil
 	}
 	var sum ratelimit.Stats
-	var connected int64
+	var connected, instances int64
 	for l := range m.limiters {
 		s := l.Stats()
 		sum.LocalLogs += s.LocalLogs
@@ -270,6 +275,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		if s.Connected {
 			connected++
 		}
+		instances = max(instances, int64(s.Instances))
 	}
 	o.ObserveInt64(m.breakersOpen, int64(sum.BreakersOpen))
 	o.ObserveInt64(m.localEntries, int64(sum.LocalLogs), m.kindOpts[kindLog]...)
@@ -281,6 +287,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	o.ObserveInt64(m.writeBack, int64(sum.WrittenBack), m.wbOpts[0]...)
 	o.ObserveInt64(m.writeBack, int64(sum.WriteBackDropped), m.wbOpts[1]...)
 	o.ObserveInt64(m.wbPending, int64(sum.WriteBackPending))
+	o.ObserveInt64(m.instances, instances)
 	return nil
 }
 

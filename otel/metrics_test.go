@@ -164,6 +164,13 @@ func TestDecisions(t *testing.T) {
 		Logger:          discard,
 		OnBreakerChange: func(c ratelimit.BreakerChange) { opened <- c },
 	}))
+	// Its first heartbeat, at once, counts itself; the count then stays
+	// through the outage (the default HeartbeatInterval is 5s).
+	for deadline := time.Now().Add(10 * time.Second); l.Stats().Instances != 1; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first heartbeat never succeeded")
+		}
+	}
 	stop := m.Observe(l)
 	ctx := context.Background()
 	allow := func(rule ratelimit.Rule, key string) ratelimit.Result {
@@ -254,8 +261,9 @@ func TestDecisions(t *testing.T) {
 
 		"ratelimit.breaker.changes {change} state=open": 1,
 
-		"ratelimit.breaker.open {breaker} ": 1,
-		"ratelimit.connected {limiter} ":    1,
+		"ratelimit.breaker.open {breaker} ":     1,
+		"ratelimit.connected {limiter} ":        1,
+		"ratelimit.fleet.instances {instance} ": 1,
 		// The local limiter mirrors what Redis allowed (the logs of plain/k,
 		// login/ip and dry/k) and the ban of login/ip, and decided
 		// plain/down itself; the shield holds the rejections of plain/k,
@@ -280,7 +288,7 @@ func TestDecisions(t *testing.T) {
 	l.Allow(ctx, plain, "k")
 	want["ratelimit.errors {error} error.type=closed,rule=plain"] = 1
 	for k := range want {
-		if strings.HasPrefix(k, "ratelimit.breaker.open ") || strings.HasPrefix(k, "ratelimit.connected ") ||
+		if strings.HasPrefix(k, "ratelimit.breaker.open ") || strings.HasPrefix(k, "ratelimit.connected ") || strings.HasPrefix(k, "ratelimit.fleet.instances ") ||
 			strings.HasPrefix(k, "ratelimit.local.entries ") || strings.HasPrefix(k, "ratelimit.shield.entries ") ||
 			strings.HasPrefix(k, "ratelimit.writeback.") {
 			delete(want, k)
@@ -339,7 +347,8 @@ func TestObserveAddsUpLimiters(t *testing.T) {
 	clk := ratelimittest.NewClock(epoch)
 	a := newLimiter(t, nil, ratelimit.Options{Clock: clk})
 	mr := miniredis.RunT(t)
-	b := newLimiter(t, newClient(t, mr.Addr()), ratelimit.Options{Clock: clk, Timeout: 10 * time.Second})
+	// No heartbeat: Instances stays 0 (TestDecisions counts one).
+	b := newLimiter(t, newClient(t, mr.Addr()), ratelimit.Options{Clock: clk, Timeout: 10 * time.Second, HeartbeatInterval: -1})
 	rule := ratelimit.Rule{Name: "r", Limit: ratelimit.PerMinute(1), Approximate: true}
 	for _, key := range []string{"1", "2"} {
 		a.Allow(context.Background(), rule, key)
@@ -359,6 +368,7 @@ func TestObserveAddsUpLimiters(t *testing.T) {
 			"ratelimit.writeback.events {event} outcome=written": 0,
 			"ratelimit.writeback.events {event} outcome=dropped": 0,
 			"ratelimit.writeback.pending {event} ":               0,
+			"ratelimit.fleet.instances {instance} ":              0,
 		}
 	}
 	stopA := m.Observe(a)

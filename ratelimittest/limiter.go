@@ -31,7 +31,11 @@ type Limiter struct {
 // NewLimiter starts an in-process Redis and returns a Limiter on it. When
 // opts.Clock is nil the Limiter gets a Clock at 2026-01-01 12:00 UTC; when opts.Timeout is
 // 0 it gets a second, so that a busy test machine does not turn a slow call
-// into a decision made without Redis. Close stops everything.
+// into a decision made without Redis. When opts.HeartbeatInterval is 0 it
+// gets -1: the Limiter is alone on its Redis, so it announces nothing (see
+// ratelimit.Options.HeartbeatInterval), the Redis holds only what its
+// decisions wrote, and no background call meets an outage the test makes.
+// Close stops everything.
 func NewLimiter(opts ratelimit.Options) (*Limiter, error) {
 	mr := miniredis.NewMiniRedis()
 	if err := mr.Start(); err != nil {
@@ -53,6 +57,9 @@ func NewLimiter(opts ratelimit.Options) (*Limiter, error) {
 	}
 	if opts.Timeout == 0 {
 		opts.Timeout = time.Second
+	}
+	if opts.HeartbeatInterval == 0 {
+		opts.HeartbeatInterval = -1
 	}
 	lim, err := ratelimit.New(client, opts)
 	if err != nil {

@@ -301,7 +301,17 @@ func TestDialWhileRedisIsDown(t *testing.T) {
 	if r := testkit.Allow(t, l, rule, "k"); !r.Allowed || r.Degraded || r.Remaining != 2 {
 		t.Fatalf("first call on redis = %+v", r)
 	}
+	// Once connected, the limiter announces itself to the fleet; Close
+	// withdraws it.
+	instances := "rl:v1:{instances}"
+	testkit.Eventually(t, "the first heartbeat after connecting", func() bool { return l.Stats().Instances == 1 })
+	if m, err := mr.ZMembers(instances); err != nil || len(m) != 1 {
+		t.Fatalf("the instances set holds %v, %v; want the limiter", m, err)
+	}
 	l.Close()
+	if m, _ := mr.ZMembers(instances); len(m) != 0 {
+		t.Fatalf("the instances set holds %v after Close, want nothing", m)
+	}
 	if _, err := l.Allow(context.Background(), rule, "k"); !errors.Is(err, ratelimit.ErrClosed) {
 		t.Fatalf("after Close: %v", err)
 	}

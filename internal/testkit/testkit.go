@@ -32,10 +32,11 @@ func Epoch() time.Time { return time.Date(2026, 11, 22, 12, 0, 0, 123456000, tim
 func NewClock() *ratelimittest.Clock { return ratelimittest.NewClock(Epoch()) }
 
 // Options are the options of tests about decisions, not outages: the clock
-// clk, and a Timeout long enough that a loaded machine (or -race) never
-// turns a slow call into a degraded decision.
+// clk, a Timeout long enough that a loaded machine (or -race) never turns a
+// slow call into a degraded decision, and no heartbeat, so that Redis holds
+// and runs only what the decisions wrote (the fleet's tests turn it on).
 func Options(clk ratelimit.Clock) ratelimit.Options {
-	return ratelimit.Options{Clock: clk, Timeout: 10 * time.Second}
+	return ratelimit.Options{Clock: clk, Timeout: 10 * time.Second, HeartbeatInterval: -1}
 }
 
 // ClientOption is a rueidis option for the servers at addrs, without

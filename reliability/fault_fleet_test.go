@@ -1,0 +1,165 @@
+package reliability_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
+)
+
+// TestFaultFleetShare: four limiters on one redis-server, as four
+// instances of a service, announce themselves until each counts four live
+// instances; then redis-server is killed. Each falls back to its share of
+// the rule, ceil(Rate / 4), so in any window that starts after all their
+// breakers opened the four together admit at most Rate + 3: with Rate 13,
+// exactly 4 × 4 = 16 (each limiter exactly 4), where four limiters that
+// each enforced the whole rate would admit 52.
+func TestFaultFleetShare(t *testing.T) {
+	if !testkit.HaveRedis(t) {
+		t.Skip("needs redis-server")
+	}
+	srv := redistest.Start(t, redistest.Options{})
+	clk := testkit.NewClock() // one time for the fleet's decisions
+	var logs testkit.SyncBuffer
+	const instances = 4
+	rule := ratelimit.Rule{Name: "fleet", Limit: ratelimit.Limit{Rate: 13, Window: time.Second}}
+	share := (rule.Limit.Rate + instances - 1) / instances
+
+	var fleet [instances]*ratelimit.Limiter
+	for i := range fleet {
+		opts := testkit.OutageOptions(clk, &logs, nil)
+		opts.KeyPrefix = "fleet:"
+		// A live instance is one beaten within three heartbeats: 1.5 s,
+		// long enough that a busy machine does not drop one.
+		opts.HeartbeatInterval = 500 * time.Millisecond
+		fleet[i] = testkit.NewLimiter(t, testkit.NewClient(t, srv.Addr()), opts)
+	}
+	testkit.Eventually(t, "every limiter counts four instances", func() bool {
+		for _, l := range fleet {
+			if l.Stats().Instances != instances {
+				return false
+			}
+		}
+		return true
+	})
+	if n := mustInt(t, srv, "ZCARD", "fleet:v1:{instances}"); n != instances {
+		t.Fatalf("the instances set holds %d members, want %d", n, instances)
+	}
+	for i, l := range fleet { // on Redis, each enforces the whole rate
+		if r := testkit.Allow(t, l, rule, fmt.Sprintf("healthy%d", i)); r.Degraded || r.Limit != rule.Limit.Rate {
+			t.Fatalf("limiter %d on a healthy redis: %+v", i, r)
+		}
+	}
+
+	srv.Kill()
+	testkit.Eventually(t, "every breaker open", func() bool {
+		open := 0
+		for i, l := range fleet {
+			testkit.Allow(t, l, rule, fmt.Sprintf("trip%d", i)) // fails, and trips the breaker
+			if l.Stats().BreakersOpen == 1 {
+				open++
+			}
+		}
+		return open == instances
+	})
+	clk.Advance(rule.Limit.Window) // every window from here on starts after all breakers opened
+	for i, l := range fleet {
+		if n := l.Stats().Instances; n != instances {
+			t.Fatalf("limiter %d counts %d instances after redis died, want the %d it last saw", i, n, instances)
+		}
+	}
+
+	// Three windows in steps of a tenth: at each step every limiter tries
+	// 6 calls at once on the one shared key.
+	var (
+		mu    sync.Mutex
+		calls []faultCall
+	)
+	const steps, perStep = 30, 6
+	for range steps {
+		at := clk.Now()
+		var wg sync.WaitGroup
+		for _, l := range fleet {
+			for range perStep {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r, err := l.Allow(t.Context(), rule, "sale")
+					mu.Lock()
+					calls = append(calls, faultCall{key: "sale", at: at, res: r, err: err})
+					mu.Unlock()
+				}()
+			}
+		}
+		wg.Wait()
+		clk.Advance(rule.Limit.Window / 10)
+	}
+	allowed := 0
+	for _, c := range calls {
+		if c.err != nil || !c.res.Degraded || c.res.Limit != share {
+			t.Fatalf("call while redis is down = %+v, %v; want degraded with Limit %d", c.res, c.err, share)
+		}
+		if c.res.Allowed {
+			allowed++
+		}
+	}
+	most, from := maxInWindow(calls, "sale", rule.Limit.Window, nil)
+	t.Logf("%d calls, %d allowed over %d windows; most allowed within one window: %d (from epoch%+v), rate %d, share %d",
+		len(calls), allowed, steps/10, most, from.Sub(testkit.Epoch()), rule.Limit.Rate, share)
+	if most > rule.Limit.Rate+instances-1 {
+		t.Errorf("the fleet admitted %d within one window, more than Rate + 3 = %d", most, rule.Limit.Rate+instances-1)
+	}
+	if most != instances*share {
+		t.Errorf("the fleet admitted at most %d within one window, want exactly %d (each limiter its share %d)", most, instances*share, share)
+	}
+	if allowed != steps/10*instances*share {
+		t.Errorf("the fleet admitted %d over %d windows, want exactly %d", allowed, steps/10, steps/10*instances*share)
+	}
+}
+
+// TestFleetOnCluster: limiters connected to different nodes of a 3-master
+// Redis Cluster announce themselves in one set, on the one node that owns
+// its hash tag, and count each other.
+func TestFleetOnCluster(t *testing.T) {
+	if !testkit.HaveRedis(t) {
+		t.Skip("needs redis-server")
+	}
+	cluster := redistest.StartCluster(t)
+	var fleet [3]*ratelimit.Limiter
+	for i := range fleet {
+		opts := testkit.Options(testkit.NewClock())
+		opts.KeyPrefix = "cfleet:"
+		opts.HeartbeatInterval = 500 * time.Millisecond
+		fleet[i] = testkit.NewLimiter(t, testkit.NewClient(t, cluster.Node(i).Addr()), opts)
+	}
+	testkit.Eventually(t, "every limiter counts three instances", func() bool {
+		for _, l := range fleet {
+			if l.Stats().Instances != len(fleet) {
+				return false
+			}
+		}
+		return true
+	})
+	key := "cfleet:v1:{instances}"
+	owner, err := cluster.NodeForKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		node := cluster.Node(i)
+		want := 0
+		if node == owner {
+			want = 1
+		}
+		if n := mustInt(t, node, "DBSIZE"); n != want {
+			t.Errorf("node %s holds %d keys, want %d: one instances set, on the node of its slot", node.Addr(), n, want)
+		}
+	}
+	if n := mustInt(t, owner, "ZCARD", key); n != len(fleet) {
+		t.Errorf("the instances set holds %d members, want %d", n, len(fleet))
+	}
+}
