@@ -48,6 +48,8 @@ type shardTables struct {
 	bans     table[*strikes]   // keys with an active ban
 	denials  table[denial]     // the hot-key shield: Redis' rejections
 	counters table[counter]    // approximate counters
+	buckets  table[bucket]     // GCRA buckets
+	quotas   table[quota]      // calendar quotas
 	unsynced table[slidingLog] // events allowed without Redis (see mirror.go)
 }
 
@@ -68,6 +70,8 @@ func newLocalStore(capacity int) *localStore {
 		sh.bans = newTable[*strikes](per)
 		sh.denials = newTable[denial](per)
 		sh.counters = newTable[counter](per)
+		sh.buckets = newTable[bucket](per)
+		sh.quotas = newTable[quota](per)
 		sh.unsynced = newTable[slidingLog](per)
 	}
 	return s
@@ -138,7 +142,7 @@ func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek, unsynced 
 			m.add(now, p.window, n)
 			d.count += n
 			d.reset = m.reset(now, p.window, true)
-			if unsynced && !p.approx {
+			if unsynced && p.logged() {
 				sh.addUnsynced(&k, h, p, now, n)
 			}
 		}
@@ -171,6 +175,31 @@ func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek, unsynced 
 // meter returns the record of k's events under p, creating it if asked
 // to. The caller holds sh.mu.
 func (sh *localShard) meter(k *lkey, h uint64, p *plan, now int64, create bool) (meter, bool) {
+	switch p.kind {
+	case GCRA:
+		b := sh.buckets.get(k, h)
+		if b == nil {
+			if !create {
+				return nil, false
+			}
+			b = sh.buckets.add(k, h, bucket{})
+		}
+		// A TAT kept for another Rate (the degraded share, a changed rule)
+		// keeps its whole µs; the remainder, under 1µs, is cut to fit, as
+		// lua/gcra.lua does.
+		b.wq, b.rq, b.burst, b.r = p.wq, p.rq, p.rate, min(b.r, p.rq-1)
+		return b, true
+	case CalendarQuota:
+		q := sh.quotas.get(k, h)
+		if q == nil {
+			if !create {
+				return nil, false
+			}
+			q = sh.quotas.add(k, h, quota{})
+		}
+		q.at, q.end = p.start, p.end
+		return q, true
+	}
 	if p.approx {
 		c := sh.counters.get(k, h)
 		if c == nil {
@@ -248,6 +277,18 @@ func (s *localStore) unrecord(k lkey, p *plan, now, n int64) {
 	sh, h := s.at(&k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	switch p.kind {
+	case GCRA:
+		if b := sh.buckets.peek(&k, h); b != nil {
+			b.unrecord(n)
+		}
+		return
+	case CalendarQuota:
+		if q := sh.quotas.peek(&k, h); q != nil {
+			q.unrecord(p.start, n)
+		}
+		return
+	}
 	if p.approx {
 		if c := sh.counters.peek(&k, h); c != nil && c.win == floorDiv(now, p.window) {
 			c.cur = max(0, c.cur-n)
@@ -269,5 +310,7 @@ func (s *localStore) reset(k lkey) {
 	sh.bans.remove(&k, h)
 	sh.denials.remove(&k, h)
 	sh.counters.remove(&k, h)
+	sh.buckets.remove(&k, h)
+	sh.quotas.remove(&k, h)
 	sh.unsynced.remove(&k, h)
 }

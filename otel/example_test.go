@@ -124,8 +124,10 @@ func Example_prometheus() {
 	// ratelimit_decisions_total{degraded="true",dry_run="false",outcome="allowed",rule="coupon:claim"} 1
 	// ratelimit_errors_total{error_type="invalid_key",rule="coupon:claim"} 1
 	// ratelimit_local_entries{kind="ban"} 1
+	// ratelimit_local_entries{kind="bucket"} 0
 	// ratelimit_local_entries{kind="counter"} 0
 	// ratelimit_local_entries{kind="log"} 3
+	// ratelimit_local_entries{kind="quota"} 0
 	// ratelimit_local_entries{kind="strike"} 0
 	// ratelimit_shield_entries 2
 }
