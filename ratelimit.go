@@ -189,14 +189,14 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	if err != nil {
 		return Result{}, PathNone, err
 	}
-	if u != nil {
-		*u = undo{k: k, p: p, n: n}
-	}
 	// The call's time, read once: the Clock's reading is the time every
 	// path decides at. Without a Clock the script reads Redis' TIME, and
 	// now is the process clock for the local paths.
 	now := l.localNow()
 	p.setPeriod(now)
+	if u != nil {
+		*u = undo{k: k, p: p, n: n}
+	}
 	conn := l.conn.Load()
 	if conn == nil {
 		return l.withoutRedis(r, &p, k, n, peek, sent{path: PathLocal}, u, now), PathLocal, nil

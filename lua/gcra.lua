@@ -104,6 +104,13 @@ local function gcra_reset(m)
   return d
 end
 
+-- gcra_full_after returns how long until the bucket is full once n more
+-- tokens are taken at now: what gcra_add answers.
+local function gcra_full_after(m, n)
+  local debt = gcra_debt(m) + n * m.wq
+  return gcra_div(debt + m.rq - 1, m.rq)
+end
+
 -- gcra_add takes n tokens at now and returns how long until the bucket is
 -- full.
 local function gcra_add(m, n)

@@ -44,12 +44,12 @@ for i = 1, count do
     out[#out + 1] = x
   end
   if allows then
-    passed[#passed + 1] = {m = m, n = n, reset = #out - 5}
+    passed[#passed + 1] = {m = m, n = n}
   elseif ARGV[a + 6] ~= '1' then
     return out
   end
 end
 for _, p in ipairs(passed) do
-  out[p.reset] = decide_record(p.m, now, p.n)
+  decide_record(p.m, now, p.n)
 end
 return out
