@@ -333,6 +333,16 @@ func (l *Limiter) receivedAt(now int64) int64 {
 	return l.clock.now()
 }
 
+// Now returns the time the Limiter decides at: Options.Clock's reading,
+// or the process clock's when Options.Clock is nil. A calendar quota's
+// period is the one that holds it (see Limit.PeriodAt).
+func (l *Limiter) Now() time.Time {
+	if l.set.Clock != nil {
+		return l.set.Clock.Now()
+	}
+	return time.Now()
+}
+
 // localNow is the time of the local path, in µs.
 func (l *Limiter) localNow() int64 {
 	if l.set.Clock != nil {
