@@ -135,7 +135,7 @@ func (l *Limiter) Allow(ctx context.Context, rule Rule, key string) (Result, err
 
 // AllowN reports whether n events for key may happen now under rule, and
 // records all n if so; a rejected call records nothing. n must be between 1
-// and rule.Limit.Rate (ErrInvalidN otherwise).
+// and rule.Limit.Rate, or a GCRA rule's Burst (ErrInvalidN otherwise).
 //
 // A rejection is a Result with Allowed == false and a nil error. Errors are
 // invalid input, ErrClosed, the caller's ctx ending (ctx.Err()), and Redis
