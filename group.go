@@ -24,8 +24,8 @@ const MaxGroupSize = 16
 //
 // A pair's state in a group is its own, apart from the same rule and key
 // used outside the group or in another group: use each (rule, key) in one
-// place. group must not be empty; approximate rules cannot be grouped; a
-// group holds at most MaxGroupSize pairs. While Redis cannot be used the
+// place. group must not be empty; approximate rules cannot be grouped (GCRA
+// and calendar quota rules can); a group holds at most MaxGroupSize pairs. While Redis cannot be used the
 // pairs are decided locally, in order, as AllowAll decides them.
 func (l *Limiter) AllowGroup(ctx context.Context, group string, checks []Check) ([]Result, error) {
 	hook := l.set.OnDecision
@@ -59,14 +59,23 @@ func (l *Limiter) decideGroup(ctx context.Context, group string, checks []Check)
 		return nil, PathNone, err
 	}
 	now := l.localNow() // the group's one reading of the clock
+	kinds := false      // the group holds a GCRA bucket or a quota
+	for i := range g {
+		g[i].p.setPeriod(now)
+		kinds = kinds || g[i].p.kind != SlidingLog
+	}
 	conn := l.conn.Load()
 	if !l.remote || conn == nil {
 		return l.groupWithoutRedis(checks, g, sent{path: PathLocal}, now), PathLocal, nil
 	}
 	keys, args, member := l.encodeGroup(g, now)
+	script := groupScript
+	if kinds {
+		script = groupKindsScript
+	}
 	var ds []decision
 	s, err := l.viaRedis(ctx, conn, keys[0], subject{"group", group}, func(ctx context.Context, c rueidis.Client) error {
-		resp := groupScript.exec(ctx, c, keys, args)
+		resp := script.exec(ctx, c, keys, args)
 		if err := resp.Error(); err != nil {
 			return err
 		}
@@ -124,7 +133,7 @@ func (l *Limiter) compileGroup(group string, checks []Check) ([]groupPair, error
 		}
 		n := int64(max(c.N, 1))
 		if c.N < 0 || n > p.rate {
-			return nil, fmt.Errorf("%w: n = %d is outside 1..%d, the Rate of rule %q", ErrInvalidN, c.N, p.rate, c.Rule.Name)
+			return nil, p.invalidN(int64(c.N), c.Rule.Name)
 		}
 		k, err := localKey(c.Rule.Name, c.Key)
 		if err != nil {
@@ -137,26 +146,35 @@ func (l *Limiter) compileGroup(group string, checks []Check) ([]groupPair, error
 }
 
 // encodeGroup returns group.lua's keys and arguments for g, decided at now
-// when a Clock is set, and the member id its events are recorded under.
+// when a Clock is set or the group holds a quota (whose period comes from
+// now), and the member id its events are recorded under.
 func (l *Limiter) encodeGroup(g []groupPair, now int64) (keys, args []string, member string) {
 	keys = make([]string, 0, 2*len(g))
-	args = make([]string, 0, 2+12*len(g))
+	args = make([]string, 0, 2+13*len(g))
 	at := ""
-	if l.set.Clock != nil {
-		at = strconv.FormatInt(now, 10)
+	for i := range g {
+		if l.set.Clock != nil || g[i].p.kind == CalendarQuota {
+			at = strconv.FormatInt(now, 10)
+		}
 	}
 	args = append(args, at, strconv.Itoa(len(g)))
 	member = l.id + strconv.FormatUint(l.seq.Add(1), 10)
 	for i := range g {
 		gp := &g[i]
 		var b strings.Builder
-		writeKey(&b, l.set.KeyPrefix, gp.k, 'l')
+		kind := gp.p.keyKind()
+		writeKey(&b, l.set.KeyPrefix, gp.k, kind)
 		log := b.String()
 		b.Reset()
 		writeKey(&b, l.set.KeyPrefix, gp.k, 'p')
 		keys = append(keys, log, b.String())
 		pp := &gp.p.penalty
-		args = append(args, itoa(gp.p.window), itoa(gp.p.rate), itoa(gp.n), member, flag(gp.p.penalize), flag(gp.dry),
+		second, fifth, numeric := gp.p.scriptArgs()
+		id := member
+		if numeric {
+			id = itoa(fifth)
+		}
+		args = append(args, string(kind), itoa(second), itoa(gp.p.rate), itoa(gp.n), id, flag(gp.p.penalize), flag(gp.dry),
 			itoa(pp.warnAfter), itoa(pp.banAfter), itoa(pp.banFor), itoa(pp.memory),
 			strconv.FormatFloat(pp.growth, 'g', -1, 64), itoa(pp.maxBan))
 	}

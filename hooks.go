@@ -62,6 +62,9 @@ type Stats struct {
 	// logs, approximate counters, violation records and active bans the
 	// local limiter keeps (each at most Options.LocalCapacity).
 	LocalLogs, LocalCounters, LocalStrikes, LocalBans int
+	// LocalBuckets and LocalQuotas count the GCRA buckets and calendar
+	// quotas the local limiter keeps (each at most Options.LocalCapacity).
+	LocalBuckets, LocalQuotas int
 	// Shielded counts the rejections the hot-key shield holds.
 	Shielded int
 	// BreakersOpen counts the circuit breakers that are open or half-open
@@ -108,6 +111,8 @@ func (l *Limiter) Stats() Stats {
 		sh.mu.Lock()
 		s.LocalLogs += sh.logs.Len()
 		s.LocalCounters += sh.counters.Len()
+		s.LocalBuckets += sh.buckets.Len()
+		s.LocalQuotas += sh.quotas.Len()
 		s.LocalStrikes += sh.strikes.Len()
 		s.LocalBans += sh.bans.Len()
 		s.Shielded += sh.denials.Len()

@@ -34,10 +34,10 @@ func localKey(rule, key string) (lkey, error) {
 	return lkey{rule: rule, key: hex.EncodeToString(sum[:]), hashed: true}, nil
 }
 
-// redisKeys returns the Redis keys of k: the sliding log, the penalty state
-// and the approximate counter. Each is
+// redisKeys returns the Redis keys of k: the sliding log, the penalty state,
+// the approximate counter, the GCRA bucket and the calendar quota. Each is
 //
-//	<prefix>v1:{<len>:<rule>:<kind><key>}:<l|p|c>
+//	<prefix>v1:{<len>:<rule>:<kind><key>}:<l|p|c|g|q>
 //
 // where <len> is the length of the escaped rule name, <kind> is '=' for a
 // key kept as it is and '#' for a digest, and '%' and '}' are escaped as
@@ -46,15 +46,19 @@ func localKey(rule, key string) (lkey, error) {
 // escaping keeps the braces one hash tag, so all keys of a pair are in one
 // Redis Cluster slot while different pairs spread over the slots. The
 // strings share one allocation.
-func redisKeys(prefix string, k lkey) [3]string {
+func redisKeys(prefix string, k lkey) [5]string {
 	one := keyLen(prefix, k)
 	var b strings.Builder
-	b.Grow(3 * one)
-	for _, kind := range []byte("lpc") {
+	b.Grow(5 * one)
+	var keys [5]string
+	for _, kind := range []byte("lpcgq") {
 		writeKey(&b, prefix, k, kind)
 	}
 	all := b.String()
-	return [3]string{all[:one], all[one : 2*one], all[2*one:]}
+	for i := range keys {
+		keys[i] = all[i*one : (i+1)*one]
+	}
+	return keys
 }
 
 // batchKey returns the Redis key that remembers a write-back batch of k
@@ -82,7 +86,8 @@ func keyLen(prefix string, k lkey) int {
 	return n
 }
 
-// writeKey writes the Redis key of k that ends in kind ('l', 'p' or 'c').
+// writeKey writes the Redis key of k that ends in kind ('l', 'p', 'c', 'g'
+// or 'q').
 // Inside a group the hash tag is the group's, 'g' and the escaped group
 // name with its length, and the pair follows it:
 //

@@ -60,7 +60,8 @@ func TestRedisKeysLayout(t *testing.T) {
 	// A pair of a group: the group's hash tag, the same keys as
 	// AllowGroup's script gets (written one by one by writeKey).
 	g := lkey{rule: "m", key: "u}", group: "g%"}
-	want := [3]string{"rl:v1:{g4:g%25}:1:m:=u%7D:l", "rl:v1:{g4:g%25}:1:m:=u%7D:p", "rl:v1:{g4:g%25}:1:m:=u%7D:c"}
+	const pair = "rl:v1:{g4:g%25}:1:m:=u%7D:"
+	want := [5]string{pair + "l", pair + "p", pair + "c", pair + "g", pair + "q"}
 	if got := redisKeys("rl:", g); got != want {
 		t.Errorf("a group pair's keys are %q, want %q", got, want)
 	}

@@ -49,6 +49,8 @@ type shardTables struct {
 	bans     table[*strikes]   // keys with an active ban
 	denials  table[denial]     // the hot-key shield: Redis' rejections
 	counters table[counter]    // approximate counters
+	buckets  table[bucket]     // GCRA buckets
+	quotas   table[quota]      // calendar quotas
 	debts    table[*debt]      // what was decided without Redis, owed to it (see writeback.go)
 	owing    *owing            // the store's count of what the debts hold
 }
@@ -71,6 +73,8 @@ func newLocalStore(capacity int) *localStore {
 		sh.bans = newTable[*strikes](per)
 		sh.denials = newTable[denial](per)
 		sh.counters = newTable[counter](per)
+		sh.buckets = newTable[bucket](per)
+		sh.quotas = newTable[quota](per)
 		sh.debts = newTable[*debt](per)
 		sh.owing = &s.owing
 	}
@@ -143,7 +147,7 @@ func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek, unsynced 
 			m.add(now, p.window, n)
 			d.count += n
 			d.reset = m.reset(now, p.window, true)
-			if unsynced {
+			if unsynced && p.kind == SlidingLog {
 				sh.oweEvents(&k, h, p, now, n, member)
 			}
 		}
@@ -179,13 +183,28 @@ func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek, unsynced 
 // meter returns the record of k's events under p, creating it if asked
 // to. The caller holds sh.mu.
 func (sh *localShard) meter(k *lkey, h uint64, p *plan, now int64, create bool) (meter, bool) {
-	if p.approx {
-		c := sh.counters.get(k, h)
+	switch {
+	case p.kind == GCRA:
+		b := sh.buckets.getOrAdd(k, h, create)
+		if b == nil {
+			return nil, false
+		}
+		// A TAT kept for another Rate (the degraded share, a changed rule)
+		// keeps its whole µs; the remainder, under 1µs, is cut to fit, as
+		// lua/gcra.lua does.
+		b.wq, b.rq, b.burst, b.r = p.wq, p.rq, p.rate, min(b.r, p.rq-1)
+		return b, true
+	case p.kind == CalendarQuota:
+		q := sh.quotas.getOrAdd(k, h, create)
+		if q == nil {
+			return nil, false
+		}
+		q.at, q.end = p.start, p.end
+		return q, true
+	case p.approx:
+		c := sh.counters.getOrAdd(k, h, create)
 		if c == nil {
-			if !create {
-				return nil, false
-			}
-			c = sh.counters.add(k, h, counter{})
+			return nil, false
 		}
 		return c, true
 	}
@@ -258,6 +277,18 @@ func (s *localStore) unrecord(k lkey, p *plan, now, n int64) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sh.forgetOwed(&k, h, p, now, n)
+	switch p.kind {
+	case GCRA:
+		if b := sh.buckets.peek(&k, h); b != nil {
+			b.unrecord(n)
+		}
+		return
+	case CalendarQuota:
+		if q := sh.quotas.peek(&k, h); q != nil {
+			q.unrecord(p.start, n)
+		}
+		return
+	}
 	if p.approx {
 		if c := sh.counters.peek(&k, h); c != nil && c.win == floorDiv(now, p.window) {
 			c.cur = max(0, c.cur-n)
@@ -280,6 +311,8 @@ func (s *localStore) reset(k lkey, p *plan, now int64) {
 	sh.bans.remove(&k, h)
 	sh.denials.remove(&k, h)
 	sh.counters.remove(&k, h)
+	sh.buckets.remove(&k, h)
+	sh.quotas.remove(&k, h)
 	sh.resetDebt(&k, h, p, now)
 }
 

@@ -51,10 +51,14 @@ func (s *localStore) record(k lkey, p *plan, now, n int64, peek bool, d *decisio
 func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, n int64, d *decision) {
 	if d.allowed {
 		m, _ := sh.meter(k, h, p, now, true)
-		m.prune(now, p.window)
-		m.add(now, p.window, n)
-		if lg, ok := m.(*slidingLog); ok {
-			lg.bound(p.rate)
+		if c, ok := m.(stateCopier); ok {
+			c.copyFrom(now, d) // a bucket or a quota: Redis' state is in the reply
+		} else {
+			m.prune(now, p.window)
+			m.add(now, p.window, n)
+			if lg, ok := m.(*slidingLog); ok {
+				lg.bound(p.rate)
+			}
 		}
 	}
 	if !p.penalize {
@@ -78,6 +82,12 @@ func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, n int64, d *decisi
 		sh.strikes.remove(k, h)
 		sh.bans.remove(k, h)
 	}
+}
+
+// stateCopier is a meter whose whole state a decision of Redis' carries:
+// the mirror copies it rather than adding the call's events to its own.
+type stateCopier interface {
+	copyFrom(now int64, d *decision)
 }
 
 // overruled reports whether record would overrule the allowing decision *d
@@ -104,7 +114,7 @@ func (s *localStore) overruled(k lkey, p *plan, now, n int64, d *decision) bool 
 // until both have room. A decision it lets stand counts the unsynced events
 // too. The caller holds sh.mu.
 func (sh *localShard) overrule(k *lkey, h uint64, p *plan, now, n int64, d *decision) bool {
-	if p.approx || sh.debts.n == 0 {
+	if !p.logged() || sh.debts.n == 0 {
 		return false
 	}
 	debt := sh.debtOf(k, h)

@@ -155,7 +155,7 @@ func (l *Limiter) Allow(ctx context.Context, rule Rule, key string) (Result, err
 
 // AllowN reports whether n events for key may happen now under rule, and
 // records all n if so; a rejected call records nothing. n must be between 1
-// and rule.Limit.Rate (ErrInvalidN otherwise).
+// and rule.Limit.Rate, or a GCRA rule's Burst (ErrInvalidN otherwise).
 //
 // A rejection is a Result with Allowed == false and a nil error. Errors are
 // invalid input, ErrClosed, the caller's ctx ending (ctx.Err()), and Redis
@@ -203,19 +203,20 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 		return Result{}, PathNone, err
 	}
 	if n < 1 || n > p.rate {
-		return Result{}, PathNone, fmt.Errorf("%w: n = %d is outside 1..%d, the Rate of rule %q", ErrInvalidN, n, p.rate, r.Name)
+		return Result{}, PathNone, p.invalidN(n, r.Name)
 	}
 	k, err := localKey(r.Name, key)
 	if err != nil {
 		return Result{}, PathNone, err
 	}
-	if u != nil {
-		*u = undo{k: k, p: p, n: n}
-	}
 	// The call's time, read once: the Clock's reading is the time every
 	// path decides at. Without a Clock the script reads Redis' TIME, and
 	// now is the process clock for the local paths.
 	now := l.localNow()
+	p.setPeriod(now)
+	if u != nil {
+		*u = undo{k: k, p: p, n: n}
+	}
 	conn := l.conn.Load()
 	if conn == nil {
 		return l.withoutRedis(r, &p, k, n, peek, sent{path: PathLocal}, u, now), PathLocal, nil
@@ -232,7 +233,10 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 		sentN = 0
 	}
 	seq := l.seq.Add(1)
-	args := encodeCall(&keys, &argv, l.set.KeyPrefix, k, &p, now, l.set.Clock != nil, sentN, l.id, seq)
+	// A quota's period comes from the call's time, so the script decides
+	// at that time too, whatever the clock.
+	useNow := l.set.Clock != nil || p.kind == CalendarQuota
+	args := encodeCall(&keys, &argv, l.set.KeyPrefix, k, &p, now, useNow, sentN, l.id, seq)
 	var d decision
 	s, err := l.viaRedis(ctx, conn, keys[0], subject{"rule", r.Name}, func(ctx context.Context, c rueidis.Client) (err error) {
 		d, err = remoteDecide(ctx, c, &p, keys[:], args)
@@ -258,13 +262,31 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	return d.result(p.rate, false), PathRedis, nil
 }
 
+// invalidN is the error of a call for n events that can never fit under p.
+func (p *plan) invalidN(n int64, rule string) error {
+	what := "Rate"
+	if p.kind == GCRA {
+		what = "Burst"
+	}
+	return fmt.Errorf("%w: n = %d is outside 1..%d, the %s of rule %q", ErrInvalidN, n, p.rate, what, rule)
+}
+
 // remoteDecide runs the rule's script for one call.
 func remoteDecide(ctx context.Context, c rueidis.Client, p *plan, keys []string, args []string) (decision, error) {
 	s, nk := allowScript, 1
 	if p.penalize {
 		s, nk = penaltyScript, 2
 	}
-	if p.approx {
+	switch {
+	case p.kind == GCRA && p.penalize:
+		s = gcraPenaltyScript
+	case p.kind == GCRA:
+		s = gcraScript
+	case p.kind == CalendarQuota && p.penalize:
+		s = quotaPenaltyScript
+	case p.kind == CalendarQuota:
+		s = quotaScript
+	case p.approx:
 		s = approxScript
 	}
 	resp := s.exec(ctx, c, keys[:nk], args)
@@ -294,6 +316,12 @@ func (l *Limiter) withoutRedis(r *Rule, p *plan, k lkey, n int64, peek bool, s s
 		l.outages.Add(1)
 	}
 	rate := l.set.degradedRate(p.rate)
+	if p.kind == GCRA {
+		// The share scales the refill and the bucket alike.
+		dp := *p
+		dp.setGCRA(l.set.degradedRate(p.emit), rate)
+		p = &dp
+	}
 	policy := r.Degraded
 	if policy == DegradedDefault {
 		policy = l.set.Degraded
@@ -326,6 +354,16 @@ func (l *Limiter) receivedAt(now int64) int64 {
 		return now
 	}
 	return l.clock.now()
+}
+
+// Now returns the time the Limiter decides at: Options.Clock's reading,
+// or the process clock's when Options.Clock is nil. A calendar quota's
+// period is the one that holds it (see Limit.PeriodAt).
+func (l *Limiter) Now() time.Time {
+	if l.set.Clock != nil {
+		return l.set.Clock.Now()
+	}
+	return time.Now()
 }
 
 // localNow is the time of the local path, in µs.

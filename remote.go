@@ -12,11 +12,15 @@ import (
 )
 
 // The scripts are composed when the package loads from pieces that each
-// hold one idea (see lua/): the exact log (window.lua), the approximate
-// counter (counter.lua), the penalty ladder (strikes.lua) and the one
-// decision of a (rule, key) pair over either (decide.lua), followed by an
-// entry piece that reads the script's keys and arguments.
+// hold one idea (see lua/): the call's time (now.lua), the exact log
+// (window.lua), the approximate counter (counter.lua), the GCRA bucket
+// (gcra.lua), the calendar quota (quota.lua), the penalty ladder
+// (strikes.lua) and the one decision of a (rule, key) pair over any of them
+// (decide.lua), followed by an entry piece that reads the script's keys and
+// arguments.
 var (
+	//go:embed lua/now.lua
+	nowLua string
 	//go:embed lua/window.lua
 	windowLua string
 	//go:embed lua/counter.lua
@@ -27,8 +31,10 @@ var (
 	decideLua string
 	//go:embed lua/allow.lua
 	allowLua string
-	//go:embed lua/approx.lua
-	approxLua string
+	//go:embed lua/gcra.lua
+	gcraLua string
+	//go:embed lua/quota.lua
+	quotaLua string
 	//go:embed lua/group.lua
 	groupLua string
 	//go:embed lua/ban.lua
@@ -44,17 +50,51 @@ var (
 // A rule without penalty runs a script without the ladder: every piece a
 // script holds costs Redis time on every call, defined or not.
 var (
-	allowScript   = newScript(windowLua + decideLua + allowLua)
-	penaltyScript = newScript(windowLua + strikesLua + decideLua + allowLua)
-	approxScript  = newScript(windowLua + counterLua + strikesLua + decideLua + approxLua)
-	groupScript   = newScript(windowLua + strikesLua + decideLua + groupLua)
-	banScript     = newScript(windowLua + banLua)
-	undoScript    = newScript(undoLua)
+	allowScript        = newScript(nowLua + windowLua + decideLua + allowLua)
+	penaltyScript      = newScript(nowLua + windowLua + strikesLua + decideLua + allowLua)
+	approxScript       = newScript(nowLua + counterLua + strikesLua + decideLua + allowLua)
+	gcraScript         = newScript(nowLua + gcraLua + decideLua + allowLua)
+	gcraPenaltyScript  = newScript(nowLua + gcraLua + strikesLua + decideLua + allowLua)
+	quotaScript        = newScript(nowLua + quotaLua + decideLua + allowLua)
+	quotaPenaltyScript = newScript(nowLua + quotaLua + strikesLua + decideLua + allowLua)
+	groupScript        = newScript(nowLua + windowLua + strikesLua + decideLua + groupLua)
+	groupKindsScript   = newScript(nowLua + windowLua + gcraLua + quotaLua + strikesLua + decideLua + groupLua)
+	banScript          = newScript(nowLua + banLua)
+	undoScript         = newScript(gcraLua + quotaLua + undoLua)
 	// writeBackScript writes back what was decided without Redis (see
 	// writeback.go); it records log events as allow.lua does.
 	writeBackScript = newScript(windowLua + writeBackLua)
-	fleetScript     = newScript(windowLua + fleetLua)
+	fleetScript     = newScript(nowLua + fleetLua)
 )
+
+// keyKind is the letter that ends the Redis key of a plan's events: 'l'
+// for an exact log, 'c' for an approximate counter, 'g' for a GCRA bucket,
+// 'q' for a calendar quota (see redisKeys).
+func (p *plan) keyKind() byte {
+	switch {
+	case p.kind == GCRA:
+		return 'g'
+	case p.kind == CalendarQuota:
+		return 'q'
+	case p.approx:
+		return 'c'
+	}
+	return 'l'
+}
+
+// scriptArgs returns what allow.lua takes of a plan as ARGV[2] and ARGV[5]
+// beside rate and n: a log's or counter's window and member id, a
+// bucket's wq and rq, a quota period's start and end. For a log the member
+// is not a number: ok is false.
+func (p *plan) scriptArgs() (second, fifth int64, ok bool) {
+	switch p.kind {
+	case GCRA:
+		return p.wq, p.rq, true
+	case CalendarQuota:
+		return p.start, p.end, true
+	}
+	return p.window, 0, false
+}
 
 // script is a Lua script sent with EVALSHA, and with EVAL when the server
 // does not have it (first use, SCRIPT FLUSH, a restart). Unlike
@@ -115,11 +155,7 @@ func encodeCall(keys *[2]string, args *[11]string, prefix string, k lkey, p *pla
 	one := keyLen(prefix, k)
 	var b strings.Builder
 	b.Grow(2*one + len(id) + 11*24)
-	kind := byte('l')
-	if p.approx {
-		kind = 'c'
-	}
-	writeKey(&b, prefix, k, kind)
+	writeKey(&b, prefix, k, p.keyKind())
 	writeKey(&b, prefix, k, 'p')
 	var ends [11]int
 	var num [24]byte
@@ -127,14 +163,19 @@ func encodeCall(keys *[2]string, args *[11]string, prefix string, k lkey, p *pla
 		b.Write(strconv.AppendInt(num[:0], now, 10))
 	}
 	ends[0] = b.Len()
-	b.Write(strconv.AppendInt(num[:0], p.window, 10))
+	second, fifth, numeric := p.scriptArgs()
+	b.Write(strconv.AppendInt(num[:0], second, 10))
 	ends[1] = b.Len()
 	b.Write(strconv.AppendInt(num[:0], p.rate, 10))
 	ends[2] = b.Len()
 	b.Write(strconv.AppendInt(num[:0], n, 10))
 	ends[3] = b.Len()
-	b.WriteString(id)
-	b.Write(strconv.AppendUint(num[:0], seq, 10))
+	if numeric {
+		b.Write(strconv.AppendInt(num[:0], fifth, 10))
+	} else {
+		b.WriteString(id)
+		b.Write(strconv.AppendUint(num[:0], seq, 10))
+	}
 	ends[4] = b.Len()
 	count := 5
 	if p.penalize {
@@ -159,7 +200,7 @@ func encodeCall(keys *[2]string, args *[11]string, prefix string, k lkey, p *pla
 }
 
 // parseReply reads a decision's reply: decide.lua's nine numbers, and for
-// an approximate rule approx.lua's tenth, the window its events went into.
+// an approximate rule allow.lua's tenth, the window its events went into.
 func parseReply(resp rueidis.RedisResult, approx bool) (decision, error) {
 	arr, err := resp.ToArray()
 	if err != nil {

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 )
@@ -41,6 +42,10 @@ type Rule struct {
 	// its end (the exact log: Rate). An approximate rule keeps its state
 	// apart from an exact rule of the same name.
 	Approximate bool
+	// Kind is the algorithm the rule enforces: SlidingLog (the zero value),
+	// GCRA or CalendarQuota. Each kind keeps its state apart from the
+	// others' under the same name. Approximate applies to SlidingLog only.
+	Kind Kind
 	// DryRun lets every call through while deciding, recording and
 	// reporting as usual: a call the rule would reject is allowed, with
 	// Result.DryRun set and the other fields saying what enforcing would
@@ -58,11 +63,45 @@ func (r Rule) Validate() error {
 
 // plan is a validated Rule in the units both paths work in.
 type plan struct {
-	rate     int64 // events per window
-	window   int64 // µs
+	rate     int64 // the capacity decide compares count + n with: Rate, or GCRA's Burst
+	window   int64 // µs: Window (0 for a CalendarQuota)
 	penalty  penaltyPlan
 	penalize bool
 	approx   bool // Rule.Approximate
+	kind     Kind
+
+	// GCRA: Rate, and Window/Rate normalised (see bucket).
+	emit, wq, rq int64
+	// CalendarQuota: the period, its location, and the bounds of the
+	// period that holds the call's time (µs), set by setPeriod.
+	period     Period
+	loc        *time.Location
+	start, end int64
+}
+
+// maxBucket bounds GCRA's Burst × Window/gcd: the ticks a full bucket
+// holds, with room for a clock gone backwards, stay exact as float64.
+const maxBucket = 1 << 52
+
+// logged reports whether the plan keeps an exact sliding log.
+func (p *plan) logged() bool { return p.kind == SlidingLog && !p.approx }
+
+// setGCRA sets the bucket's numbers for rate tokens per window and a
+// bucket of burst.
+func (p *plan) setGCRA(rate, burst int64) {
+	g := gcd(p.window, rate)
+	p.emit, p.rate, p.wq, p.rq = rate, burst, p.window/g, rate/g
+}
+
+// exact reports whether a GCRA plan's full bucket stays exact as float64
+// ticks in Lua (see maxBucket) and within maxMicros.
+func (p *plan) exact() bool { return p.wq <= maxBucket/p.rate && p.rate*p.wq/p.rq <= maxMicros }
+
+// setPeriod sets the bounds of the quota's period that holds now.
+func (p *plan) setPeriod(now int64) {
+	if p.kind == CalendarQuota {
+		p.start, p.end = periodBounds(p.period, p.loc, now)
+	}
 }
 
 // compile checks r and converts it into a plan; it does not allocate unless
@@ -71,9 +110,16 @@ func (r *Rule) compile() (plan, error) {
 	if r.Penalty == nil && r.Name != "" && len(r.Name) <= MaxRuleNameLength &&
 		r.Limit.Rate >= 1 && r.Limit.Rate <= maxRate &&
 		r.Limit.Window >= time.Microsecond && r.Limit.Window < (maxMicros+1)*time.Microsecond &&
-		uint(r.Degraded) <= uint(DegradedDeny) {
-		// The common case, checked in one pass: the same checks as below.
-		return plan{rate: int64(r.Limit.Rate), window: r.Limit.Window.Microseconds(), approx: r.Approximate}, nil
+		uint(r.Degraded) <= uint(DegradedDeny) && r.Limit.Period == 0 && r.Limit.Location == nil &&
+		(r.Kind == SlidingLog && r.Limit.Burst == 0 || r.Kind == GCRA && !r.Approximate && uint(r.Limit.Burst) <= maxRate) {
+		// The common cases, checked in one pass: the same checks as below.
+		p := plan{rate: int64(r.Limit.Rate), window: r.Limit.Window.Microseconds(), approx: r.Approximate, kind: r.Kind}
+		if r.Kind == SlidingLog {
+			return p, nil
+		}
+		if p.setGCRA(p.rate, int64(cmp.Or(r.Limit.Burst, r.Limit.Rate))); p.exact() {
+			return p, nil
+		}
 	}
 	switch {
 	case r.Name == "":
@@ -84,14 +130,34 @@ func (r *Rule) compile() (plan, error) {
 		return plan{}, fmt.Errorf("%w: rule %q: Rate %d is below 1", ErrInvalidRule, r.Name, r.Limit.Rate)
 	case r.Limit.Rate > maxRate:
 		return plan{}, fmt.Errorf("%w: rule %q: Rate %d is above %d", ErrInvalidRule, r.Name, r.Limit.Rate, maxRate)
-	case r.Limit.Window < time.Microsecond:
+	case r.Kind != CalendarQuota && r.Limit.Window < time.Microsecond:
 		return plan{}, fmt.Errorf("%w: rule %q: Window %v is shorter than 1µs", ErrInvalidRule, r.Name, r.Limit.Window)
 	case r.Limit.Window.Microseconds() > maxMicros:
 		return plan{}, fmt.Errorf("%w: rule %q: Window %v is too long", ErrInvalidRule, r.Name, r.Limit.Window)
 	case r.Degraded < DegradedDefault || r.Degraded > DegradedDeny:
 		return plan{}, fmt.Errorf("%w: rule %q: unknown Degraded policy %d", ErrInvalidRule, r.Name, r.Degraded)
 	}
-	p := plan{rate: int64(r.Limit.Rate), window: r.Limit.Window.Microseconds(), approx: r.Approximate}
+	if err := r.checkKind(); err != nil {
+		return plan{}, err
+	}
+	p := plan{rate: int64(r.Limit.Rate), window: r.Limit.Window.Microseconds(), approx: r.Approximate, kind: r.Kind}
+	switch r.Kind {
+	case GCRA:
+		burst := int64(r.Limit.Burst)
+		if burst == 0 {
+			burst = p.rate
+		}
+		p.setGCRA(p.rate, burst)
+		if !p.exact() {
+			return plan{}, fmt.Errorf("%w: rule %q: a bucket of Burst %d at %d per %v is too large to keep exactly; lower Burst, or pick a Window and a Rate with a larger common divisor",
+				ErrInvalidRule, r.Name, burst, r.Limit.Rate, r.Limit.Window)
+		}
+	case CalendarQuota:
+		p.period, p.loc = r.Limit.Period, r.Limit.Location
+		if p.loc == nil {
+			p.loc = time.UTC
+		}
+	}
 	if r.Penalty != nil {
 		pp, err := r.Penalty.compile()
 		if err != nil {
@@ -100,6 +166,53 @@ func (r *Rule) compile() (plan, error) {
 		p.penalty, p.penalize = pp, true
 	}
 	return p, nil
+}
+
+// checkKind checks the fields that depend on the rule's Kind.
+func (r *Rule) checkKind() error {
+	l := &r.Limit
+	var bad string
+	switch r.Kind {
+	case SlidingLog:
+		switch {
+		case l.Burst != 0:
+			bad = fmt.Sprintf("Burst %d is for GCRA only", l.Burst)
+		case l.Period != 0:
+			bad = fmt.Sprintf("Period %v is for CalendarQuota only", l.Period)
+		case l.Location != nil:
+			bad = "Location is for CalendarQuota only"
+		}
+	case GCRA:
+		switch {
+		case r.Approximate:
+			bad = "Approximate is for the sliding log only, not for gcra"
+		case l.Burst < 0:
+			bad = fmt.Sprintf("Burst %d is negative", l.Burst)
+		case l.Burst > maxRate:
+			bad = fmt.Sprintf("Burst %d is above %d", l.Burst, maxRate)
+		case l.Period != 0:
+			bad = fmt.Sprintf("Period %v is for CalendarQuota only", l.Period)
+		case l.Location != nil:
+			bad = "Location is for CalendarQuota only"
+		}
+	case CalendarQuota:
+		switch {
+		case r.Approximate:
+			bad = "Approximate is for the sliding log only, not for calendar quota"
+		case l.Period < Day || l.Period > Month:
+			bad = fmt.Sprintf("unknown Period %d (Day, Week or Month)", int(l.Period))
+		case l.Window != 0:
+			bad = fmt.Sprintf("Window %v must be 0 for a calendar quota (its Period is the window)", l.Window)
+		case l.Burst != 0:
+			bad = fmt.Sprintf("Burst %d is for GCRA only", l.Burst)
+		}
+	default:
+		bad = fmt.Sprintf("unknown Kind %d", int(r.Kind))
+	}
+	if bad != "" {
+		return fmt.Errorf("%w: rule %q: %s", ErrInvalidRule, r.Name, bad)
+	}
+	return nil
 }
 
 // DegradedPolicy says how a rule is decided while Redis cannot be used.

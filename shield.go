@@ -11,6 +11,8 @@ type denial struct {
 	rate, window int64 // the rule it holds for
 	penalize     bool
 	approx       bool
+	kind         Kind
+	emit         int64 // GCRA: the Rate its bucket refills at; a quota: its period's start
 	banned       bool
 	since        int64 // when it was cached: a clock gone back behind it is not answered here
 	until        int64 // answered here while since <= now < until
@@ -43,9 +45,15 @@ func (sh *localShard) shield(k *lkey, h uint64, p *plan, now int64, d *decision,
 	if shieldMax > 0 {
 		until = min(until, now+shieldMax)
 	}
+	retryAt, resetAt := now+d.retry, now+d.reset
+	if p.kind == CalendarQuota && !d.banned {
+		// Redis measured from the call's time, not from receipt: the
+		// next period starts at the end of this one all the same.
+		until, retryAt, resetAt = min(until, p.end), min(retryAt, p.end), min(resetAt, p.end)
+	}
 	sh.denials.add(k, h, denial{
-		rate: p.rate, window: p.window, penalize: p.penalize, approx: p.approx, banned: d.banned,
-		since: now, until: until, retryAt: now + d.retry, resetAt: now + d.reset,
+		rate: p.rate, window: p.window, penalize: p.penalize, approx: p.approx, kind: p.kind, emit: p.shieldEmit(), banned: d.banned,
+		since: now, until: until, retryAt: retryAt, resetAt: resetAt,
 		violations: d.violations, forgetAt: now + d.memoryLeft,
 	})
 }
@@ -63,7 +71,8 @@ func (s *localStore) shielded(k lkey, p *plan, now int64) (decision, bool) {
 	if e == nil {
 		return decision{}, false
 	}
-	if now >= e.until || now < e.since || e.rate != p.rate || e.window != p.window || e.penalize != p.penalize || e.approx != p.approx {
+	if now >= e.until || now < e.since || e.rate != p.rate || e.window != p.window || e.penalize != p.penalize || e.approx != p.approx ||
+		e.kind != p.kind || e.emit != p.shieldEmit() {
 		sh.denials.remove(&k, h)
 		return decision{}, false
 	}
@@ -75,4 +84,17 @@ func (s *localStore) shielded(k lkey, p *plan, now int64) (decision, bool) {
 		}
 	}
 	return d, true
+}
+
+// shieldEmit is what else a cached rejection must match of the plan: the
+// refill rate of a GCRA bucket, the period of a quota (a rejection of one
+// period never answers a call in the next).
+func (p *plan) shieldEmit() int64 {
+	switch p.kind {
+	case GCRA:
+		return p.emit
+	case CalendarQuota:
+		return p.start
+	}
+	return 0
 }

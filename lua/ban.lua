@@ -1,6 +1,6 @@
 -- ban.lua: bans a key by hand (Limiter.Ban) through the same penalty state
 -- the ladder keeps (see strikes.lua); its violations stay as they are.
--- Composed after window.lua (for now_us).
+-- Composed after now.lua.
 --
 -- KEYS[1]  the rule's penalty state.
 -- ARGV[1]  now in µs since the epoch, or '' to read Redis' TIME.

@@ -1,7 +1,8 @@
 -- decide.lua: one (rule, key) pair's decision, the same for an exact log
--- (log_meter, window.lua) and an approximate counter (counter_meter,
--- counter.lua), with the penalty ladder of strikes.lua when the rule has
--- one. A piece the Go side composes into scripts (see remote.go); it
+-- (log_meter, window.lua), an approximate counter (counter_meter,
+-- counter.lua), a GCRA bucket (gcra_meter, gcra.lua) and a calendar quota
+-- (quota_meter, quota.lua), with the penalty ladder of strikes.lua when the
+-- rule has one. A piece the Go side composes into scripts (see remote.go); it
 -- defines functions and no entry point. local.go decides the same way on
 -- the local path.
 --
@@ -11,8 +12,8 @@
 -- warning, at ban_after the key is banned. n = 0 peeks: it answers for one
 -- event and records nothing.
 
--- decide calls counter.lua's functions only for a counter's meter and
--- strikes.lua's only with a penalty, so a script composes just the pieces
+-- decide calls a meter's functions only for that kind of meter (it tells
+-- them apart by their tables' fields) and strikes.lua's only with a penalty, so a script composes just the pieces
 -- its calls use: every function a script defines costs Redis a closure on
 -- every call.
 
@@ -20,8 +21,26 @@
 local function decide_reset(m)
   if m.log then
     return reset_after(m.log, m.now, m.window)
+  elseif m.gcra then
+    return gcra_reset(m)
+  elseif m.quota then
+    return quota_reset(m)
   end
   return counter_reset(m)
+end
+
+-- decide_record records n events in the meter m at now and returns how
+-- long until it holds no events.
+local function decide_record(m, now, n)
+  if m.log then
+    record(m.log, now, m.window, n, m.id)
+    return m.window -- an exact log is empty a window after its newest event
+  elseif m.gcra then
+    return gcra_add(m, n)
+  elseif m.quota then
+    return quota_add(m, n)
+  end
+  return counter_add(m, n)
 end
 
 -- decide decides n events of the pair whose meter is m, at now, under rate;
@@ -54,6 +73,10 @@ local function decide(m, pen, now, rate, n, pa, commit)
       trim(log, now, m.window, m.card)
     end
     count = live_count(log, now, m.window, m.card and trimmed)
+  elseif m.gcra then
+    count = gcra_count(m)
+  elseif m.quota then
+    count = m.c
   else
     count = counter_count(m)
   end
@@ -61,13 +84,15 @@ local function decide(m, pen, now, rate, n, pa, commit)
     if n == 0 then
       return {1, count, 0, decide_reset(m), v, 0, 0, memory_left, k}, false
     end
-    local reset = m.window -- an exact log is empty a window after its newest event
+    local reset
     if commit then
-      if log then
-        record(log, now, m.window, n, m.id)
-      else
-        reset = counter_add(m, n)
-      end
+      reset = decide_record(m, now, n)
+    elseif m.gcra then -- what recording will answer (see record's callers)
+      reset = gcra_full_after(m, n)
+    elseif m.quota then
+      reset = m.finish - now
+    else
+      reset = m.window
     end
     return {1, count + n, 0, reset, v, 0, 0, memory_left, k}, true
   end
@@ -75,6 +100,10 @@ local function decide(m, pen, now, rate, n, pa, commit)
   if count + asked > rate then
     if log then
       retry = retry_after(log, now, m.window, rate, count, asked)
+    elseif m.gcra then
+      retry = gcra_retry(m, asked)
+    elseif m.quota then
+      retry = m.finish - now
     else
       retry = counter_retry(m, asked)
     end

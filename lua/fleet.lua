@@ -1,7 +1,7 @@
 -- fleet.lua: one Limiter's heartbeat, which announces it to every other
 -- Limiter under the same key prefix and counts those that are live, so that
 -- each can size its share of a rule while Redis cannot be used. Composed
--- after window.lua (for now_us, which reads Redis' own TIME: one clock for
+-- after now.lua (for now_us, which reads Redis' own TIME: one clock for
 -- every instance, whatever Clock each Limiter decides at).
 --
 -- KEYS[1]  the instances set (<prefix>v1:{instances}): a ZSET of Limiter

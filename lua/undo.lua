@@ -1,19 +1,30 @@
 -- undo.lua: takes back the events one allowed call recorded, when AllowAll
 -- denies the request at a later rule, or this process' own count overrules
--- what Redis allowed.
+-- what Redis allowed. Composed after gcra.lua and quota.lua.
 --
--- KEYS[1]  the rule's log (a ZSET) or approximate counter (a HASH).
--- ARGV[1]  'l' for a log, 'c' for a counter.
+-- KEYS[1]  the rule's log (a ZSET), approximate counter (a HASH), GCRA
+--          bucket or quota (STRINGs).
+-- ARGV[1]  'l' for a log, 'c' for a counter, 'g' for a bucket, 'q' for a
+--          quota.
 -- ARGV[2]  the call's member id (as allow.lua got it).
 -- ARGV[3]  n: the events the call recorded.
 -- ARGV[4]  for a counter: the index of the fixed window the events went
---          into (approx.lua's tenth number). Once the counter has moved to
+--          into (allow.lua's tenth number). Once the counter has moved to
 --          another window they are no longer its current count, and nothing
---          is taken back, as counter.go's local path does.
+--          is taken back, as counter.go's local path does. For a quota: the
+--          start of the period the events went into, likewise. For a
+--          bucket: wq, the cost of one event in ticks (see gcra.lua).
+-- ARGV[5]  for a bucket: rq, ticks per µs.
 --
 -- Returns the events taken back.
 local key = KEYS[1]
 local n = tonumber(ARGV[3])
+if ARGV[1] == 'g' then
+  return gcra_give_back(gcra_meter(key, 0, tonumber(ARGV[4]), tonumber(ARGV[5]), 0), n)
+end
+if ARGV[1] == 'q' then
+  return quota_take_back(quota_meter(key, 0, tonumber(ARGV[4]), 0), n)
+end
 if ARGV[1] == 'c' then
   local state = redis.call('HMGET', key, 'w', 'c')
   local c = tonumber(state[2]) or 0

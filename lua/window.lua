@@ -1,21 +1,12 @@
 -- window.lua: the exact sliding-window log of one (rule, key) pair, a ZSET
 -- of events scored by their time. A piece the Go side composes into
--- scripts (see remote.go); it defines functions and no entry point.
+-- scripts (see remote.go) after now.lua; it defines functions and no entry
+-- point.
 --
 -- Every time is a whole number of microseconds since the Unix epoch. Numbers
 -- that go into a key, a member or a score are formatted with '%d', never with
 -- tostring or '..': real Redis prints Lua numbers as '%.14g', which turns a
 -- microsecond timestamp into '1.7953441438916e+15'.
-
--- now_us returns the time the caller passed, or Redis' own TIME when the
--- caller passed an empty string (one clock for every application instance).
-local function now_us(arg)
-  if arg ~= '' then
-    return tonumber(arg)
-  end
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
 
 -- live_min is the ZSET score range bound that excludes events that have left
 -- the window: an event at t0 counts at now while now - t0 < window.

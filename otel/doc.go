@@ -81,7 +81,8 @@
 // The gauges report, at each collection, the sum over the limiters being
 // observed of their [ratelimit.Stats]: ratelimit.breaker.open
 // (BreakersOpen); ratelimit.local.entries with kind "log", "counter",
-// "strike" and "ban" (LocalLogs, LocalCounters, LocalStrikes, LocalBans);
+// "bucket", "quota", "strike" and "ban" (LocalLogs, LocalCounters,
+// LocalBuckets, LocalQuotas, LocalStrikes, LocalBans);
 // ratelimit.shield.entries (Shielded); ratelimit.connected, the number of
 // limiters that have a Redis client (Connected). ratelimit.fleet.instances
 // is not a sum but the most [ratelimit.Stats].Instances of the observed

@@ -128,8 +128,10 @@ func Example_prometheus() {
 	// ratelimit_errors_total{error_type="invalid_key",rule="coupon:claim"} 1
 	// ratelimit_fleet_instances 0
 	// ratelimit_local_entries{kind="ban"} 1
+	// ratelimit_local_entries{kind="bucket"} 0
 	// ratelimit_local_entries{kind="counter"} 0
 	// ratelimit_local_entries{kind="log"} 3
+	// ratelimit_local_entries{kind="quota"} 0
 	// ratelimit_local_entries{kind="strike"} 0
 	// ratelimit_shield_entries 2
 	// ratelimit_writeback_events_total{outcome="dropped"} 0

@@ -265,6 +265,8 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		s := l.Stats()
 		sum.LocalLogs += s.LocalLogs
 		sum.LocalCounters += s.LocalCounters
+		sum.LocalBuckets += s.LocalBuckets
+		sum.LocalQuotas += s.LocalQuotas
 		sum.LocalStrikes += s.LocalStrikes
 		sum.LocalBans += s.LocalBans
 		sum.Shielded += s.Shielded
@@ -280,6 +282,8 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	o.ObserveInt64(m.breakersOpen, int64(sum.BreakersOpen))
 	o.ObserveInt64(m.localEntries, int64(sum.LocalLogs), m.kindOpts[kindLog]...)
 	o.ObserveInt64(m.localEntries, int64(sum.LocalCounters), m.kindOpts[kindCounter]...)
+	o.ObserveInt64(m.localEntries, int64(sum.LocalBuckets), m.kindOpts[kindBucket]...)
+	o.ObserveInt64(m.localEntries, int64(sum.LocalQuotas), m.kindOpts[kindQuota]...)
 	o.ObserveInt64(m.localEntries, int64(sum.LocalStrikes), m.kindOpts[kindStrike]...)
 	o.ObserveInt64(m.localEntries, int64(sum.LocalBans), m.kindOpts[kindBan]...)
 	o.ObserveInt64(m.shielded, int64(sum.Shielded))
@@ -300,12 +304,14 @@ const (
 const (
 	kindLog = iota
 	kindCounter
+	kindBucket
+	kindQuota
 	kindStrike
 	kindBan
 	numKinds
 )
 
-var kindNames = [numKinds]string{"log", "counter", "strike", "ban"}
+var kindNames = [numKinds]string{"log", "counter", "bucket", "quota", "strike", "ban"}
 
 // Outcomes of a decision: the first four values of the outcome attribute.
 const (

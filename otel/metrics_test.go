@@ -270,6 +270,8 @@ func TestDecisions(t *testing.T) {
 		// login/ip (banned) and dry/k (a full window without penalty).
 		"ratelimit.local.entries {entry} kind=log":     4,
 		"ratelimit.local.entries {entry} kind=counter": 0,
+		"ratelimit.local.entries {entry} kind=bucket":  0,
+		"ratelimit.local.entries {entry} kind=quota":   0,
 		"ratelimit.local.entries {entry} kind=strike":  0,
 		"ratelimit.local.entries {entry} kind=ban":     1,
 		"ratelimit.shield.entries {entry} ":            3,
@@ -361,6 +363,8 @@ func TestObserveAddsUpLimiters(t *testing.T) {
 			"ratelimit.connected {limiter} ":               connected,
 			"ratelimit.local.entries {entry} kind=log":     0,
 			"ratelimit.local.entries {entry} kind=counter": counters,
+			"ratelimit.local.entries {entry} kind=bucket":  0,
+			"ratelimit.local.entries {entry} kind=quota":   0,
 			"ratelimit.local.entries {entry} kind=strike":  0,
 			"ratelimit.local.entries {entry} kind=ban":     0,
 			"ratelimit.shield.entries {entry} ":            0,

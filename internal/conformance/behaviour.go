@@ -375,7 +375,7 @@ var behaviourCases = []behaviourCase{
 func Behaviour(t *testing.T, backends []Backend) {
 	for _, b := range backends {
 		t.Run(b.Name, func(t *testing.T) {
-			for _, c := range behaviourCases {
+			for _, c := range append(behaviourCases[:len(behaviourCases):len(behaviourCases)], kindCases...) {
 				t.Run(c.name, func(t *testing.T) {
 					clk := testkit.NewClock()
 					l := b.New(t, testkit.Options(clk))

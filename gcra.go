@@ -1,0 +1,101 @@
+package ratelimit
+
+// bucket is the local path's GCRA state of one key (Kind GCRA): the
+// theoretical arrival time TAT, the time at which the bucket is full again,
+// kept exactly as whole µs w plus r ticks of 1/rq µs (0 <= r < rq).
+// lua/gcra.lua keeps the same two numbers in Redis and computes the same
+// integers.
+//
+// With the emission interval T = Window/Rate normalised by g = gcd(Window
+// in µs, Rate) into wq = Window/g and rq = Rate/g, T = wq/rq µs exactly: one
+// event costs wq ticks, and the bucket holds burst·wq. At now the bucket
+// owes debt = max(0, (w - now)·rq + r) ticks; a call for n events fits when
+// debt + n·wq <= burst·wq, which is count + n <= burst for count =
+// ceil(debt/wq), the tokens in use: decide's one test. Every product stays
+// below 2^53 (see Rule.compile), so Lua's doubles compute the same.
+//
+// Its shard's lock guards it.
+type bucket struct {
+	w, r int64
+	// The plan's numbers, set by localShard.meter.
+	wq, rq, burst int64
+}
+
+// debt returns the ticks owed at now, and whether the TAT lies further
+// ahead than any allowed call leaves it (the clock went backwards): then
+// debt is not computed, which could overflow, and the bucket counts as full.
+func (b *bucket) debt(now int64) (debt int64, over bool) {
+	d := b.w - now
+	if d < 0 {
+		return 0, false
+	}
+	if d > b.burst*b.wq/b.rq+1 {
+		return 0, true
+	}
+	return d*b.rq + b.r, false
+}
+
+func (b *bucket) prune(int64, int64) {}
+
+func (b *bucket) count(now, _ int64) int64 {
+	debt, over := b.debt(now)
+	if over {
+		return b.burst
+	}
+	return ceilDiv(debt, b.wq)
+}
+
+// retryIn returns how long until asked events fit under a bucket of rate
+// tokens: ceil((debt + asked·wq - rate·wq) / rq) µs, computed from w so
+// that a clock gone backwards cannot overflow it.
+func (b *bucket) retryIn(now, _, rate, asked int64) int64 {
+	d, r := b.w-now, b.r
+	if d < 0 {
+		d, r = 0, 0
+	}
+	return max(1, d+ceilDiv(r+(asked-rate)*b.wq, b.rq))
+}
+
+// reset returns how long until the bucket is full: until the TAT.
+func (b *bucket) reset(now, _ int64, _ bool) int64 {
+	d := b.w - now
+	switch {
+	case d < 0 || (d == 0 && b.r == 0):
+		return 0
+	case b.r > 0:
+		return d + 1
+	}
+	return d
+}
+
+// add takes n tokens at now: the debt grows by n·wq ticks.
+func (b *bucket) add(now, _, n int64) {
+	debt, _ := b.debt(now)
+	debt += n * b.wq
+	b.w, b.r = now+debt/b.rq, debt%b.rq
+}
+
+// copyFrom sets the bucket to what Redis answered: full again after
+// d.reset µs, rounded up to a whole µs (never earlier than Redis' TAT).
+func (b *bucket) copyFrom(now int64, d *decision) { b.w, b.r = now+d.reset, 0 }
+
+// unrecord gives n tokens back, as lua/undo.lua does.
+func (b *bucket) unrecord(n int64) {
+	back := n * b.wq
+	b.w -= back / b.rq
+	if b.r -= back % b.rq; b.r < 0 {
+		b.r += b.rq
+		b.w--
+	}
+}
+
+// ceilDiv returns ceil(a / b) for b > 0.
+func ceilDiv(a, b int64) int64 { return -floorDiv(-a, b) }
+
+// gcd returns the greatest common divisor of a, b > 0.
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
