@@ -98,11 +98,12 @@ func (s *localStore) at(k *lkey) (*localShard, uint64) {
 // decide makes one decision at now for n events (peek: for one, recording
 // nothing) under rate, the rule's rate or its degraded share. A request that
 // can never fit under rate (n > rate) is rejected without a violation: it is
-// the degraded share's doing, not the caller's. unsynced says the decision
-// is made in place of Redis: the events it allows, and the violations and
-// bans it counts, are also owed to Redis (see writeback.go), under member
-// when the call may have run on Redis under it ("" otherwise).
-func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek, unsynced bool, member string) decision {
+// the degraded share's doing, not the caller's. owed, when not nil, says
+// the decision is made in place of Redis: the events it allows, and the
+// violations and bans it counts, are also owed to Redis under owed, the
+// rule's own plan (p may be its degraded share; see writeback.go), under
+// member when the call may have run on Redis under it ("" otherwise).
+func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek bool, owed *plan, member string) decision {
 	sh, h := s.at(&k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -147,8 +148,8 @@ func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek, unsynced 
 			m.add(now, p.window, n)
 			d.count += n
 			d.reset = m.reset(now, p.window, true)
-			if unsynced && p.kind == SlidingLog {
-				sh.oweEvents(&k, h, p, now, n, member)
+			if owed != nil {
+				sh.oweEvents(&k, h, owed, now, n, member)
 			}
 		}
 		return d
@@ -166,8 +167,8 @@ func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek, unsynced 
 		sh.strikes.add(&k, h, st)
 	}
 	ban, warned := p.penalty.violate(st, now)
-	if unsynced {
-		sh.oweViolation(&k, h, p, now, ban)
+	if owed != nil {
+		sh.oweViolation(&k, h, owed, now, ban)
 	}
 	d.banned, d.warned = ban > 0, warned
 	d.violations = st.violations

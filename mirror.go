@@ -118,7 +118,7 @@ func (sh *localShard) overrule(k *lkey, h uint64, p *plan, now, n int64, d *deci
 		return false
 	}
 	debt := sh.debtOf(k, h)
-	if debt == nil || owedKind(&debt.p) != 'l' {
+	if debt == nil || debt.p.keyKind() != 'l' {
 		return false
 	}
 	u := &debt.events // the write-back forgets what left the window

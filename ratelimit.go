@@ -307,7 +307,7 @@ func remoteDecide(ctx context.Context, c rueidis.Client, p *plan, keys []string,
 func (l *Limiter) withoutRedis(r *Rule, p *plan, k lkey, n int64, peek bool, s sent, u *undo, now int64) Result {
 	if !l.remote {
 		u.at(now)
-		d := l.local.decide(k, p, p.rate, now, n, peek, false, "")
+		d := l.local.decide(k, p, p.rate, now, n, peek, nil, "")
 		return d.result(p.rate, false)
 	}
 	if s.path == PathShed {
@@ -316,6 +316,7 @@ func (l *Limiter) withoutRedis(r *Rule, p *plan, k lkey, n int64, peek bool, s s
 		l.outages.Add(1)
 	}
 	rate := l.set.degradedRate(p.rate)
+	owed := p // what is decided here is owed to Redis under the rule itself
 	if p.kind == GCRA {
 		// The share scales the refill and the bucket alike.
 		dp := *p
@@ -341,7 +342,7 @@ func (l *Limiter) withoutRedis(r *Rule, p *plan, k lkey, n int64, peek bool, s s
 		return Result{Limit: int(rate), RetryAfter: retry, Degraded: true}
 	}
 	u.at(now)
-	d := l.local.decide(k, p, rate, now, n, peek, true, s.member)
+	d := l.local.decide(k, p, rate, now, n, peek, owed, s.member)
 	return d.result(rate, true)
 }
 

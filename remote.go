@@ -62,8 +62,9 @@ var (
 	banScript          = newScript(nowLua + banLua)
 	undoScript         = newScript(gcraLua + quotaLua + undoLua)
 	// writeBackScript writes back what was decided without Redis (see
-	// writeback.go); it records log events as allow.lua does.
-	writeBackScript = newScript(windowLua + writeBackLua)
+	// writeback.go); it records log events as allow.lua does, and adds to
+	// GCRA buckets and quotas through their own pieces.
+	writeBackScript = newScript(windowLua + gcraLua + quotaLua + writeBackLua)
 	fleetScript     = newScript(nowLua + fleetLua)
 )
 

@@ -40,9 +40,13 @@ import (
 //
 // Meter kinds: the events of every kind are kept as (stamp, n) pairs in a
 // slidingLog. A kind needs three things to be written back: its letter
-// (owedKind), how its events are stamped and which stamps still count
-// (stamp, dueFrom), and a branch in lua/writeback.lua that adds stamped
-// events to its Redis state.
+// (plan.keyKind, the last letter of its Redis key), how its events are
+// stamped and which stamps still count (stamp, dueFrom, and meterArgs for
+// what its branch needs to know of the rule), and a branch in
+// lua/writeback.lua that adds stamped events to its Redis state. The exact
+// log ('l'), the approximate counter ('c'), the GCRA bucket ('g': each
+// event's cost is added to the TAT as of its stamp) and the calendar quota
+// ('q': events count in the period they were stamped in) have theirs.
 
 // DefaultWriteBackMax is the number of events waiting to be written back
 // when Options.WriteBackMax is 0.
@@ -84,31 +88,76 @@ type named struct {
 	member string
 }
 
-// owedKind is the letter lua/writeback.lua knows the meter kind of p by.
-func owedKind(p *plan) byte {
-	if p.approx {
-		return 'c'
-	}
-	return 'l'
-}
-
 // stamp is what an event allowed at now is owed under: its time for an
-// exact log, the index of its fixed window for an approximate counter.
+// exact log and a GCRA bucket, the index of its fixed window for an
+// approximate counter, the start of its period (set by plan.setPeriod from
+// the call's time) for a calendar quota.
 func stamp(p *plan, now int64) int64 {
-	if p.approx {
+	switch {
+	case p.kind == CalendarQuota:
+		return p.start
+	case p.approx:
 		return floorDiv(now, p.window)
 	}
 	return now
 }
 
 // dueFrom is the oldest stamp still worth writing back at now: events
-// stamped earlier no longer count in Redis (out of the window, or in a
-// fixed window before the previous one).
+// stamped earlier no longer count in Redis (out of the window, in a fixed
+// window before the previous one, refilled: a full bucket's time ago, or
+// in a period that has ended).
 func dueFrom(p *plan, now int64) int64 {
-	if p.approx {
+	switch {
+	case p.kind == GCRA:
+		return now - p.refill() + 1
+	case p.kind == CalendarQuota:
+		start, _ := periodBounds(p.period, p.loc, now)
+		return start
+	case p.approx:
 		return floorDiv(now, p.window) - 1
 	}
 	return now - p.window + 1
+}
+
+// refill is how long an empty GCRA bucket takes to fill, in whole µs
+// (Burst × Window/Rate, rounded up): an event's cost has flowed out of
+// the bucket that long after it.
+func (p *plan) refill() int64 { return ceilDiv(p.rate*p.wq, p.rq) }
+
+// kept is how long Redis remembers a batch of p cut at now (see
+// lua/writeback.lua), in µs: as long as a replay could still change what
+// its events count in, two windows (two full buckets for GCRA), and for a
+// quota until its period ends; longer while the violations it carries are
+// remembered.
+func (b *batch) kept(now int64) int64 {
+	var kept int64
+	switch p := &b.p; {
+	case p.kind == GCRA:
+		kept = 2 * p.refill()
+	case p.kind == CalendarQuota:
+		_, end := periodBounds(p.period, p.loc, now)
+		kept = end - now
+	default:
+		kept = 2 * p.window
+	}
+	if b.violations > 0 {
+		kept = max(kept, b.p.penalty.memory)
+	}
+	return kept
+}
+
+// meterArgs is what lua/writeback.lua's branch of p's kind needs to know
+// of the rule at now beside the stamps: a GCRA bucket's cost of one event
+// in ticks and ticks per µs (wq, rq), the end of a quota's current period.
+func meterArgs(p *plan, now int64) (a, b int64) {
+	switch p.kind {
+	case GCRA:
+		return p.wq, p.rq
+	case CalendarQuota:
+		_, end := periodBounds(p.period, p.loc, now)
+		return end, 0
+	}
+	return 0, 0
 }
 
 // owing counts, over a whole local store, the events its debts hold and
@@ -151,7 +200,7 @@ func (sh *localShard) debtOf(k *lkey, h uint64) *debt {
 func (sh *localShard) owe(k *lkey, h uint64, p *plan) *debt {
 	if e := sh.debts.get(k, h); e != nil { // and to the front
 		d := *e
-		if owedKind(&d.p) != owedKind(p) || d.p.window != p.window {
+		if d.p.keyKind() != p.keyKind() || d.p.window != p.window || d.p.period != p.period {
 			// The rule changed under the same name: its stamps mean
 			// something else now.
 			sh.dropEvents(d, d.events.total)
@@ -199,7 +248,7 @@ func (sh *localShard) dropEvents(d *debt, n int64) int64 {
 func (sh *localShard) oweEvents(k *lkey, h uint64, p *plan, now, n int64, member string) {
 	d := sh.owe(k, h, p)
 	d.events.addEvents(stamp(p, now), n)
-	if member != "" && owedKind(p) == 'l' {
+	if member != "" && p.keyKind() == 'l' {
 		d.named = append(d.named, named{at: stamp(p, now), n: n, member: member})
 	}
 	over := sh.owing.events.Add(n) - sh.owing.max
@@ -244,7 +293,7 @@ func (sh *localShard) oweReset(k *lkey, h uint64, p *plan, now int64) {
 // forgetOwed takes n events allowed at now back from k's debt (AllowAll's
 // undo). The caller holds sh.mu.
 func (sh *localShard) forgetOwed(k *lkey, h uint64, p *plan, now, n int64) {
-	if d := sh.debtOf(k, h); d != nil && owedKind(&d.p) == owedKind(p) {
+	if d := sh.debtOf(k, h); d != nil && d.p.keyKind() == p.keyKind() {
 		sh.owing.events.Add(-d.events.subtract([]event{{at: stamp(p, now), n: n}}))
 	}
 }
@@ -423,15 +472,11 @@ func (s *localStore) dropAll() {
 
 // args returns the arguments of lua/writeback.lua for b, cut at now.
 func (b *batch) args(now int64) []string {
-	ttl := 2 * b.p.window
-	if b.violations > 0 {
-		ttl = max(ttl, b.p.penalty.memory)
-	}
-	args := make([]string, 13, 13+2*len(b.events)+3*len(b.named))
-	args[0] = string(owedKind(&b.p))
+	args := make([]string, 16, 16+2*len(b.events)+3*len(b.named))
+	args[0] = string(b.p.keyKind())
 	args[1] = b.id
 	args[2] = itoa(b.p.window)
-	args[3] = itoa((ttl+999)/1000 + 1000)
+	args[3] = itoa((b.kept(now)+999)/1000 + 1000)
 	args[4] = flag(b.reset)
 	args[5] = itoa(b.resetAt)
 	args[6] = itoa(b.banEnd)
@@ -440,6 +485,9 @@ func (b *batch) args(now int64) []string {
 	args[9] = itoa(b.lastViolation)
 	args[10] = itoa(b.p.penalty.memory)
 	args[11] = itoa(now)
+	args[12] = itoa(dueFrom(&b.p, now))
+	a, c := meterArgs(&b.p, now)
+	args[13], args[14] = itoa(a), itoa(c)
 	// The anonymous events first: each stamp's events less its named ones.
 	anon := make(map[int64]int64, len(b.named))
 	for _, nm := range b.named {
@@ -452,7 +500,7 @@ func (b *batch) args(now int64) []string {
 			pairs++
 		}
 	}
-	args[12] = strconv.Itoa(pairs)
+	args[15] = strconv.Itoa(pairs)
 	for _, nm := range b.named {
 		args = append(args, itoa(nm.at), itoa(nm.n), nm.member)
 	}
@@ -539,7 +587,7 @@ func (l *Limiter) writeBack(ctx context.Context) (more bool) {
 // to spare, and says how it ended.
 func (l *Limiter) sendBatch(ctx context.Context, conn *redisConn, b *batch, now int64) outcome {
 	keys := redisKeys(l.set.KeyPrefix, b.k)
-	all := []string{keys[0], keys[1], keys[2], batchKey(l.set.KeyPrefix, b.k, b.id)}
+	all := []string{keys[0], keys[1], keys[2], batchKey(l.set.KeyPrefix, b.k, b.id), keys[3], keys[4]}
 	args := b.args(now)
 	s, err := l.carry(ctx, conn, all[0], subject{"rule", b.k.rule}, true, func(ctx context.Context, c rueidis.Client) error {
 		return writeBackScript.exec(ctx, c, all, args).Error()

@@ -154,3 +154,18 @@ local function gcra_give_back(m, n)
   gcra_store(m, nil)
   return n
 end
+
+-- gcra_owe adds n tokens taken at the time at without Redis (writeback.lua):
+-- their cost is added to the TAT as of at, max(TAT, at) + n * wq ticks,
+-- however far ahead of now that leaves it (a full bucket then counts as
+-- full until time catches up; see gcra_debt). Tokens owed in stamp order
+-- move the TAT as the bucket that allowed them moved its own. The caller
+-- stores the TAT (gcra_store).
+local function gcra_owe(m, at, n)
+  if m.w < at then
+    m.w, m.r = at, 0
+  end
+  local ticks = m.r + n * m.wq
+  local q = gcra_div(ticks, m.rq)
+  m.w, m.r = m.w + q, ticks - q * m.rq
+end

@@ -1,23 +1,28 @@
 -- writeback.lua: writes back one batch of what a process decided without
 -- Redis for one (rule, key) pair (see writeback.go): a Reset and a ban
 -- Redis did not see, violations, and events. Composed after window.lua
--- (for record). The batch is applied at most once: its id is remembered
--- under KEYS[4] for ARGV[4] ms, and a replay (a reply that was lost, and
--- the batch sent again) finds it and changes nothing.
+-- (for record), gcra.lua (gcra_owe) and quota.lua (quota_owe). The batch is
+-- applied at most once: its id is remembered under KEYS[4] for ARGV[4] ms,
+-- and a replay (a reply that was lost, and the batch sent again) finds it
+-- and changes nothing.
 --
 -- Order within the batch: the Reset first (it removes only what was
--- recorded before its time, so events recorded since, by this batch or by
--- calls Redis decided meanwhile, stay),
--- then the ban and the violations, then the events.
+-- recorded in the log before its time, so events recorded since, by this
+-- batch or by calls Redis decided meanwhile, stay; the other kinds' state
+-- has no times and goes whole), then the ban and the violations, then the
+-- events.
 --
 -- KEYS[1]  the rule's log (a ZSET).
 -- KEYS[2]  the rule's penalty state (see strikes.lua).
 -- KEYS[3]  the rule's approximate counter (see counter.lua).
 -- KEYS[4]  the batch's id: set once the batch is applied.
--- ARGV[1]  the meter kind the events are for: 'l' the log, 'c' the
---          counter. (A new meter kind adds a branch at the end.)
+-- KEYS[5]  the rule's GCRA bucket (see gcra.lua).
+-- KEYS[6]  the rule's calendar quota (see quota.lua).
+-- ARGV[1]  the meter kind the events are for, the last letter of its key:
+--          'l' the log, 'c' the counter, 'g' the bucket, 'q' the quota.
+--          (A new meter kind adds a branch at the end.)
 -- ARGV[2]  the batch id, the start of the members of its log events.
--- ARGV[3]  window in µs.
+-- ARGV[3]  window in µs (a log's, a counter's).
 -- ARGV[4]  how long KEYS[4] is kept, in ms.
 -- ARGV[5]  '1' when a Reset made at ARGV[6] (µs) is to be applied.
 -- ARGV[6]  the Reset's time, in µs.
@@ -26,19 +31,24 @@
 -- ARGV[9]  bans the ladder started without Redis.
 -- ARGV[10] the time of the last of those violations, in µs.
 -- ARGV[11] how long violations are remembered, in µs.
--- ARGV[12] the writer's time, in µs, for the penalty state's TTL.
--- ARGV[13] m: how many pairs follow.
--- ARGV[14..13+2m] pairs of stamp and count, stamps ascending: for a log
---          the events' time in µs, for a counter the index of the fixed
---          window they were counted in. Their log members are made from
---          the batch id.
--- ARGV[14+2m..] (a log only) triples of stamp, count and member id: events
+-- ARGV[12] the writer's time, in µs, for the TTLs.
+-- ARGV[13] the oldest stamp that still counts at the writer's time: the
+--          bucket and the quota skip older ones (a batch sent again late).
+-- ARGV[14] the bucket's wq (ticks one event costs); the end of the quota's
+--          current period, in µs, whose start is ARGV[13]; else 0.
+-- ARGV[15] the bucket's rq (ticks per µs); else 0.
+-- ARGV[16] m: how many pairs follow.
+-- ARGV[17..16+2m] pairs of stamp and count, stamps ascending: for a log
+--          and a bucket the events' time in µs, for a counter the index of
+--          the fixed window they were counted in, for a quota the start of
+--          their period. Their log members are made from the batch id.
+-- ARGV[17+2m..] (a log only) triples of stamp, count and member id: events
 --          of calls whose script may have run before they were decided
 --          without Redis, recorded under the member the script got (as
 --          window.lua's record does), so that Redis counts each once.
 --
 -- Returns 1 when the batch was applied, 0 when it had been already.
-local log, pen, counter, done = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local log, pen, counter, done, bucket, quota = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 if not redis.call('SET', done, '1', 'NX', 'PX', ARGV[4]) then
   return 0
 end
@@ -47,7 +57,7 @@ local window = tonumber(ARGV[3])
 
 if ARGV[5] == '1' then
   redis.call('ZREMRANGEBYSCORE', log, '-inf', '(' .. ARGV[6])
-  redis.call('DEL', counter, pen)
+  redis.call('DEL', counter, bucket, quota, pen)
 end
 
 local ban_end = tonumber(ARGV[7])
@@ -88,13 +98,14 @@ if ban_end > 0 or dv > 0 then
   end
 end
 
-local last = 13 + 2 * tonumber(ARGV[13])
-if #ARGV == 13 then
+local first = 17
+local last = 16 + 2 * tonumber(ARGV[16])
+if #ARGV == 16 then
   return 1
 end
 if kind == 'l' then
   local j = 0
-  for i = 14, last, 2 do
+  for i = first, last, 2 do
     j = j + 1
     record(log, ARGV[i], window, tonumber(ARGV[i + 1]), ARGV[2] .. string.format('.%d', j))
   end
@@ -106,7 +117,7 @@ elseif kind == 'c' then
   local w = tonumber(state[1]) or 0
   local c = tonumber(state[2]) or 0
   local p = tonumber(state[3]) or 0
-  for i = 14, last, 2 do
+  for i = first, last, 2 do
     local win = tonumber(ARGV[i])
     local n = tonumber(ARGV[i + 1])
     if win > w then
@@ -126,5 +137,29 @@ elseif kind == 'c' then
   end
   redis.call('HSET', counter, 'w', string.format('%d', w), 'c', string.format('%d', c), 'p', string.format('%d', p))
   redis.call('PEXPIRE', counter, math.ceil(2 * window / 1000) + 1000)
+elseif kind == 'g' then
+  local now, due = tonumber(ARGV[12]), tonumber(ARGV[13])
+  local m = gcra_meter(bucket, now, tonumber(ARGV[14]), tonumber(ARGV[15]), 0)
+  for i = first, last, 2 do
+    local at = tonumber(ARGV[i])
+    if at >= due then
+      gcra_owe(m, at, tonumber(ARGV[i + 1]))
+    end
+  end
+  local reset = gcra_reset(m)
+  if reset > 0 then
+    gcra_store(m, math.ceil(reset / 1000) + 1000)
+  end
+elseif kind == 'q' then
+  local now, start, finish = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
+  local n = 0
+  for i = first, last, 2 do
+    if tonumber(ARGV[i]) == start then
+      n = n + tonumber(ARGV[i + 1])
+    end
+  end
+  if n > 0 and now < finish then
+    quota_owe(quota_meter(quota, now, start, finish), n)
+  end
 end
 return 1

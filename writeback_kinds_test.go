@@ -1,0 +1,249 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// The write-back of the other meter kinds (see writeback.go): a GCRA
+// bucket's events add their cost to Redis' TAT as of their stamp, a
+// calendar quota's count in the period they were stamped in. Same
+// environment as writeback_test.go: miniredis, a fake clock, the
+// write-back run by the test.
+
+// redisValue returns the string Redis holds under key, "" for none.
+func (e *wbEnv) redisValue(key string) string {
+	e.t.Helper()
+	v, err := e.mr.Get(key)
+	if err != nil {
+		return ""
+	}
+	return v
+}
+
+// pairKeys returns the Redis keys of rule and key (see redisKeys).
+func pairKeys(rule Rule, key string) [5]string {
+	k, _ := localKey(rule.Name, key)
+	return redisKeys(DefaultKeyPrefix, k)
+}
+
+// TestWriteBackGCRAIssueRepro is the issue's repro for a GCRA bucket: 5
+// per minute, bursts of 5 (one token per 12s); 3 calls on Redis, Redis
+// refuses commands, 2 calls allowed locally 10s later, Redis back. Without
+// the write-back Redis' TAT would still be 36s after the first calls, and
+// another process would get 2 more tokens at once; with it, the TAT counts
+// all 5, 60s after the first calls, and another process waits for the
+// next token, as this one does.
+func TestWriteBackGCRAIssueRepro(t *testing.T) {
+	e := newWBEnv(t, Options{})
+	rule := Rule{Name: "bucket", Kind: GCRA, Limit: Limit{Rate: 5, Window: time.Minute, Burst: 5}}
+	t0 := e.clk.Now()
+	for i := 0; i < 3; i++ {
+		if r := e.allow(e.l, rule, "bob"); !r.Allowed || r.Degraded {
+			t.Fatalf("call %d on redis = %+v", i, r)
+		}
+	}
+	tat := pairKeys(rule, "bob")[3]
+	if v, want := e.redisValue(tat), strconv.FormatInt(t0.Add(36*time.Second).UnixMicro(), 10); v != want {
+		t.Fatalf("redis' TAT after 3 calls = %q, want %q", v, want)
+	}
+	e.refuse()
+	e.clk.advance(10 * time.Second)
+	for i := 0; i < 2; i++ {
+		if r := e.allow(e.l, rule, "bob"); !r.Allowed || !r.Degraded {
+			t.Fatalf("call %d without redis = %+v", i, r)
+		}
+	}
+	if r := e.allow(e.l, rule, "bob"); r.Allowed {
+		t.Fatalf("sixth call without redis = %+v, want rejected", r)
+	}
+	if s := e.l.Stats(); s.WriteBackPending != 2 || s.WrittenBack != 0 {
+		t.Fatalf("Stats before the write-back = %+v", s)
+	}
+	e.back()
+	e.flush()
+	if s := e.l.Stats(); s.WriteBackPending != 0 || s.WrittenBack != 2 || s.WriteBackDropped != 0 {
+		t.Fatalf("Stats after the write-back = %+v, want 2 written back", s)
+	}
+	if v, want := e.redisValue(tat), strconv.FormatInt(t0.Add(time.Minute).UnixMicro(), 10); v != want {
+		t.Fatalf("redis' TAT after the write-back = %q, want %q: the 2 local calls' 24s on top", v, want)
+	}
+	other := e.limiter(Options{})
+	if r := e.allow(other, rule, "bob"); r.Allowed || r.Degraded || r.RetryAfter != 2*time.Second {
+		t.Fatalf("another process = %+v, want rejected on redis until the next token, in 2s", r)
+	}
+	if r := e.allow(e.l, rule, "bob"); r.Allowed || r.Degraded {
+		t.Fatalf("this process = %+v, want rejected on redis", r)
+	}
+	e.clk.advance(2 * time.Second)
+	allowed := 0
+	for _, l := range []*Limiter{other, e.l, other} {
+		if r := e.allow(l, rule, "bob"); r.Degraded {
+			t.Fatalf("a call after the write-back degraded: %+v", r)
+		} else if r.Allowed {
+			allowed++
+		}
+	}
+	if allowed != 1 {
+		t.Fatalf("allowed %d when one token came back, want 1", allowed)
+	}
+}
+
+// TestWriteBackQuotaIssueRepro is the issue's repro for a calendar quota:
+// 5 a day, 3 calls on Redis, 2 allowed locally, Redis back: Redis' count of
+// the day holds all 5, and another process waits for the next day. Events
+// of a day that ended before Redis came back are not sent.
+func TestWriteBackQuotaIssueRepro(t *testing.T) {
+	e := newWBEnv(t, Options{})
+	rule := Rule{Name: "daily", Kind: CalendarQuota, Limit: Limit{Rate: 5, Period: Day}}
+	day, _ := rule.Limit.PeriodAt(e.clk.Now())
+	for i := 0; i < 3; i++ {
+		if r := e.allow(e.l, rule, "bob"); !r.Allowed || r.Degraded {
+			t.Fatalf("call %d on redis = %+v", i, r)
+		}
+	}
+	e.refuse()
+	e.clk.advance(10 * time.Second)
+	for i := 0; i < 2; i++ {
+		if r := e.allow(e.l, rule, "bob"); !r.Allowed || !r.Degraded {
+			t.Fatalf("call %d without redis = %+v", i, r)
+		}
+	}
+	if r := e.allow(e.l, rule, "bob"); r.Allowed {
+		t.Fatalf("sixth call without redis = %+v, want rejected", r)
+	}
+	e.back()
+	e.flush()
+	quota := pairKeys(rule, "bob")[4]
+	if v, want := e.redisValue(quota), strconv.FormatInt(day.UnixMicro(), 10)+" 5"; v != want {
+		t.Fatalf("redis' quota after the write-back = %q, want %q", v, want)
+	}
+	if s := e.l.Stats(); s.WriteBackPending != 0 || s.WrittenBack != 2 || s.WriteBackDropped != 0 {
+		t.Fatalf("Stats after the write-back = %+v, want 2 written back", s)
+	}
+	_, midnight := rule.Limit.PeriodAt(e.clk.Now())
+	other := e.limiter(Options{})
+	if r := e.allow(other, rule, "bob"); r.Allowed || r.Degraded || r.RetryAfter != midnight.Sub(e.clk.Now()) {
+		t.Fatalf("another process = %+v, want rejected on redis until midnight", r)
+	}
+
+	// An event allowed without Redis on a day that ends before Redis comes
+	// back counts in no period any more: neither sent nor dropped.
+	fresh := Rule{Name: "fresh", Kind: CalendarQuota, Limit: Limit{Rate: 2, Period: Day}}
+	e.refuse()
+	if r := e.allow(e.l, fresh, "bob"); !r.Allowed || !r.Degraded {
+		t.Fatalf("a call without redis = %+v", r)
+	}
+	e.clk.advance(midnight.Sub(e.clk.Now()))
+	e.back()
+	e.flush()
+	if v := e.redisValue(pairKeys(fresh, "bob")[4]); v != "" {
+		t.Fatalf("yesterday's event was written back: %q", v)
+	}
+	if s := e.l.Stats(); s.WriteBackPending != 0 || s.WrittenBack != 2 || s.WriteBackDropped != 0 {
+		t.Fatalf("Stats = %+v, want yesterday's event neither written back nor dropped", s)
+	}
+	for i := 0; i < 2; i++ {
+		if r := e.allow(other, fresh, "bob"); !r.Allowed || r.Degraded {
+			t.Fatalf("call %d of the new day = %+v, want allowed on redis", i, r)
+		}
+	}
+}
+
+// TestWriteBackKindsReplayIgnored sends the same batches twice, as after
+// a lost reply: Redis adds a bucket's and a quota's events once.
+func TestWriteBackKindsReplayIgnored(t *testing.T) {
+	e := newWBEnv(t, Options{})
+	bucket := Rule{Name: "g", Kind: GCRA, Limit: Limit{Rate: 10, Window: time.Second, Burst: 10}} // 100ms a token
+	quota := Rule{Name: "q", Kind: CalendarQuota, Limit: Limit{Rate: 10, Period: Month}}
+	e.refuse()
+	for i := 0; i < 3; i++ {
+		e.allow(e.l, bucket, "k")
+		e.allow(e.l, quota, "k")
+	}
+	e.back()
+	now := e.l.localNow()
+	var bs []*batch
+	for i := range e.l.local.shards {
+		bs = append(bs, e.l.local.cut(i, now, func() string { return e.l.id + "w" + strconv.Itoa(len(bs)) })...)
+	}
+	if len(bs) != 2 {
+		t.Fatalf("cut %d batches, want 2", len(bs))
+	}
+	conn := e.l.conn.Load()
+	for _, b := range bs {
+		if o := e.l.sendBatch(context.Background(), conn, b, now); o != applied {
+			t.Fatalf("first send of %q: outcome %d", b.k.rule, o)
+		}
+		e.l.local.settle(b, unsure) // as if the reply was lost
+	}
+	replayed := 0
+	for i := range e.l.local.shards { // the unsure batches come back as they were
+		for _, b := range e.l.local.cut(i, now, func() string { return "fresh" }) {
+			if b.id == "fresh" {
+				t.Fatalf("an unsure batch of %q was cut afresh", b.k.rule)
+			}
+			if o := e.l.sendBatch(context.Background(), conn, b, now); o != applied {
+				t.Fatalf("replay of %q: outcome %d", b.k.rule, o)
+			}
+			e.l.local.settle(b, applied)
+			replayed++
+		}
+	}
+	if replayed != 2 {
+		t.Fatalf("replayed %d batches, want 2", replayed)
+	}
+	if v, want := e.redisValue(pairKeys(bucket, "k")[3]), strconv.FormatInt(now+300_000, 10); v != want {
+		t.Fatalf("redis' TAT after a replayed batch = %q, want %q (3 tokens of 100ms)", v, want)
+	}
+	month, _ := quota.Limit.PeriodAt(e.clk.Now())
+	if v, want := e.redisValue(pairKeys(quota, "k")[4]), strconv.FormatInt(month.UnixMicro(), 10)+" 3"; v != want {
+		t.Fatalf("redis' quota after a replayed batch = %q, want %q", v, want)
+	}
+	if s := e.l.Stats(); s.WrittenBack != 6 || s.WriteBackPending != 0 {
+		t.Fatalf("Stats = %+v, want 6 written back", s)
+	}
+}
+
+// TestWriteBackKindsReset: a Reset made while Redis refused it empties a
+// full bucket and a spent quota on Redis before the events decided after
+// it are added, which are all that Redis then counts.
+func TestWriteBackKindsReset(t *testing.T) {
+	e := newWBEnv(t, Options{})
+	bucket := Rule{Name: "g", Kind: GCRA, Limit: Limit{Rate: 4, Window: time.Minute, Burst: 4}}
+	quota := Rule{Name: "q", Kind: CalendarQuota, Limit: Limit{Rate: 4, Period: Week}}
+	for _, rule := range []Rule{bucket, quota} {
+		for i := 0; i < 4; i++ {
+			e.allow(e.l, rule, "k")
+		}
+	}
+	e.refuse()
+	e.clk.advance(time.Second)
+	for _, rule := range []Rule{bucket, quota} {
+		if err := e.l.Reset(context.Background(), rule, "k"); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("Reset of %q without redis: %v, want ErrUnavailable", rule.Name, err)
+		}
+		for i := 0; i < 3; i++ {
+			if r := e.allow(e.l, rule, "k"); !r.Allowed || !r.Degraded {
+				t.Fatalf("%q: call %d after the Reset = %+v", rule.Name, i, r)
+			}
+		}
+	}
+	e.back()
+	e.flush()
+	other := e.limiter(Options{})
+	for _, rule := range []Rule{bucket, quota} {
+		if r := e.allow(other, rule, "k"); !r.Allowed || r.Degraded {
+			t.Fatalf("%q: the fourth call since the Reset = %+v, want allowed on redis", rule.Name, r)
+		}
+		if r := e.allow(other, rule, "k"); r.Allowed || r.Degraded {
+			t.Fatalf("%q: the fifth call since the Reset = %+v, want rejected on redis", rule.Name, r)
+		}
+	}
+	if s := e.l.Stats(); s.WrittenBack != 6 {
+		t.Fatalf("WrittenBack = %d, want 6", s.WrittenBack)
+	}
+}
