@@ -247,3 +247,43 @@ func TestWriteBackKindsReset(t *testing.T) {
 		t.Fatalf("WrittenBack = %d, want 6", s.WrittenBack)
 	}
 }
+
+// TestWriteBackKindsGroupAndUndo: a group's bucket and quota decided
+// without Redis are written back under the group's hash tag, where
+// AllowGroup finds them; tokens and quota AllowAll took back are not owed.
+func TestWriteBackKindsGroupAndUndo(t *testing.T) {
+	e := newWBEnv(t, Options{})
+	bucket := Rule{Name: "g", Kind: GCRA, Limit: Limit{Rate: 3, Window: time.Hour, Burst: 3}}
+	quota := Rule{Name: "q", Kind: CalendarQuota, Limit: Limit{Rate: 3, Period: Day}}
+	tight := Rule{Name: "tight", Limit: PerMinute(1)}
+	checks := []Check{{Rule: bucket, Key: "u"}, {Rule: quota, Key: "u"}}
+	e.refuse()
+	for i := 0; i < 3; i++ {
+		if rs, err := e.l.AllowGroup(context.Background(), "u", checks); err != nil || !rs[1].Allowed || !rs[1].Degraded {
+			t.Fatalf("group %d without redis = %+v, %v", i, rs, err)
+		}
+	}
+	e.allow(e.l, tight, "u")
+	rs, err := e.l.AllowAll(context.Background(), []Check{{Rule: bucket, Key: "u"}, {Rule: quota, Key: "u"}, {Rule: tight, Key: "u"}})
+	if err != nil || len(rs) != 3 || rs[2].Allowed {
+		t.Fatalf("AllowAll = %+v, %v; want denied at the tight rule", rs, err)
+	}
+	if s := e.l.Stats(); s.WriteBackPending != 7 {
+		t.Fatalf("pending = %d, want 7: the group's 6 and the tight rule's 1, AllowAll's token and quota taken back", s.WriteBackPending)
+	}
+	e.back()
+	e.flush()
+	if s := e.l.Stats(); s.WrittenBack != 7 || s.WriteBackPending != 0 {
+		t.Fatalf("Stats = %+v, want 7 written back", s)
+	}
+	other := e.limiter(Options{})
+	rs, err = other.AllowGroup(context.Background(), "u", checks)
+	if err != nil || len(rs) != 1 || rs[0].Allowed || rs[0].Degraded {
+		t.Fatalf("another process's group = %+v, %v; want denied on redis at the full bucket", rs, err)
+	}
+	for _, rule := range []Rule{bucket, quota} {
+		if r := e.allow(other, rule, "u"); !r.Allowed || r.Degraded || r.Remaining != 2 {
+			t.Fatalf("%q outside the group = %+v, want allowed on redis with 2 left: AllowAll's event was taken back", rule.Name, r)
+		}
+	}
+}

@@ -20,6 +20,9 @@ import (
 // back. The write-back brings the 2 to Redis: its log holds exactly 5, and
 // another process (a second Limiter with its own client) is rejected in
 // the minute, on Redis, as this one is; not 7 as without the write-back.
+// The same for a GCRA bucket of 5 per minute (Redis' TAT counts all 5: the
+// next token in 2s) and a quota of 5 a day (Redis' count of the day is 5:
+// the next call at midnight).
 func TestFaultWriteBackAfterRefusal(t *testing.T) {
 	if !testkit.HaveRedis(t) {
 		t.Skip("needs redis-server")
@@ -30,42 +33,66 @@ func TestFaultWriteBackAfterRefusal(t *testing.T) {
 	opts := testkit.OutageOptions(clk, &logs, nil)
 	l := testkit.NewLimiter(t, testkit.NewClient(t, srv.Addr()), opts)
 	rule := ratelimit.Rule{Name: "claim", Limit: ratelimit.PerMinute(5)}
-	for i := 0; i < 3; i++ {
-		if r := testkit.Allow(t, l, rule, "bob"); !r.Allowed || r.Degraded {
-			t.Fatalf("call %d on redis = %+v", i, r)
+	bucket := ratelimit.Rule{Name: "bucket", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 5, Window: time.Minute, Burst: 5}}
+	quota := ratelimit.Rule{Name: "daily", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: 5, Period: ratelimit.Day}}
+	rules := []ratelimit.Rule{rule, bucket, quota}
+	t0 := clk.Now()
+	for _, r := range rules {
+		for i := 0; i < 3; i++ {
+			if res := testkit.Allow(t, l, r, "bob"); !res.Allowed || res.Degraded {
+				t.Fatalf("%q: call %d on redis = %+v", r.Name, i, res)
+			}
 		}
 	}
 
 	srv.Forbid(true)
 	clk.Advance(10 * time.Second)
-	var allowed, rejected int
-	for allowed+rejected < 4 {
-		r := testkit.Allow(t, l, rule, "bob")
-		if !r.Degraded {
-			t.Fatalf("a call while redis refuses everything = %+v, want degraded", r)
+	for _, r := range rules {
+		var allowed, rejected int
+		for allowed+rejected < 4 {
+			res := testkit.Allow(t, l, r, "bob")
+			if !res.Degraded {
+				t.Fatalf("%q: a call while redis refuses everything = %+v, want degraded", r.Name, res)
+			}
+			if res.Allowed {
+				allowed++
+			} else {
+				rejected++
+			}
 		}
-		if r.Allowed {
-			allowed++
-		} else {
-			rejected++
+		if allowed != 2 {
+			t.Fatalf("%q: allowed %d without redis, want 2", r.Name, allowed)
 		}
-	}
-	if allowed != 2 {
-		t.Fatalf("allowed %d without redis, want 2", allowed)
 	}
 	logKey, _ := layoutKeys(ratelimit.DefaultKeyPrefix, rule.Name, "bob")
+	bucketKey, _ := layoutKeys(ratelimit.DefaultKeyPrefix, bucket.Name, "bob")
+	bucketKey = strings.TrimSuffix(bucketKey, "l") + "g"
+	quotaKey, _ := layoutKeys(ratelimit.DefaultKeyPrefix, quota.Name, "bob")
+	quotaKey = strings.TrimSuffix(quotaKey, "l") + "q"
+	day, midnight := quota.Limit.PeriodAt(clk.Now())
 
 	srv.Forbid(false)
-	testkit.Eventually(t, "the 2 events written back", func() bool { return l.Stats().WrittenBack == 2 })
+	testkit.Eventually(t, "the 6 events written back", func() bool { return l.Stats().WrittenBack == 6 })
 	if n := mustInt(t, srv, "ZCARD", logKey); n != 5 {
 		t.Fatalf("redis' log holds %d events after the write-back, want 5", n)
 	}
-	other := testkit.NewLimiter(t, testkit.NewClient(t, srv.Addr()), testkit.OutageOptions(clk, &logs, nil))
-	if r := testkit.Allow(t, other, rule, "bob"); r.Allowed || r.Degraded || r.RetryAfter != 50*time.Second {
-		t.Fatalf("another process in the minute = %+v, want rejected on redis until the first event leaves", r)
+	if v, err := srv.Do("GET", bucketKey); err != nil || v != strconv.FormatInt(t0.Add(time.Minute).UnixMicro(), 10) {
+		t.Fatalf("redis' TAT after the write-back = %q (%v), want the first call's time + 60s: 5 tokens of 12s", v, err)
 	}
-	if r := testkit.Allow(t, l, rule, "bob"); r.Allowed || r.Degraded {
-		t.Fatalf("this process in the minute = %+v, want rejected on redis", r)
+	if v, err := srv.Do("GET", quotaKey); err != nil || v != strconv.FormatInt(day.UnixMicro(), 10)+" 5" {
+		t.Fatalf("redis' quota after the write-back = %q (%v), want 5 in the day", v, err)
+	}
+	other := testkit.NewLimiter(t, testkit.NewClient(t, srv.Addr()), testkit.OutageOptions(clk, &logs, nil))
+	for _, c := range []struct {
+		rule  ratelimit.Rule
+		retry time.Duration
+	}{{rule, 50 * time.Second}, {bucket, 2 * time.Second}, {quota, midnight.Sub(clk.Now())}} {
+		if r := testkit.Allow(t, other, c.rule, "bob"); r.Allowed || r.Degraded || r.RetryAfter != c.retry {
+			t.Fatalf("%q: another process = %+v, want rejected on redis for %v", c.rule.Name, r, c.retry)
+		}
+		if r := testkit.Allow(t, l, c.rule, "bob"); r.Allowed || r.Degraded {
+			t.Fatalf("%q: this process = %+v, want rejected on redis", c.rule.Name, r)
+		}
 	}
 	if n := mustInt(t, srv, "ZCARD", logKey); n != 5 {
 		t.Fatalf("redis' log holds %d events at the end, want 5", n)
@@ -73,9 +100,14 @@ func TestFaultWriteBackAfterRefusal(t *testing.T) {
 	if s := l.Stats(); s.WriteBackDropped != 0 || s.WriteBackPending != 0 {
 		t.Fatalf("Stats = %+v, want nothing dropped or pending", s)
 	}
+	// Three batches: a pass may stop between them (a breaker still half
+	// open), and the log line says what each pass wrote.
 	testkit.Eventually(t, "the write-back logged", func() bool {
-		return strings.Contains(logs.String(), "wrote back to redis") && strings.Contains(logs.String(), "written=2 dropped=0")
+		return strings.Contains(logs.String(), "wrote back to redis") && strings.Contains(logs.String(), " dropped=0")
 	})
+	if strings.Contains(logs.String(), "level=WARN msg=\"ratelimit: wrote back") {
+		t.Fatalf("the write-back logged a drop:\n%s", logs.String())
+	}
 }
 
 // TestFaultWriteBackAfterKillAndRestart kills redis-server (SIGKILL) between
