@@ -105,13 +105,14 @@ type Options struct {
 	// outage, or for calls admission control shed) that wait to be written
 	// back to Redis once it can be used again, over all keys. The
 	// write-back runs in the background, only while admission control has
-	// a slot to spare, so that Redis' log counts every event allowed in
-	// every process (see README's failure modes). When more events wait,
+	// a slot to spare, so that Redis' state counts every event allowed in
+	// every process, whatever the rule's kind (see README's "Write-back"). When more events wait,
 	// the oldest are dropped: those of the least recently used keys near
 	// the new one in the local limiter first. Events dropped, and events
 	// still waiting when the Limiter is closed, are counted in
-	// Stats.WriteBackDropped; Redis never learns of them. Events that left
-	// the window are not sent, nor counted as dropped. The default, 0, is
+	// Stats.WriteBackDropped; Redis never learns of them. Events that no
+	// longer count (out of the window, refilled into a GCRA bucket, in a
+	// quota's period that ended) are not sent, nor counted as dropped. The default, 0, is
 	// DefaultWriteBackMax (100,000); negative is ErrInvalidOptions. Each
 	// waiting event costs about 16 bytes.
 	WriteBackMax int
