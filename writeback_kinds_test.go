@@ -41,43 +41,12 @@ func TestWriteBackGCRAIssueRepro(t *testing.T) {
 	e := newWBEnv(t, Options{})
 	rule := Rule{Name: "bucket", Kind: GCRA, Limit: Limit{Rate: 5, Window: time.Minute, Burst: 5}}
 	t0 := e.clk.Now()
-	for i := 0; i < 3; i++ {
-		if r := e.allow(e.l, rule, "bob"); !r.Allowed || r.Degraded {
-			t.Fatalf("call %d on redis = %+v", i, r)
-		}
-	}
+	e.outage(rule, "bob")
 	tat := pairKeys(rule, "bob")[3]
-	if v, want := e.redisValue(tat), strconv.FormatInt(t0.Add(36*time.Second).UnixMicro(), 10); v != want {
-		t.Fatalf("redis' TAT after 3 calls = %q, want %q", v, want)
-	}
-	e.refuse()
-	e.clk.advance(10 * time.Second)
-	for i := 0; i < 2; i++ {
-		if r := e.allow(e.l, rule, "bob"); !r.Allowed || !r.Degraded {
-			t.Fatalf("call %d without redis = %+v", i, r)
-		}
-	}
-	if r := e.allow(e.l, rule, "bob"); r.Allowed {
-		t.Fatalf("sixth call without redis = %+v, want rejected", r)
-	}
-	if s := e.l.Stats(); s.WriteBackPending != 2 || s.WrittenBack != 0 {
-		t.Fatalf("Stats before the write-back = %+v", s)
-	}
-	e.back()
-	e.flush()
-	if s := e.l.Stats(); s.WriteBackPending != 0 || s.WrittenBack != 2 || s.WriteBackDropped != 0 {
-		t.Fatalf("Stats after the write-back = %+v, want 2 written back", s)
-	}
 	if v, want := e.redisValue(tat), strconv.FormatInt(t0.Add(time.Minute).UnixMicro(), 10); v != want {
 		t.Fatalf("redis' TAT after the write-back = %q, want %q: the 2 local calls' 24s on top", v, want)
 	}
-	other := e.limiter(Options{})
-	if r := e.allow(other, rule, "bob"); r.Allowed || r.Degraded || r.RetryAfter != 2*time.Second {
-		t.Fatalf("another process = %+v, want rejected on redis until the next token, in 2s", r)
-	}
-	if r := e.allow(e.l, rule, "bob"); r.Allowed || r.Degraded {
-		t.Fatalf("this process = %+v, want rejected on redis", r)
-	}
+	other := e.rejectedOnRedis(rule, "bob", 2*time.Second) // until the next token
 	e.clk.advance(2 * time.Second)
 	allowed := 0
 	for _, l := range []*Limiter{other, e.l, other} {
@@ -100,35 +69,13 @@ func TestWriteBackQuotaIssueRepro(t *testing.T) {
 	e := newWBEnv(t, Options{})
 	rule := Rule{Name: "daily", Kind: CalendarQuota, Limit: Limit{Rate: 5, Period: Day}}
 	day, _ := rule.Limit.PeriodAt(e.clk.Now())
-	for i := 0; i < 3; i++ {
-		if r := e.allow(e.l, rule, "bob"); !r.Allowed || r.Degraded {
-			t.Fatalf("call %d on redis = %+v", i, r)
-		}
-	}
-	e.refuse()
-	e.clk.advance(10 * time.Second)
-	for i := 0; i < 2; i++ {
-		if r := e.allow(e.l, rule, "bob"); !r.Allowed || !r.Degraded {
-			t.Fatalf("call %d without redis = %+v", i, r)
-		}
-	}
-	if r := e.allow(e.l, rule, "bob"); r.Allowed {
-		t.Fatalf("sixth call without redis = %+v, want rejected", r)
-	}
-	e.back()
-	e.flush()
+	e.outage(rule, "bob")
 	quota := pairKeys(rule, "bob")[4]
 	if v, want := e.redisValue(quota), strconv.FormatInt(day.UnixMicro(), 10)+" 5"; v != want {
 		t.Fatalf("redis' quota after the write-back = %q, want %q", v, want)
 	}
-	if s := e.l.Stats(); s.WriteBackPending != 0 || s.WrittenBack != 2 || s.WriteBackDropped != 0 {
-		t.Fatalf("Stats after the write-back = %+v, want 2 written back", s)
-	}
 	_, midnight := rule.Limit.PeriodAt(e.clk.Now())
-	other := e.limiter(Options{})
-	if r := e.allow(other, rule, "bob"); r.Allowed || r.Degraded || r.RetryAfter != midnight.Sub(e.clk.Now()) {
-		t.Fatalf("another process = %+v, want rejected on redis until midnight", r)
-	}
+	other := e.rejectedOnRedis(rule, "bob", midnight.Sub(e.clk.Now()))
 
 	// An event allowed without Redis on a day that ends before Redis comes
 	// back counts in no period any more: neither sent nor dropped.
@@ -166,36 +113,7 @@ func TestWriteBackKindsReplayIgnored(t *testing.T) {
 	}
 	e.back()
 	now := e.l.localNow()
-	var bs []*batch
-	for i := range e.l.local.shards {
-		bs = append(bs, e.l.local.cut(i, now, func() string { return e.l.id + "w" + strconv.Itoa(len(bs)) })...)
-	}
-	if len(bs) != 2 {
-		t.Fatalf("cut %d batches, want 2", len(bs))
-	}
-	conn := e.l.conn.Load()
-	for _, b := range bs {
-		if o := e.l.sendBatch(context.Background(), conn, b, now); o != applied {
-			t.Fatalf("first send of %q: outcome %d", b.k.rule, o)
-		}
-		e.l.local.settle(b, unsure) // as if the reply was lost
-	}
-	replayed := 0
-	for i := range e.l.local.shards { // the unsure batches come back as they were
-		for _, b := range e.l.local.cut(i, now, func() string { return "fresh" }) {
-			if b.id == "fresh" {
-				t.Fatalf("an unsure batch of %q was cut afresh", b.k.rule)
-			}
-			if o := e.l.sendBatch(context.Background(), conn, b, now); o != applied {
-				t.Fatalf("replay of %q: outcome %d", b.k.rule, o)
-			}
-			e.l.local.settle(b, applied)
-			replayed++
-		}
-	}
-	if replayed != 2 {
-		t.Fatalf("replayed %d batches, want 2", replayed)
-	}
+	e.sendTwice(2)
 	if v, want := e.redisValue(pairKeys(bucket, "k")[3]), strconv.FormatInt(now+300_000, 10); v != want {
 		t.Fatalf("redis' TAT after a replayed batch = %q, want %q (3 tokens of 100ms)", v, want)
 	}

@@ -140,6 +140,90 @@ func (e *wbEnv) members(rule Rule, key string) []string {
 	return m
 }
 
+// outage runs the issue's repro up to the write-back under rule, from an
+// unused key: 3 calls on Redis, Redis refuses commands, 10s later 2 calls
+// allowed locally and a third rejected, Redis back, everything written back.
+func (e *wbEnv) outage(rule Rule, key string) {
+	e.t.Helper()
+	before := e.l.Stats()
+	for i := 0; i < 3; i++ {
+		if r := e.allow(e.l, rule, key); !r.Allowed || r.Degraded {
+			e.t.Fatalf("%q: call %d on redis = %+v", rule.Name, i, r)
+		}
+	}
+	e.refuse()
+	e.clk.advance(10 * time.Second)
+	for i := 0; i < 2; i++ {
+		if r := e.allow(e.l, rule, key); !r.Allowed || !r.Degraded {
+			e.t.Fatalf("%q: call %d without redis = %+v", rule.Name, i, r)
+		}
+	}
+	if r := e.allow(e.l, rule, key); r.Allowed {
+		e.t.Fatalf("%q: sixth call without redis = %+v, want rejected", rule.Name, r)
+	}
+	if s := e.l.Stats(); s.WriteBackPending != before.WriteBackPending+2 || s.WrittenBack != before.WrittenBack {
+		e.t.Fatalf("%q: Stats before the write-back = %+v", rule.Name, s)
+	}
+	e.back()
+	e.flush()
+	if s := e.l.Stats(); s.WriteBackPending != 0 || s.WrittenBack != before.WrittenBack+2 || s.WriteBackDropped != before.WriteBackDropped {
+		e.t.Fatalf("%q: Stats after the write-back = %+v, want 2 more written back", rule.Name, s)
+	}
+}
+
+// rejectedOnRedis returns another process (Limiter) on the same Redis,
+// after checking that it and this one are rejected on Redis under rule,
+// the other with RetryAfter retry.
+func (e *wbEnv) rejectedOnRedis(rule Rule, key string, retry time.Duration) *Limiter {
+	e.t.Helper()
+	other := e.limiter(Options{})
+	if r := e.allow(other, rule, key); r.Allowed || r.Degraded || r.RetryAfter != retry {
+		e.t.Fatalf("%q: another process = %+v, want rejected on redis for %v", rule.Name, r, retry)
+	}
+	if r := e.allow(e.l, rule, key); r.Allowed || r.Degraded {
+		e.t.Fatalf("%q: this process = %+v, want rejected on redis", rule.Name, r)
+	}
+	return other
+}
+
+// sendTwice cuts every debt into batches (want of them), sends each, and
+// sends each again as after a lost reply: the batches Redis may have
+// applied come back as they were, under the same id.
+func (e *wbEnv) sendTwice(want int) {
+	e.t.Helper()
+	now := e.l.localNow()
+	var bs []*batch
+	for i := range e.l.local.shards {
+		bs = append(bs, e.l.local.cut(i, now, func() string { return e.l.id + "w" + strconv.Itoa(len(bs)) })...)
+	}
+	if len(bs) != want {
+		e.t.Fatalf("cut %d batches, want %d", len(bs), want)
+	}
+	conn := e.l.conn.Load()
+	for _, b := range bs {
+		if o := e.l.sendBatch(context.Background(), conn, b, now); o != applied {
+			e.t.Fatalf("first send of %q: outcome %d", b.k.rule, o)
+		}
+		e.l.local.settle(b, unsure) // as if the reply was lost
+	}
+	replayed := 0
+	for i := range e.l.local.shards {
+		for _, b := range e.l.local.cut(i, now, func() string { return "fresh" }) {
+			if b.id == "fresh" {
+				e.t.Fatalf("an unsure batch of %q was cut afresh", b.k.rule)
+			}
+			if o := e.l.sendBatch(context.Background(), conn, b, now); o != applied {
+				e.t.Fatalf("replay of %q: outcome %d", b.k.rule, o)
+			}
+			e.l.local.settle(b, applied)
+			replayed++
+		}
+	}
+	if replayed != want {
+		e.t.Fatalf("replayed %d batches, want %d", replayed, want)
+	}
+}
+
 // TestWriteBackIssueRepro is the issue's repro: rule 5 per minute, 3 calls
 // on Redis, Redis refuses commands, 2 calls allowed locally, Redis back.
 // Without the write-back Redis would then allow 2 more in the minute (7);
@@ -149,39 +233,11 @@ func (e *wbEnv) members(rule Rule, key string) []string {
 func TestWriteBackIssueRepro(t *testing.T) {
 	e := newWBEnv(t, Options{})
 	rule := Rule{Name: "claim", Limit: PerMinute(5)}
-	for i := 0; i < 3; i++ {
-		if r := e.allow(e.l, rule, "bob"); !r.Allowed || r.Degraded {
-			t.Fatalf("call %d on redis = %+v", i, r)
-		}
-	}
-	e.refuse()
-	e.clk.advance(10 * time.Second)
-	for i := 0; i < 2; i++ {
-		if r := e.allow(e.l, rule, "bob"); !r.Allowed || !r.Degraded {
-			t.Fatalf("call %d without redis = %+v", i, r)
-		}
-	}
-	if r := e.allow(e.l, rule, "bob"); r.Allowed {
-		t.Fatalf("sixth call without redis = %+v, want rejected", r)
-	}
-	if s := e.l.Stats(); s.WriteBackPending != 2 || s.WrittenBack != 0 {
-		t.Fatalf("Stats before the write-back = %+v", s)
-	}
-	e.back()
-	e.flush()
-	if s := e.l.Stats(); s.WriteBackPending != 0 || s.WrittenBack != 2 || s.WriteBackDropped != 0 {
-		t.Fatalf("Stats after the write-back = %+v, want 2 written back", s)
-	}
+	e.outage(rule, "bob")
 	if m := e.members(rule, "bob"); len(m) != 5 {
 		t.Fatalf("redis' log holds %v, want 5 events", m)
 	}
-	other := e.limiter(Options{})
-	if r := e.allow(other, rule, "bob"); r.Allowed || r.Degraded || r.RetryAfter != 50*time.Second {
-		t.Fatalf("another process in the minute = %+v, want rejected on redis until the first event leaves", r)
-	}
-	if r := e.allow(e.l, rule, "bob"); r.Allowed || r.Degraded {
-		t.Fatalf("this process in the minute = %+v, want rejected on redis", r)
-	}
+	e.rejectedOnRedis(rule, "bob", 50*time.Second) // until the first event leaves
 	// At +60s the 3 events from before the outage left; the 2 written
 	// back, at +10s, remain: 3 more fit, on Redis, and only 3.
 	e.clk.advance(50 * time.Second)
@@ -215,32 +271,7 @@ func TestWriteBackReplayIgnored(t *testing.T) {
 		e.allow(e.l, approx, "k")
 	}
 	e.back()
-	now := e.l.localNow()
-	var bs []*batch
-	for i := range e.l.local.shards {
-		bs = append(bs, e.l.local.cut(i, now, func() string { return e.l.id + "w" + strconv.Itoa(len(bs)) })...)
-	}
-	if len(bs) != 2 {
-		t.Fatalf("cut %d batches, want 2", len(bs))
-	}
-	conn := e.l.conn.Load()
-	for _, b := range bs {
-		if o := e.l.sendBatch(context.Background(), conn, b, now); o != applied {
-			t.Fatalf("first send of %q: outcome %d", b.k.rule, o)
-		}
-		e.l.local.settle(b, unsure) // as if the reply was lost
-	}
-	for i := range e.l.local.shards { // the unsure batches come back as they were
-		for _, b := range e.l.local.cut(i, now, func() string { return "fresh" }) {
-			if b.id == "fresh" {
-				t.Fatalf("an unsure batch of %q was cut afresh", b.k.rule)
-			}
-			if o := e.l.sendBatch(context.Background(), conn, b, now); o != applied {
-				t.Fatalf("replay of %q: outcome %d", b.k.rule, o)
-			}
-			e.l.local.settle(b, applied)
-		}
-	}
+	e.sendTwice(2)
 	if m := e.members(exact, "k"); len(m) != 4 {
 		t.Fatalf("log after a replayed batch holds %d events, want 4", len(m))
 	}
