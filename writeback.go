@@ -41,9 +41,9 @@ import (
 // Meter kinds: the events of every kind are kept as (stamp, n) pairs in a
 // slidingLog. A kind needs three things to be written back: its letter
 // (plan.keyKind, the last letter of its Redis key), how its events are
-// stamped and which stamps still count (stamp, dueFrom, and meterArgs for
-// what its branch needs to know of the rule), and a branch in
-// lua/writeback.lua that adds stamped events to its Redis state. The exact
+// stamped and which stamps still count (stamp, dueFrom), and a branch in
+// lua/writeback.lua that adds stamped events to its Redis state (it gets
+// the rule's numbers as allow.lua does, from plan.scriptArgs). The exact
 // log ('l'), the approximate counter ('c'), the GCRA bucket ('g': each
 // event's cost is added to the TAT as of its stamp) and the calendar quota
 // ('q': events count in the period they were stamped in) have theirs.
@@ -144,20 +144,6 @@ func (b *batch) kept(now int64) int64 {
 		kept = max(kept, b.p.penalty.memory)
 	}
 	return kept
-}
-
-// meterArgs is what lua/writeback.lua's branch of p's kind needs to know
-// of the rule at now beside the stamps: a GCRA bucket's cost of one event
-// in ticks and ticks per µs (wq, rq), the end of a quota's current period.
-func meterArgs(p *plan, now int64) (a, b int64) {
-	switch p.kind {
-	case GCRA:
-		return p.wq, p.rq
-	case CalendarQuota:
-		_, end := periodBounds(p.period, p.loc, now)
-		return end, 0
-	}
-	return 0, 0
 }
 
 // owing counts, over a whole local store, the events its debts hold and
@@ -486,8 +472,10 @@ func (b *batch) args(now int64) []string {
 	args[10] = itoa(b.p.penalty.memory)
 	args[11] = itoa(now)
 	args[12] = itoa(dueFrom(&b.p, now))
-	a, c := meterArgs(&b.p, now)
-	args[13], args[14] = itoa(a), itoa(c)
+	p := b.p
+	p.setPeriod(now) // a quota's period at the writer's time
+	second, fifth, _ := p.scriptArgs()
+	args[13], args[14] = itoa(second), itoa(fifth)
 	// The anonymous events first: each stamp's events less its named ones.
 	anon := make(map[int64]int64, len(b.named))
 	for _, nm := range b.named {

@@ -33,10 +33,11 @@
 -- ARGV[11] how long violations are remembered, in µs.
 -- ARGV[12] the writer's time, in µs, for the TTLs.
 -- ARGV[13] the oldest stamp that still counts at the writer's time: the
---          bucket and the quota skip older ones (a batch sent again late).
--- ARGV[14] the bucket's wq (ticks one event costs); the end of the quota's
---          current period, in µs, whose start is ARGV[13]; else 0.
--- ARGV[15] the bucket's rq (ticks per µs); else 0.
+--          bucket skips older ones (a batch sent again late).
+-- ARGV[14], ARGV[15] the rule's numbers as allow.lua gets them: the
+--          bucket's wq (ticks one event costs) and rq (ticks per µs); the
+--          start and end of the quota's period at the writer's time, in µs;
+--          a log's or counter's window and 0.
 -- ARGV[16] m: how many pairs follow.
 -- ARGV[17..16+2m] pairs of stamp and count, stamps ascending: for a log
 --          and a bucket the events' time in µs, for a counter the index of
@@ -151,14 +152,14 @@ elseif kind == 'g' then
     gcra_store(m, math.ceil(reset / 1000) + 1000)
   end
 elseif kind == 'q' then
-  local now, start, finish = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
+  local now, start, finish = tonumber(ARGV[12]), tonumber(ARGV[14]), tonumber(ARGV[15])
   local n = 0
   for i = first, last, 2 do
     if tonumber(ARGV[i]) == start then
       n = n + tonumber(ARGV[i + 1])
     end
   end
-  if n > 0 and now < finish then
+  if n > 0 then
     quota_owe(quota_meter(quota, now, start, finish), n)
   end
 end
