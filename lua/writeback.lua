@@ -140,6 +140,7 @@ elseif kind == 'c' then
   redis.call('PEXPIRE', counter, math.ceil(2 * window / 1000) + 1000)
 elseif kind == 'g' then
   local now, due = tonumber(ARGV[12]), tonumber(ARGV[13])
+  -- No burst: what is owed is added whatever the bucket holds.
   local m = gcra_meter(bucket, now, tonumber(ARGV[14]), tonumber(ARGV[15]), 0)
   for i = first, last, 2 do
     local at = tonumber(ARGV[i])
