@@ -96,10 +96,11 @@ func cases(window time.Duration) []benchCase {
 		{
 			id: "G", title: fmt.Sprintf("remote, %d keys, mostly allowed, token bucket (GCRA): %d per %v, Burst = Rate", numKeys, g.rate, g.window),
 			spec: g, keys: manyKeys, ours: oursGCRA.name,
-			contenders: []contender{floorContender, oursGCRA, redisRateContender},
+			contenders: []contender{floorContender, oursGCRA, redisRateContender, cheapestGCRAContender},
 			notes: []string{
 				"ratelimit GCRA: a rule of Kind GCRA, Burst = Rate, no penalty, default Options (Redis' TIME), through rueidis; redis_rate: its GCRA script (TIME, GET, SET EX) through go-redis v9 with its default pool; the floor: EVALSHA of `return 1` through rueidis.",
 				"Both limiters keep one value per key (the theoretical arrival time) and decide the same calls the same way (TestDecisionsMatchRedisRate).",
+				"cheapest GCRA script: TIME, GET, SET PX and nothing else (it answers only allowed or not), through rueidis: what any GCRA script that reads Redis' clock can reach here.",
 			},
 		},
 		{

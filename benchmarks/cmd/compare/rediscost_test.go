@@ -52,7 +52,7 @@ func BenchmarkRedisCost(b *testing.B) {
 			o.Clock = wallClock{}
 			r.Kind, r.Limit.Burst = ratelimit.GCRA, r.Limit.Rate
 		})},
-		redisRateContender,
+		redisRateContender, cheapestGCRAContender,
 	} {
 		b.Run(strings.NewReplacer(" ", "-", "'", "", ",", "", "(", "", ")", "").Replace(c.name), func(b *testing.B) {
 			ctx := context.Background()
