@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,31 +19,47 @@ import (
 // the same call sequences. Both read Redis' TIME (our limiter has no Clock).
 //
 // Each configuration (rate per window, burst, the AllowN sizes) gets a
-// seeded random schedule of calls at whole milliseconds, built so that in
-// exact arithmetic no call comes within gcraMargin of an instant where
-// either answer could change (a call becoming allowed, Remaining stepping).
-// At each step both limiters are called back to back and must agree:
-// Allowed identical, and the same Remaining when redis_rate's meaning is
-// ours (allowed calls, and rejected single calls; redis_rate reports 0 on
-// every rejection), except where redis_rate's floats round it down (see
-// runSchedule). RetryAfter (on rejections; redis_rate gives -1 when it
-// allows) and ResetAfter must name the same instant within 1 ms: the two
-// calls read TIME a little apart, so the difference of the durations may
-// also be as large as the time between the calls, which the test measures
-// around them.
+// seeded random walk of calls: each one is planned, in exact arithmetic (a
+// model of GCRA in whole microseconds), at least gcraPlanMargin away from
+// any instant where an answer could change (a call becoming allowed,
+// Remaining stepping). Both limiters are then called back to back, and the
+// step is compared if the instant the calls actually read the clock
+// (measured around them) is still clear of every such instant by more than
+// the uncertainty of those readings: a call the machine delayed is checked
+// where it really happened, not where it was planned. There both must
+// agree: Allowed identical, and the same Remaining when redis_rate's
+// meaning is ours (allowed calls, and rejected single calls; redis_rate
+// reports 0 on every rejection), except where redis_rate's floats round it
+// down (see compareStep). RetryAfter (on rejections; redis_rate gives -1
+// when it allows) and ResetAfter must name the same instant within 1 ms:
+// the two calls read TIME a little apart, so the difference of the
+// durations may also be as large as the time between the calls.
 //
-// A step that finishes later than gcraMargin after its due time (a busy
-// machine) makes the schedule no longer boundary-safe: that attempt is
-// dropped and the configuration runs again on a fresh key, up to
-// gcraAttempts times. No speed is asserted.
+// A call that landed too close to such an instant is not compared; if it
+// was allowed, the two buckets may now differ by a hair, so the walk starts
+// again on a fresh key (at most gcraAttempts times). No speed is asserted.
 func TestDecisionsMatchRedisRate(t *testing.T) {
 	e := testRedis(t)
-	lim, closeFn, err := openOurs(e.addr, spec{})
+	// Our limiter has default Options, and notes where each decision was
+	// made: a rejection the hot-key shield answers counts its RetryAfter
+	// from when the rejection it repeats came back, not from Redis' TIME.
+	var paths sync.Map // rule name + " " + key → the Path of its last decision
+	opts := ourOptions()
+	opts.OnDecision = func(d ratelimit.Decision) { paths.Store(d.Rule.Name+" "+d.Key, d.Path) }
+	client, err := rueidisClient(e.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(closeFn) // the subtests run in parallel, after this function returns
-	ours := lim.(*ours).l
+	t.Cleanup(client.Close) // the subtests run in parallel, after this function returns
+	ours, err := ratelimit.New(client, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ours.Close() })
+	lastPath := func(rule, key string) ratelimit.Path {
+		p, _ := paths.Load(rule + " " + key)
+		return p.(ratelimit.Path)
+	}
 	rdb := goRedisClient(e.addr)
 	t.Cleanup(func() { rdb.Close() })
 	rr := redis_rate.NewLimiter(rdb)
@@ -68,25 +85,26 @@ func TestDecisionsMatchRedisRate(t *testing.T) {
 		t.Run(c.String(), func(t *testing.T) {
 			t.Parallel() // the calls mostly sleep; in parallel the test takes seconds
 			seed := uint64(i + 1)
-			steps, allowed := c.schedule(seed)
-			if allowed < 3 || len(steps)-allowed < 3 {
-				t.Fatalf("seed %d: the schedule allows %d of %d calls; it should test both answers", seed, allowed, len(steps))
-			}
-			t.Logf("seed %d: %d of %d calls allowed, the last at %v", seed, allowed, len(steps), steps[len(steps)-1].at)
 			rule := ratelimit.Rule{Name: fmt.Sprintf("xc%d", i), Kind: ratelimit.GCRA,
 				Limit: ratelimit.Limit{Rate: c.rate, Window: c.window, Burst: c.burst}}
 			limit := redis_rate.Limit{Rate: c.rate, Period: c.window, Burst: c.burst}
-			mine, theirs := oursCaller(ours, rule), redisRateCaller(rr, limit, rule.Name+":")
+			mine, theirs := oursCaller(ours, rule, lastPath), redisRateCaller(rr, limit, rule.Name+":")
 			for attempt := 1; ; attempt++ {
-				key := fmt.Sprintf("k%d", attempt)
-				late, ok := runSchedule(t, mine, theirs, c.burst, key, steps)
-				if ok {
+				w := &gcraWalk{t: t, c: c, ours: mine, theirs: theirs, key: fmt.Sprintf("k%d", attempt),
+					rng: rand.New(rand.NewPCG(seed, 0x6c7261))}
+				spoiled := w.run()
+				if spoiled == "" {
+					if w.allowed < 3 || w.denied < 3 {
+						t.Fatalf("seed %d: %d allowed and %d rejected calls compared; the walk should test both answers", seed, w.allowed, w.denied)
+					}
+					t.Logf("seed %d: %d allowed and %d rejected calls compared (%d of ours by the shield; %d too close to a boundary to compare); RetryAfter/ResetAfter differ by at most %v, of which at most %v is not explained by when the two calls read the clock; redis_rate's Remaining rounded down on a full bucket %d times",
+						seed, w.allowed, w.denied, w.shielded, w.skipped, w.worst, w.unexplained, w.roundedDown)
 					return
 				}
 				if attempt == gcraAttempts {
-					t.Fatalf("seed %d: every attempt had a call finish %v or more after its due time (allowed: < %v); the machine is too busy for a boundary-safe schedule", seed, late, gcraMargin)
+					t.Fatalf("seed %d: every attempt was spoiled, the last by %s", seed, spoiled)
 				}
-				t.Logf("seed %d, attempt %d: a call finished %v after its due time; again on a fresh key", seed, attempt, late)
+				t.Logf("seed %d, attempt %d: %s; again on a fresh key", seed, attempt, spoiled)
 			}
 		})
 	}
@@ -102,12 +120,16 @@ func TestDecisionsMatchRedisRate(t *testing.T) {
 }
 
 const (
-	// gcraMargin is how far every call of a schedule stays, in exact
-	// arithmetic, from an instant where an answer changes.
-	gcraMargin = 20 * time.Millisecond
-	// gcraSteps is the number of calls of each schedule.
+	// gcraPlanMargin is how far each call is planned, in exact arithmetic,
+	// from an instant where an answer changes.
+	gcraPlanMargin = 15 * time.Millisecond
+	// gcraSafety is what a call's actual reading of the clock must keep
+	// from such an instant, beyond the uncertainty of the readings.
+	gcraSafety = time.Millisecond
+	// gcraSteps is the number of calls of each walk.
 	gcraSteps = 32
-	// gcraAttempts bounds the reruns of a schedule a busy machine spoiled.
+	// gcraAttempts bounds the walks of a configuration a busy machine
+	// spoiled.
 	gcraAttempts = 6
 )
 
@@ -122,13 +144,6 @@ type gcraConfig struct {
 
 func (c gcraConfig) String() string {
 	return fmt.Sprintf("%d per %v burst %d n %v", c.rate, c.window, c.burst, strings.Trim(fmt.Sprint(c.ns), "[]"))
-}
-
-// gcraStep is one call of a schedule: AllowN(n) at start + at.
-type gcraStep struct {
-	at     time.Duration
-	n      int
-	anchor bool // allowed on a full bucket: it sets the TAT from its own now
 }
 
 // gcraModel is GCRA in exact integer microseconds, only to place the calls
@@ -173,58 +188,30 @@ func abs64(x int64) int64 {
 	return x
 }
 
-// schedule draws gcraSteps calls: half back to back with the previous one,
-// the others up to 1.5 emission intervals later (so that the bucket runs
-// dry and refills), each moved on by 3 ms until it is gcraMargin away from
-// every instant where an answer changes. It also returns how many of them
-// are allowed.
-func (c gcraConfig) schedule(seed uint64) (steps []gcraStep, allowed int) {
-	rng := rand.New(rand.NewPCG(seed, 0x6c7261))
-	emission := c.window / time.Duration(c.rate)
-	m := gcraModel{t: emission.Microseconds(), burst: int64(c.burst)}
-	var at time.Duration
-	for len(steps) < gcraSteps {
-		if rng.IntN(2) != 0 {
-			at += time.Duration(rng.Int64N(int64(3*emission/2/time.Millisecond))) * time.Millisecond
-		}
-		n := c.ns[rng.IntN(len(c.ns))]
-		var anchor bool
-		for {
-			ok, margin := m.decide(at.Microseconds(), n)
-			if margin >= gcraMargin.Microseconds() {
-				anchor = ok && (!m.has || m.tat <= at.Microseconds())
-				if ok {
-					m.allow(at.Microseconds(), n)
-					allowed++
-				}
-				break
-			}
-			at += 3 * time.Millisecond
-		}
-		steps = append(steps, gcraStep{at: at, n: n, anchor: anchor})
-	}
-	return steps, allowed
-}
-
 // gcraAnswer is what the comparison reads of either limiter's answer.
 type gcraAnswer struct {
 	allowed                bool
 	limit, remaining       int
 	retryAfter, resetAfter time.Duration
+	shielded               bool // ours only: the hot-key shield answered
 }
 
 // gcraCaller makes one AllowN(n) call on key.
 type gcraCaller func(ctx context.Context, key string, n int) (gcraAnswer, error)
 
 // oursCaller calls rule on our limiter; a decision made without Redis is
-// an error here.
-func oursCaller(l *ratelimit.Limiter, rule ratelimit.Rule) gcraCaller {
+// an error here. lastPath tells where the call was decided.
+func oursCaller(l *ratelimit.Limiter, rule ratelimit.Rule, lastPath func(rule, key string) ratelimit.Path) gcraCaller {
 	return func(ctx context.Context, key string, n int) (gcraAnswer, error) {
 		r, err := l.AllowN(ctx, rule, key, n)
-		if err == nil && r.Degraded {
-			err = errors.New("decided without Redis")
+		if err != nil {
+			return gcraAnswer{}, err
 		}
-		return gcraAnswer{r.Allowed, r.Limit, r.Remaining, r.RetryAfter, r.ResetAfter}, err
+		path := lastPath(rule.Name, key)
+		if r.Degraded || (path != ratelimit.PathRedis && path != ratelimit.PathShield) {
+			return gcraAnswer{}, fmt.Errorf("decided without Redis (%v)", path)
+		}
+		return gcraAnswer{r.Allowed, r.Limit, r.Remaining, r.RetryAfter, r.ResetAfter, path == ratelimit.PathShield}, nil
 	}
 }
 
@@ -235,21 +222,116 @@ func redisRateCaller(l *redis_rate.Limiter, limit redis_rate.Limit, prefix strin
 		if err != nil {
 			return gcraAnswer{}, err
 		}
-		return gcraAnswer{r.Allowed > 0, limit.Burst, r.Remaining, r.RetryAfter, r.ResetAfter}, nil
+		return gcraAnswer{r.Allowed > 0, limit.Burst, r.Remaining, r.RetryAfter, r.ResetAfter, false}, nil
 	}
 }
 
-// gap bounds the time between two readings of the clock: ours read Redis'
-// TIME during [a0, a1] and redis_rate during [b0, b1], so its reading came
-// b0-a1 to b1-a0 after ours.
+// gap bounds the time between two readings of the clock: ours, then
+// redis_rate's, each during its own call, both between a0 (before ours)
+// and b1 (after theirs), so redis_rate's came 0 to b1-a0 after ours.
 type gap struct{ lo, hi time.Duration }
 
-func gapOf(a0, a1, b0, b1 time.Time) gap { return gap{b0.Sub(a1), b1.Sub(a0)} }
+// gcraWalk is one attempt at a configuration: a walk of gcraSteps calls
+// on key, and what it found.
+type gcraWalk struct {
+	t            *testing.T
+	c            gcraConfig
+	ours, theirs gcraCaller
+	key          string
+	rng          *rand.Rand
 
-// runSchedule calls both limiters at each step of steps on key, ours
-// first, and reports every disagreement. It returns false, with the
-// lateness, when a step finished gcraMargin or more after its due time,
-// and stops there.
+	m         gcraModel
+	anchor    gap   // between the two readings at the bucket's last anchor
+	anchorErr int64 // µs: how far the model's TAT may be from either limiter's
+	// lastTrip is how long our last call decided on Redis took: a
+	// rejection the shield repeats counts from when that reply came back,
+	// up to that much after Redis read its clock.
+	lastTrip time.Duration
+
+	allowed, denied, skipped int           // steps compared, and not
+	shielded                 int           // our rejections the shield answered
+	roundedDown              int           // redis_rate's Remaining one under the exact value
+	worst, unexplained       time.Duration // largest |ours - theirs|, and what the readings do not account for
+}
+
+// run walks gcraSteps calls and reports every disagreement. It returns ""
+// or why the walk had to stop: an allowed call that landed too close to an
+// instant where an answer changes, after which the two buckets need not be
+// the same to the microsecond.
+func (w *gcraWalk) run() string {
+	ctx := context.Background()
+	emission := w.c.window / time.Duration(w.c.rate)
+	w.m = gcraModel{t: emission.Microseconds(), burst: int64(w.c.burst)}
+	start := time.Now()
+	var plan time.Duration
+	for i := range gcraSteps {
+		// Half the calls come back to back, the others up to 1.5
+		// emission intervals later, so that the bucket runs dry and
+		// refills; each is moved on until it is clear of every boundary.
+		if w.rng.IntN(2) != 0 {
+			plan += time.Duration(w.rng.Int64N(int64(3*emission/2/time.Millisecond))) * time.Millisecond
+		}
+		n := w.c.ns[w.rng.IntN(len(w.c.ns))]
+		plan = max(plan, time.Since(start).Truncate(time.Millisecond)+time.Millisecond)
+		for {
+			if _, margin := w.m.decide(plan.Microseconds(), n); margin >= gcraPlanMargin.Microseconds() {
+				break
+			}
+			plan += 3 * time.Millisecond
+		}
+		time.Sleep(time.Until(start.Add(plan)))
+		a0 := time.Now()
+		o, err := w.ours(ctx, w.key, n)
+		a1 := time.Now()
+		if err != nil {
+			w.t.Fatalf("step %d: ours: %v", i, err)
+		}
+		shieldLag := time.Duration(0)
+		if o.shielded {
+			shieldLag = w.lastTrip
+			w.shielded++
+		} else {
+			w.lastTrip = a1.Sub(a0)
+		}
+		r, err := w.theirs(ctx, w.key, n)
+		b1 := time.Now()
+		if err != nil {
+			w.t.Fatalf("step %d: redis_rate: %v", i, err)
+		}
+		// Both readings lie within half the bracket of its middle.
+		now := (a0.Sub(start) + b1.Sub(start)) / 2
+		spread := b1.Sub(a0)/2 + time.Duration(w.anchorErr)*time.Microsecond + gcraSafety
+		modelAllowed, margin := w.m.decide(now.Microseconds(), n)
+		where := fmt.Sprintf("step %d (AllowN(%d) at %v)", i, n, now.Round(time.Microsecond))
+		if margin <= spread.Microseconds() {
+			w.skipped++
+			if o.allowed != r.allowed || r.allowed {
+				return fmt.Sprintf("%s, %v from a boundary (readings uncertain by %v), allowed by ours %v and by redis_rate %v", where, time.Duration(margin)*time.Microsecond, spread, o.allowed, r.allowed)
+			}
+			continue // rejected by both: neither bucket changed
+		}
+		if modelAllowed != r.allowed {
+			w.t.Errorf("%s: redis_rate Allowed %v where exact GCRA says %v", where, r.allowed, modelAllowed)
+		}
+		anchor := r.allowed && (!w.m.has || w.m.tat <= now.Microseconds())
+		if r.allowed {
+			w.m.allow(now.Microseconds(), n)
+			w.allowed++
+		} else {
+			w.denied++
+		}
+		readings := gap{0, b1.Sub(a0)}
+		if anchor {
+			w.anchor, w.anchorErr = readings, (b1.Sub(a0) / 2).Microseconds()
+		}
+		w.compareStep(where, n, anchor, readings, shieldLag, o, r)
+	}
+	return ""
+}
+
+// compareStep reports where o (ours) and r (redis_rate) disagree at one
+// step, whose readings of the clock were readings apart; a shield's
+// answer may count up to shieldLag later.
 //
 // RetryAfter and ResetAfter count from each limiter's own reading of the
 // clock up to an instant fixed by its bucket's last anchor (the allowed
@@ -257,76 +339,49 @@ func gapOf(a0, a1, b0, b1 time.Time) gap { return gap{b0.Sub(a1), b1.Sub(a0)} }
 // ours - theirs = (their reading at this call - ours) - (their reading at
 // the anchor - ours) + the difference of the algorithms, which must stay
 // within 1 ms.
-func runSchedule(t *testing.T, ours, theirs gcraCaller, burst int, key string, steps []gcraStep) (time.Duration, bool) {
-	t.Helper()
-	ctx := context.Background()
-	var worst, unexplained time.Duration // largest |ours - theirs|, and what the readings do not account for
-	var anchor gap
-	roundedDown := 0 // redis_rate's Remaining one under the exact value on a full bucket
-	start := time.Now()
-	for i, st := range steps {
-		due := start.Add(st.at)
-		time.Sleep(time.Until(due))
-		a0 := time.Now()
-		o, err := ours(ctx, key, st.n)
-		a1 := time.Now()
-		if err != nil {
-			t.Fatalf("step %d: ours: %v", i, err)
-		}
-		r, err := theirs(ctx, key, st.n)
-		b1 := time.Now()
-		if err != nil {
-			t.Fatalf("step %d: redis_rate: %v", i, err)
-		}
-		if late := b1.Sub(due); late >= gcraMargin {
-			return late, false
-		}
-		now := gapOf(a0, a1, a1, b1) // redis_rate's call started when ours ended
-		// The difference the readings explain: now - anchor, or exactly 0
-		// at the anchor itself (both durations then count from the same
-		// reading).
-		explained := gap{now.lo - anchor.hi, now.hi - anchor.lo}
-		if st.anchor {
-			anchor, explained = now, gap{}
-		}
-		where := fmt.Sprintf("step %d (AllowN(%d) at %v)", i, st.n, st.at)
-		if o.allowed != r.allowed {
-			t.Errorf("%s: ours Allowed %v, redis_rate %v (%+v)", where, o.allowed, r.allowed, r)
-			continue
-		}
-		if o.limit != burst {
-			t.Errorf("%s: ours Limit %d, want Burst %d", where, o.limit, burst)
-		}
-		switch {
-		case st.anchor:
-			// On a full bucket Remaining is burst - n exactly. redis_rate
-			// computes it as a difference of float seconds near 3e8 divided
-			// by T, which can land just under the integer and be cut to
-			// one less (seen on a fresh key: 8 for Burst 10).
-			if o.remaining != burst-st.n || (r.remaining != burst-st.n && r.remaining != burst-st.n-1) {
-				t.Errorf("%s: on a full bucket ours Remaining %d, redis_rate %d; want %d (redis_rate may say one less)", where, o.remaining, r.remaining, burst-st.n)
-			}
-			if r.remaining != o.remaining {
-				roundedDown++
-			}
-		case (o.allowed || st.n == 1) && o.remaining != r.remaining:
-			t.Errorf("%s: ours Remaining %d, redis_rate %d", where, o.remaining, r.remaining)
-		}
-		sameInstant := func(name string, mine, their time.Duration) {
-			d := mine - their
-			worst = max(worst, d, -d)
-			off := max(explained.lo-d, d-explained.hi, 0)
-			unexplained = max(unexplained, off)
-			if off > time.Millisecond {
-				t.Errorf("%s: ours %s %v, redis_rate %v: they differ by %v, %v more than the readings of the clock explain ([%v, %v]); at most 1 ms may differ",
-					where, name, mine, their, d, off, explained.lo, explained.hi)
-			}
-		}
-		if !o.allowed {
-			sameInstant("RetryAfter", o.retryAfter, r.retryAfter)
-		}
-		sameInstant("ResetAfter", o.resetAfter, r.resetAfter)
+func (w *gcraWalk) compareStep(where string, n int, anchor bool, readings gap, shieldLag time.Duration, o, r gcraAnswer) {
+	t, burst := w.t, w.c.burst
+	if o.allowed != r.allowed {
+		t.Errorf("%s: ours Allowed %v, redis_rate %v (%+v)", where, o.allowed, r.allowed, r)
+		return
 	}
-	t.Logf("%d steps compared; RetryAfter/ResetAfter differ by at most %v, of which at most %v is not explained by when the two calls read the clock; redis_rate's Remaining rounded down on a full bucket %d times", len(steps), worst, unexplained, roundedDown)
-	return 0, true
+	if o.limit != burst {
+		t.Errorf("%s: ours Limit %d, want Burst %d", where, o.limit, burst)
+	}
+	switch {
+	case anchor:
+		// On a full bucket Remaining is burst - n exactly. redis_rate
+		// computes it as a difference of float seconds near 3e8 divided
+		// by T, which can land just under the integer and be cut to one
+		// less (seen on a fresh key: 8 for Burst 10).
+		if o.remaining != burst-n || (r.remaining != burst-n && r.remaining != burst-n-1) {
+			t.Errorf("%s: on a full bucket ours Remaining %d, redis_rate %d; want %d (redis_rate may say one less)", where, o.remaining, r.remaining, burst-n)
+		}
+		if r.remaining != o.remaining {
+			w.roundedDown++
+		}
+	case (o.allowed || n == 1) && o.remaining != r.remaining:
+		t.Errorf("%s: ours Remaining %d, redis_rate %d", where, o.remaining, r.remaining)
+	}
+	// The difference the readings explain: now - anchor, or exactly 0 at
+	// the anchor itself (both durations then count from the same reading).
+	explained := gap{readings.lo - w.anchor.hi, readings.hi - w.anchor.lo}
+	if anchor {
+		explained = gap{}
+	}
+	explained.hi += shieldLag
+	sameInstant := func(name string, mine, their time.Duration) {
+		d := mine - their
+		w.worst = max(w.worst, d, -d)
+		off := max(explained.lo-d, d-explained.hi, 0)
+		w.unexplained = max(w.unexplained, off)
+		if off > time.Millisecond {
+			t.Errorf("%s: ours %s %v, redis_rate %v: they differ by %v, %v more than the readings of the clock explain ([%v, %v]); at most 1 ms may differ",
+				where, name, mine, their, d, off, explained.lo, explained.hi)
+		}
+	}
+	if !o.allowed {
+		sameInstant("RetryAfter", o.retryAfter, r.retryAfter)
+	}
+	sameInstant("ResetAfter", o.resetAfter, r.resetAfter)
 }
