@@ -33,7 +33,9 @@ import (
 // down (see compareStep). RetryAfter (on rejections; redis_rate gives -1
 // when it allows) and ResetAfter must name the same instant within 1 ms:
 // the two calls read TIME a little apart, so the difference of the
-// durations may also be as large as the time between the calls.
+// durations may also be as large as the time between the calls (and a
+// rejection our hot-key shield repeats counts from when the reply it
+// repeats came back, up to one round trip later).
 //
 // A call that landed too close to such an instant is not compared; if it
 // was allowed, the two buckets may now differ by a hair, so the walk starts
@@ -146,9 +148,11 @@ func (c gcraConfig) String() string {
 	return fmt.Sprintf("%d per %v burst %d n %v", c.rate, c.window, c.burst, strings.Trim(fmt.Sprint(c.ns), "[]"))
 }
 
-// gcraModel is GCRA in exact integer microseconds, only to place the calls
-// of a schedule away from the instants where an answer changes; the test
-// compares the two limiters with each other, not with it.
+// gcraModel is GCRA in exact integer microseconds, to place the calls of a
+// walk away from the instants where an answer changes and to tell whether a
+// call landed clear of them. The test compares the two limiters with each
+// other; that redis_rate also agrees with the model on every compared call
+// checks the test itself.
 type gcraModel struct {
 	t, burst int64 // the emission interval (µs) and the burst
 	tat      int64 // the theoretical arrival time (µs)
