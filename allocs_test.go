@@ -13,7 +13,7 @@ import (
 func TestAllocations(t *testing.T) {
 	testkit.SkipAllocsUnderRace(t)
 	local := testkit.NewLimiter(t, nil, ratelimit.Options{})
-	for _, r := range []ratelimit.Rule{testkit.AllocsPlain, testkit.AllocsPenalized, testkit.AllocsFull} {
+	for _, r := range []ratelimit.Rule{testkit.AllocsPlain, testkit.AllocsPenalized, testkit.AllocsFull, testkit.AllocsGCRA, testkit.AllocsQuota} {
 		if got := testkit.AllocsPerAllow(local, r); got != 0 {
 			t.Errorf("local Allow of rule %q: %v allocations, want 0", r.Name, got)
 		}

@@ -34,6 +34,10 @@ var (
 	benchHot     = ratelimit.Rule{Name: "hot", Limit: ratelimit.PerMinute(10)}
 	benchPenalty = ratelimit.Rule{Name: "bench-penalty", Limit: ratelimit.PerSecond(1_000_000),
 		Penalty: &ratelimit.Penalty{WarnAfter: 5, BanAfter: 1 << 30, BanFor: time.Second}}
+	// The other kinds, mostly allowing: a bucket as in benchmarks/cmd/compare's
+	// case G (1,000,000 per second, Burst = Rate) and a daily quota.
+	benchGCRA  = ratelimit.Rule{Name: "bench-gcra", Kind: ratelimit.GCRA, Limit: ratelimit.PerSecond(1_000_000)}
+	benchQuota = ratelimit.Rule{Name: "bench-quota", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: 1 << 30, Period: ratelimit.Day}}
 )
 
 func benchOptions() ratelimit.Options {
@@ -71,6 +75,8 @@ func benchSuite(b *testing.B, l *ratelimit.Limiter) {
 	hot := []string{"hot"}
 	b.Run("many-keys", func(b *testing.B) { runAllow(b, l, benchPlain, benchKeyNames) })
 	b.Run("many-keys-penalty", func(b *testing.B) { runAllow(b, l, benchPenalty, benchKeyNames) })
+	b.Run("many-keys-gcra", func(b *testing.B) { runAllow(b, l, benchGCRA, benchKeyNames) })
+	b.Run("many-keys-quota", func(b *testing.B) { runAllow(b, l, benchQuota, benchKeyNames) })
 	b.Run("hot-key-rejected", func(b *testing.B) { runAllow(b, l, benchHot, hot) })
 }
 

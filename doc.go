@@ -28,6 +28,20 @@
 // per Limiter and a counter, so that calls from many processes in the same
 // microsecond never collide.
 //
+// # Other kinds of limit
+//
+// A Rule's [Kind] chooses the algorithm; everything else (penalties, bans,
+// dry run, the fallback, the shield, AllowAll and AllowGroup, the clock)
+// applies to each kind alike, and each decides identically on both paths.
+// [GCRA] is a token bucket of Limit.Burst tokens refilled at Rate per
+// Window, kept as one theoretical arrival time per key, exact in integers:
+// it allows at most Burst + Rate·t/Window events in any interval of length
+// t. [CalendarQuota] allows Rate events per calendar [Period] (a day, a week
+// from Monday, a month) in Limit.Location, aligned to local midnight and
+// correct across daylight-saving changes; its period is computed in Go from
+// the call's time, so a quota follows the process clock (or Options.Clock)
+// even when the other kinds read Redis' TIME. Both keep O(1) state per key.
+//
 // # Penalties
 //
 // With a Penalty every rejection is a violation. From WarnAfter violations

@@ -6,11 +6,14 @@ import "errors"
 // returned error's message says what exactly was wrong.
 var (
 	// ErrInvalidRule means a Rule cannot be enforced: an empty or too long
-	// name, Rate < 1, Window < 1µs, or a Penalty outside its documented ranges.
+	// name, Rate < 1, Window < 1µs, a Penalty outside its documented ranges,
+	// an unknown Kind or Period, a Limit field the rule's Kind does not take,
+	// or a GCRA bucket too large to keep exactly.
 	ErrInvalidRule = errors.New("ratelimit: invalid rule")
 	// ErrInvalidKey means the key is empty.
 	ErrInvalidKey = errors.New("ratelimit: invalid key")
-	// ErrInvalidN means AllowN was asked for n < 1 or n > Rate.
+	// ErrInvalidN means AllowN was asked for n < 1 or n > Rate (n > Burst
+	// for a GCRA rule).
 	ErrInvalidN = errors.New("ratelimit: invalid n")
 	// ErrClosed means the Limiter was closed.
 	ErrClosed = errors.New("ratelimit: limiter closed")

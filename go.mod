@@ -7,6 +7,9 @@ require (
 	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/redis/rueidis v1.0.79
 	github.com/sony/gobreaker/v2 v2.4.0
+	// Test only: the differential test of the GCRA kind
+	// (reliability/xtime_test.go). No package of the library imports it.
+	golang.org/x/time v0.15.0
 )
 
 require (

@@ -24,8 +24,8 @@ const MaxGroupSize = 16
 //
 // A pair's state in a group is its own, apart from the same rule and key
 // used outside the group or in another group: use each (rule, key) in one
-// place. group must not be empty; approximate rules cannot be grouped; a
-// group holds at most MaxGroupSize pairs. While Redis cannot be used the
+// place. group must not be empty; approximate rules cannot be grouped (GCRA
+// and calendar quota rules can); a group holds at most MaxGroupSize pairs. While Redis cannot be used the
 // pairs are decided locally, in order, as AllowAll decides them.
 func (l *Limiter) AllowGroup(ctx context.Context, group string, checks []Check) ([]Result, error) {
 	hook := l.set.OnDecision

@@ -175,38 +175,28 @@ func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek, unsynced 
 // meter returns the record of k's events under p, creating it if asked
 // to. The caller holds sh.mu.
 func (sh *localShard) meter(k *lkey, h uint64, p *plan, now int64, create bool) (meter, bool) {
-	switch p.kind {
-	case GCRA:
-		b := sh.buckets.get(k, h)
+	switch {
+	case p.kind == GCRA:
+		b := sh.buckets.getOrAdd(k, h, create)
 		if b == nil {
-			if !create {
-				return nil, false
-			}
-			b = sh.buckets.add(k, h, bucket{})
+			return nil, false
 		}
 		// A TAT kept for another Rate (the degraded share, a changed rule)
 		// keeps its whole µs; the remainder, under 1µs, is cut to fit, as
 		// lua/gcra.lua does.
 		b.wq, b.rq, b.burst, b.r = p.wq, p.rq, p.rate, min(b.r, p.rq-1)
 		return b, true
-	case CalendarQuota:
-		q := sh.quotas.get(k, h)
+	case p.kind == CalendarQuota:
+		q := sh.quotas.getOrAdd(k, h, create)
 		if q == nil {
-			if !create {
-				return nil, false
-			}
-			q = sh.quotas.add(k, h, quota{})
+			return nil, false
 		}
 		q.at, q.end = p.start, p.end
 		return q, true
-	}
-	if p.approx {
-		c := sh.counters.get(k, h)
+	case p.approx:
+		c := sh.counters.getOrAdd(k, h, create)
 		if c == nil {
-			if !create {
-				return nil, false
-			}
-			c = sh.counters.add(k, h, counter{})
+			return nil, false
 		}
 		return c, true
 	}

@@ -56,6 +56,16 @@ func (t *table[V]) get(k *lkey, h uint64) *V {
 	return &e.v
 }
 
+// getOrAdd returns k's value, moving it to the front; when k has none, a
+// new zero value when create is set, nil otherwise.
+func (t *table[V]) getOrAdd(k *lkey, h uint64, create bool) *V {
+	if v := t.get(k, h); v != nil || !create {
+		return v
+	}
+	var zero V
+	return t.add(k, h, zero)
+}
+
 // front moves e to the front of the LRU order.
 func (t *table[V]) front(e *node[V]) {
 	if t.head == e {

@@ -135,7 +135,7 @@ func (l *Limiter) Allow(ctx context.Context, rule Rule, key string) (Result, err
 
 // AllowN reports whether n events for key may happen now under rule, and
 // records all n if so; a rejected call records nothing. n must be between 1
-// and rule.Limit.Rate (ErrInvalidN otherwise).
+// and rule.Limit.Rate, or a GCRA rule's Burst (ErrInvalidN otherwise).
 //
 // A rejection is a Result with Allowed == false and a nil error. Errors are
 // invalid input, ErrClosed, the caller's ctx ending (ctx.Err()), and Redis
@@ -189,14 +189,14 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	if err != nil {
 		return Result{}, PathNone, err
 	}
-	if u != nil {
-		*u = undo{k: k, p: p, n: n}
-	}
 	// The call's time, read once: the Clock's reading is the time every
 	// path decides at. Without a Clock the script reads Redis' TIME, and
 	// now is the process clock for the local paths.
 	now := l.localNow()
 	p.setPeriod(now)
+	if u != nil {
+		*u = undo{k: k, p: p, n: n}
+	}
 	conn := l.conn.Load()
 	if conn == nil {
 		return l.withoutRedis(r, &p, k, n, peek, sent{path: PathLocal}, u, now), PathLocal, nil
@@ -331,6 +331,16 @@ func (l *Limiter) receivedAt(now int64) int64 {
 		return now
 	}
 	return l.clock.now()
+}
+
+// Now returns the time the Limiter decides at: Options.Clock's reading,
+// or the process clock's when Options.Clock is nil. A calendar quota's
+// period is the one that holds it (see Limit.PeriodAt).
+func (l *Limiter) Now() time.Time {
+	if l.set.Clock != nil {
+		return l.set.Clock.Now()
+	}
+	return time.Now()
 }
 
 // localNow is the time of the local path, in µs.

@@ -31,16 +31,10 @@ var (
 	decideLua string
 	//go:embed lua/allow.lua
 	allowLua string
-	//go:embed lua/approx.lua
-	approxLua string
 	//go:embed lua/gcra.lua
 	gcraLua string
-	//go:embed lua/gcra_allow.lua
-	gcraAllowLua string
 	//go:embed lua/quota.lua
 	quotaLua string
-	//go:embed lua/quota_allow.lua
-	quotaAllowLua string
 	//go:embed lua/group.lua
 	groupLua string
 	//go:embed lua/ban.lua
@@ -54,15 +48,15 @@ var (
 var (
 	allowScript        = newScript(nowLua + windowLua + decideLua + allowLua)
 	penaltyScript      = newScript(nowLua + windowLua + strikesLua + decideLua + allowLua)
-	approxScript       = newScript(nowLua + counterLua + strikesLua + decideLua + approxLua)
-	gcraScript         = newScript(nowLua + gcraLua + decideLua + gcraAllowLua)
-	gcraPenaltyScript  = newScript(nowLua + gcraLua + strikesLua + decideLua + gcraAllowLua)
-	quotaScript        = newScript(nowLua + quotaLua + decideLua + quotaAllowLua)
-	quotaPenaltyScript = newScript(nowLua + quotaLua + strikesLua + decideLua + quotaAllowLua)
+	approxScript       = newScript(nowLua + counterLua + strikesLua + decideLua + allowLua)
+	gcraScript         = newScript(nowLua + gcraLua + decideLua + allowLua)
+	gcraPenaltyScript  = newScript(nowLua + gcraLua + strikesLua + decideLua + allowLua)
+	quotaScript        = newScript(nowLua + quotaLua + decideLua + allowLua)
+	quotaPenaltyScript = newScript(nowLua + quotaLua + strikesLua + decideLua + allowLua)
 	groupScript        = newScript(nowLua + windowLua + strikesLua + decideLua + groupLua)
 	groupKindsScript   = newScript(nowLua + windowLua + gcraLua + quotaLua + strikesLua + decideLua + groupLua)
 	banScript          = newScript(nowLua + banLua)
-	undoScript         = newScript(undoLua)
+	undoScript         = newScript(gcraLua + quotaLua + undoLua)
 )
 
 // keyKind is the letter that ends the Redis key of a plan's events: 'l'
@@ -80,10 +74,10 @@ func (p *plan) keyKind() byte {
 	return 'l'
 }
 
-// scriptArgs returns what a script takes of a plan beside rate and n:
-// ARGV[2] and ARGV[5] of allow.lua (the window and the call's member id),
-// gcra_allow.lua (wq and rq) or quota_allow.lua (the period's start and
-// end). For a log the member is not a number: ok is false.
+// scriptArgs returns what allow.lua takes of a plan as ARGV[2] and ARGV[5]
+// beside rate and n: a log's or counter's window and member id, a
+// bucket's wq and rq, a quota period's start and end. For a log the member
+// is not a number: ok is false.
 func (p *plan) scriptArgs() (second, fifth int64, ok bool) {
 	switch p.kind {
 	case GCRA:
@@ -198,7 +192,7 @@ func encodeCall(keys *[2]string, args *[11]string, prefix string, k lkey, p *pla
 }
 
 // parseReply reads a decision's reply: decide.lua's nine numbers, and for
-// an approximate rule approx.lua's tenth, the window its events went into.
+// an approximate rule allow.lua's tenth, the window its events went into.
 func parseReply(resp rueidis.RedisResult, approx bool) (decision, error) {
 	arr, err := resp.ToArray()
 	if err != nil {

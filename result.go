@@ -12,20 +12,25 @@ import "time"
 type Result struct {
 	// Allowed reports whether the call may proceed.
 	Allowed bool
-	// Limit is the Rate that was enforced: the rule's Rate, or its degraded
-	// share while Redis is unavailable (see Options.DegradedShare).
+	// Limit is the Rate that was enforced (a GCRA rule's Burst): the rule's,
+	// or its degraded share while Redis is unavailable (see
+	// Options.DegradedShare).
 	Limit int
 	// Remaining is how many more events the window has room for now: after
 	// an allowed call Rate - count - n, after a rejection Rate - count, for
 	// a Peek Rate - count, and 0 while the key is banned. It is never
-	// negative.
+	// negative. For GCRA it is the calls of one event that would pass now
+	// (the whole tokens in the bucket), for a quota what is left of the
+	// period's Rate.
 	Remaining int
 	// RetryAfter is 0 when allowed; otherwise how long until the same call
 	// could pass: until enough events leave the window for n to fit, or, for
-	// a banned key, the later of the ban's end and that time.
+	// a banned key, the later of the ban's end and that time. For GCRA:
+	// until n tokens are back; for a quota: until the next period starts.
 	RetryAfter time.Duration
 	// ResetAfter is how long until the window holds no events (0 for an
-	// empty window).
+	// empty window); for GCRA until the bucket is full, for a quota until
+	// the next period starts (0 while the period has no events).
 	ResetAfter time.Duration
 	// Violations is the number of violations remembered for the key under a
 	// rule with a Penalty (0 without one).

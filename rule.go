@@ -138,7 +138,7 @@ func (r *Rule) compile() (plan, error) {
 		}
 		p.setGCRA(p.rate, burst)
 		if p.wq > maxBucket/burst || burst*p.wq/p.rq > maxMicros {
-			return plan{}, fmt.Errorf("%w: rule %q: a bucket of Burst %d at %d per %v is too large to keep exactly; lower Burst, or make Window a round multiple of Window/Rate",
+			return plan{}, fmt.Errorf("%w: rule %q: a bucket of Burst %d at %d per %v is too large to keep exactly; lower Burst, or pick a Window and a Rate with a larger common divisor",
 				ErrInvalidRule, r.Name, burst, r.Limit.Rate, r.Limit.Window)
 		}
 	case CalendarQuota:

@@ -108,3 +108,43 @@ func TestShieldOff(t *testing.T) {
 		t.Fatalf("with the shield off = %+v, want a degraded decision", r)
 	}
 }
+
+// TestShieldHoldsKinds: a full GCRA bucket and a spent quota are answered
+// exactly without Redis until the call could pass: the next token, the
+// next period.
+func TestShieldHoldsKinds(t *testing.T) {
+	mr := miniredis.RunT(t)
+	clk := testkit.NewClock()
+	l := testkit.NewLimiter(t, testkit.NewClient(t, mr.Addr()), testkit.Options(clk))
+	ctx := context.Background()
+	bucket := ratelimit.Rule{Name: "s-g", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 1, Window: time.Minute, Burst: 2}}
+	daily := ratelimit.Rule{Name: "s-q", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: 1, Period: ratelimit.Day}}
+	if r, err := l.AllowN(ctx, bucket, "k", 2); err != nil || !r.Allowed {
+		t.Fatalf("bucket = %+v, %v", r, err)
+	}
+	if r := testkit.Allow(t, l, bucket, "k"); r != (ratelimit.Result{Limit: 2, RetryAfter: time.Minute, ResetAfter: 2 * time.Minute}) {
+		t.Fatalf("full bucket = %+v", r)
+	}
+	testkit.Allow(t, l, daily, "k")
+	toMidnight := 12*time.Hour - 123456*time.Microsecond
+	if r := testkit.Allow(t, l, daily, "k"); r != (ratelimit.Result{Limit: 1, RetryAfter: toMidnight, ResetAfter: toMidnight}) {
+		t.Fatalf("spent quota = %+v", r)
+	}
+
+	mr.Close() // from here on, only the shield can answer without degrading
+	clk.Advance(20 * time.Second)
+	if r := testkit.Allow(t, l, bucket, "k"); r != (ratelimit.Result{Limit: 2, RetryAfter: 40 * time.Second, ResetAfter: 100 * time.Second}) {
+		t.Fatalf("shielded bucket = %+v", r)
+	}
+	if r := testkit.Allow(t, l, daily, "k"); r != (ratelimit.Result{Limit: 1, RetryAfter: toMidnight - 20*time.Second, ResetAfter: toMidnight - 20*time.Second}) {
+		t.Fatalf("shielded quota = %+v", r)
+	}
+	clk.Advance(40 * time.Second) // a token is back: Redis must decide
+	if r := testkit.Allow(t, l, bucket, "k"); !r.Degraded || !r.Allowed {
+		t.Fatalf("bucket with a token = %+v, want a degraded decision", r)
+	}
+	clk.Set(testkit.Epoch().Add(toMidnight)) // a new day: Redis must decide
+	if r := testkit.Allow(t, l, daily, "k"); !r.Degraded || !r.Allowed {
+		t.Fatalf("quota in a new day = %+v, want a degraded decision", r)
+	}
+}

@@ -77,3 +77,30 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitForAToken: Wait on a GCRA bucket sleeps until the next token,
+// to the µs, on the limiter's clock.
+func TestWaitForAToken(t *testing.T) {
+	clk := testkit.NewClock()
+	l := testkit.NewLimiter(t, nil, testkit.Options(clk))
+	rule := ratelimit.Rule{Name: "wait-g", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 3, Window: time.Second, Burst: 1}}
+	ctx := context.Background()
+	if r, err := l.Wait(ctx, rule, "k"); err != nil || !r.Allowed {
+		t.Fatalf("Wait on a full bucket = %+v, %v", r, err)
+	}
+	done := make(chan ratelimit.Result)
+	go func() {
+		r, err := l.Wait(ctx, rule, "k")
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	testkit.Eventually(t, "Wait asleep", func() bool { return clk.Sleepers() == 1 })
+	clk.Advance(333333 * time.Microsecond) // the token is due at 333333⅓µs
+	testkit.Eventually(t, "Wait asleep again, 1µs short", func() bool { return clk.Sleepers() == 1 })
+	clk.Advance(time.Microsecond)
+	if r := <-done; !r.Allowed || r.Limit != 1 || r.ResetAfter != 333334*time.Microsecond {
+		t.Fatalf("Wait = %+v, want allowed with the bucket full again in 333334µs", r)
+	}
+}

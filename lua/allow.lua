@@ -1,26 +1,52 @@
--- allow.lua: decides one call of Limiter.Allow, AllowN or Peek for a rule's
--- exact log. Composed after window.lua, decide.lua and, for a rule with a
--- penalty, strikes.lua.
+-- allow.lua: decides one call of Limiter.Allow, AllowN or Peek, for a rule
+-- of any kind. Composed after now.lua, the piece of the rule's kind
+-- (window.lua, counter.lua, gcra.lua or quota.lua), decide.lua and, for a
+-- rule with a penalty, strikes.lua. The key's last letter says the kind.
 --
--- KEYS[1]  the rule's log: a ZSET of events, score = time in µs.
+-- KEYS[1]  the rule's events: an exact log (a ZSET of events scored by
+--          their time in µs, key ending in 'l'), an approximate counter
+--          ('c', see counter.lua), a GCRA bucket ('g', see gcra.lua) or a
+--          calendar quota ('q', see quota.lua).
 -- KEYS[2]  the rule's penalty state (see strikes.lua); absent for a rule
 --          without penalty.
--- ARGV[1]  now in µs since the epoch, or '' to read Redis' TIME.
--- ARGV[2]  window in µs.
--- ARGV[3]  rate: events allowed in any window-long interval.
+-- ARGV[1]  now in µs since the epoch, or '' to read Redis' TIME (never ''
+--          for a quota: Go computed its period from that time).
+-- ARGV[2]  a log's or a counter's window in µs; a bucket's wq, the cost of
+--          one event in ticks (Window / gcd(Window, Rate)); the start of a
+--          quota's period, in µs.
+-- ARGV[3]  rate: what count + n must not exceed: the events allowed in any
+--          window, in a period, or a bucket's Burst.
 -- ARGV[4]  n: events this call asks for; 0 peeks: answers for n = 1 and
 --          records nothing.
--- ARGV[5]  member id for this call (unique across processes and calls).
+-- ARGV[5]  a log's member id for this call (unique across processes and
+--          calls); a bucket's rq, ticks per µs (Rate / gcd(Window, Rate));
+--          the end of a quota's period, in µs; unused for a counter.
 -- ARGV[6]..ARGV[11]  with a penalty: warn_after (0: no warning stage),
 --          ban_after (>= 1), ban_for (µs), memory (µs), growth of each
 --          further ban (1: every ban lasts ban_for), max_ban (µs).
 --
--- Returns decide's nine numbers (see decide.lua).
+-- Returns decide's nine numbers (see decide.lua); for a counter a tenth:
+-- the index of the fixed window events recorded by this call went into
+-- (now / window), which undo.lua needs.
 local now = now_us(ARGV[1])
 local rate = tonumber(ARGV[3])
 local pa
 if KEYS[2] then
   pa = penalty_args(6)
 end
-local m = log_meter(KEYS[1], now, tonumber(ARGV[2]), rate, ARGV[5], ARGV[1] == '')
-return (decide(m, KEYS[2], now, rate, tonumber(ARGV[4]), pa, true))
+local kind = string.byte(KEYS[1], -1)
+local m
+if kind == 103 then -- 'g'
+  m = gcra_meter(KEYS[1], now, tonumber(ARGV[2]), tonumber(ARGV[5]), rate)
+elseif kind == 113 then -- 'q'
+  m = quota_meter(KEYS[1], now, tonumber(ARGV[2]), tonumber(ARGV[5]))
+elseif kind == 99 then -- 'c'
+  m = counter_meter(KEYS[1], now, tonumber(ARGV[2]), rate)
+else
+  m = log_meter(KEYS[1], now, tonumber(ARGV[2]), rate, ARGV[5], ARGV[1] == '')
+end
+local reply = decide(m, KEYS[2], now, rate, tonumber(ARGV[4]), pa, true)
+if kind == 99 then
+  reply[10] = m.win
+end
+return reply

@@ -84,9 +84,15 @@ local function decide(m, pen, now, rate, n, pa, commit)
     if n == 0 then
       return {1, count, 0, decide_reset(m), v, 0, 0, memory_left, k}, false
     end
-    local reset = 0 -- without commit, the caller records and answers it
+    local reset
     if commit then
       reset = decide_record(m, now, n)
+    elseif m.gcra then -- what recording will answer (see record's callers)
+      reset = gcra_full_after(m, n)
+    elseif m.quota then
+      reset = m.finish - now
+    else
+      reset = m.window
     end
     return {1, count + n, 0, reset, v, 0, 0, memory_left, k}, true
   end

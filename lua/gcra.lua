@@ -104,19 +104,53 @@ local function gcra_reset(m)
   return d
 end
 
--- gcra_add takes n tokens at now and returns how long until the bucket is
--- full.
-local function gcra_add(m, n)
+-- gcra_full_after returns how long until the bucket is full once n more
+-- tokens are taken at now: what gcra_add answers.
+local function gcra_full_after(m, n)
   local debt = gcra_debt(m) + n * m.wq
-  local q = gcra_div(debt, m.rq)
-  m.w, m.r = m.now + q, debt - q * m.rq
+  return gcra_div(debt + m.rq - 1, m.rq)
+end
+
+-- gcra_store writes the TAT: expiring px ms from now, or keeping the key's
+-- expiry when px is nil.
+local function gcra_store(m, px)
   local v
   if m.r == 0 then
     v = string.format('%d', m.w)
   else
     v = string.format('%d %d', m.w, m.r)
   end
+  if px then
+    redis.call('SET', m.gcra, v, 'PX', px)
+  else
+    redis.call('SET', m.gcra, v, 'KEEPTTL')
+  end
+end
+
+-- gcra_add takes n tokens at now and returns how long until the bucket is
+-- full.
+local function gcra_add(m, n)
+  local debt = gcra_debt(m) + n * m.wq
+  local q = gcra_div(debt, m.rq)
+  m.w, m.r = m.now + q, debt - q * m.rq
   local reset = gcra_reset(m)
-  redis.call('SET', m.gcra, v, 'PX', math.ceil(reset / 1000) + 1000)
+  gcra_store(m, math.ceil(reset / 1000) + 1000)
   return reset
+end
+
+-- gcra_give_back returns n tokens taken earlier (undo.lua): the TAT moves
+-- back by n * wq ticks, whatever the time. It returns n, or 0 for a bucket
+-- that is gone.
+local function gcra_give_back(m, n)
+  if redis.call('EXISTS', m.gcra) == 0 then
+    return 0
+  end
+  local back = n * m.wq
+  local q = gcra_div(back, m.rq)
+  m.w, m.r = m.w - q, m.r - (back - q * m.rq)
+  if m.r < 0 then
+    m.w, m.r = m.w - 1, m.r + m.rq
+  end
+  gcra_store(m, nil)
+  return n
 end

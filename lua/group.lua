@@ -13,7 +13,7 @@
 -- ARGV[2]  m: how many rules.
 -- ARGV[3 + 13(i-1)] ...  rule i's kind ('l' log, 'g' GCRA, 'q' quota),
 --          then as allow.lua's ARGV[2..5] for its kind (window, rate, n,
---          member id; see gcra_allow.lua and quota_allow.lua for theirs),
+--          member id; for the other kinds see allow.lua),
 --          penalize (1 or 0), dry run (1 or 0), then its penalty's six
 --          arguments (see strikes.lua's penalty_args).
 --
@@ -44,12 +44,12 @@ for i = 1, count do
     out[#out + 1] = x
   end
   if allows then
-    passed[#passed + 1] = {m = m, n = n, reset = #out - 5}
+    passed[#passed + 1] = {m = m, n = n}
   elseif ARGV[a + 6] ~= '1' then
     return out
   end
 end
 for _, p in ipairs(passed) do
-  out[p.reset] = decide_record(p.m, now, p.n)
+  decide_record(p.m, now, p.n)
 end
 return out

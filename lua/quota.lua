@@ -40,3 +40,14 @@ local function quota_add(m, n)
   redis.call('SET', m.quota, string.format('%d %d', m.start, m.c), 'PX', math.ceil(left / 1000) + 1000)
   return left
 end
+
+-- quota_take_back takes back up to n events recorded in the meter's period
+-- (undo.lua), keeping the key's expiry, and returns how many.
+local function quota_take_back(m, n)
+  local back = math.min(m.c, n)
+  if back > 0 then
+    m.c = m.c - back
+    redis.call('SET', m.quota, string.format('%d %d', m.start, m.c), 'KEEPTTL')
+  end
+  return back
+end

@@ -34,8 +34,9 @@
 //
 // RateLimit-Policy and RateLimit list the enforced policies asked: q is the
 // quota enforced (the degraded share of it while Redis is down, see
-// [ratelimit.Options].DegradedShare), w the window in seconds, r the quota
-// left. t is in whole seconds, rounded up: on a denial, until the request
+// [ratelimit.Options].DegradedShare; a [ratelimit.GCRA] rule's Burst), w the
+// window in seconds (a [ratelimit.CalendarQuota]'s current period: 82800,
+// 86400 or 90000 for a day), r the quota left. t is in whole seconds, rounded up: on a denial, until the request
 // could pass (at least 1); otherwise until the window is empty and the
 // whole quota is back (no t for an empty window). RateLimit-Warning lists
 // the enforced policies whose denial carries a penalty's warning

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
+	_ "time/tzdata" // Europe/Berlin wherever the examples run
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/policy"
@@ -74,4 +75,34 @@ func ExampleFormat() {
 	// Output:
 	// RateLimit-Policy: "site";q=3;w=60, "coupon";q=3;w=60
 	// RateLimit: "site";r=2;t=60, "coupon";r=0;t=2
+}
+
+// A GCRA bucket and a calendar quota in the fields: q is the bucket's
+// Burst and the quota's Rate, w the bucket's Window and the length of the
+// quota's current period, here a Berlin day of 25 hours.
+func ExampleWalk_kinds() {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		panic(err)
+	}
+	clk := ratelimittest.NewClock(time.Date(2026, 10, 25, 9, 0, 0, 0, berlin)) // the day clocks go back
+	env, err := ratelimittest.NewLimiter(ratelimit.Options{Clock: clk})
+	if err != nil {
+		panic(err)
+	}
+	defer env.Close()
+	entries := []policy.Entry{
+		{Rule: ratelimit.Rule{Name: "api", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 10, Window: time.Second, Burst: 20}}, Key: "alice"},
+		{Rule: ratelimit.Rule{Name: "daily", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: 1000, Period: ratelimit.Day, Location: berlin}}, Key: "alice"},
+	}
+	out, err := policy.Walk(context.Background(), env.Limiter, entries, nil)
+	if err != nil {
+		panic(err)
+	}
+	f := policy.Format(out)
+	fmt.Println(policy.FieldPolicy+":", f.Policy)
+	fmt.Println(policy.FieldRateLimit+":", f.RateLimit)
+	// Output:
+	// RateLimit-Policy: "api";q=20;w=1, "daily";q=1000;w=90000
+	// RateLimit: "api";r=19;t=1, "daily";r=999;t=54000
 }

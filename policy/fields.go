@@ -1,6 +1,11 @@
 package policy
 
-import "strconv"
+import (
+	"strconv"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+)
 
 // Names of the fields Format writes, as HTTP header fields. gRPC metadata
 // keys are the same names in lower case.
@@ -62,7 +67,7 @@ func Format(outcomes []Outcome) Fields {
 			continue
 		}
 		policy = policy.item(o.Name).param("q", int64(o.Result.Limit))
-		if w := ceilSeconds(o.Rule.Limit.Window); w > 0 {
+		if w := ceilSeconds(o.window()); w > 0 {
 			policy = policy.param("w", w)
 		}
 		limit = limit.item(o.Name).param("r", int64(o.Result.Remaining))
@@ -157,4 +162,16 @@ func (l list) param(key string, v int64) list {
 func (l list) flag(key string) list {
 	l = append(l, ';')
 	return append(l, key...)
+}
+
+// window is o's w: its Window, or what Walk would have set.
+func (o *Outcome) window() time.Duration {
+	if o.Window != 0 {
+		return o.Window
+	}
+	if o.Rule.Kind == ratelimit.CalendarQuota {
+		start, end := o.Rule.Limit.PeriodAt(time.Now())
+		return end.Sub(start)
+	}
+	return o.Rule.Limit.Window
 }

@@ -28,6 +28,12 @@ type Entry struct {
 type Outcome struct {
 	// Entry is the policy asked, with its Name set.
 	Entry
+	// Window is the policy's window, w in the fields: the Rule's Window,
+	// or the length of a calendar quota's current period (a day of 23, 24
+	// or 25 hours, a week, a month of 28 to 31 days). Walk sets it; when
+	// it is 0, Format uses the Rule's Window, or for a quota the period
+	// that holds the current time.
+	Window time.Duration
 	// Result is the Limiter's answer. When a later policy denied the
 	// request, the event this policy recorded was taken back: Remaining
 	// counts it as left, and ResetAfter is 0 when the window is empty
@@ -94,7 +100,7 @@ func Walk(ctx context.Context, l *ratelimit.Limiter, entries []Entry, dst []Outc
 				res.ResetAfter = 0
 			}
 		}
-		dst = append(dst, Outcome{Entry: named(entries[i]), Result: res})
+		dst = append(dst, Outcome{Entry: named(entries[i]), Window: window(l, entries[i].Rule), Result: res})
 	}
 	if err != nil {
 		name := "?"
@@ -104,6 +110,16 @@ func Walk(ctx context.Context, l *ratelimit.Limiter, entries []Entry, dst []Outc
 		return dst, fmt.Errorf("policy %q: %w", name, err)
 	}
 	return dst, nil
+}
+
+// window returns the window of rule at l's time: its Window, or a calendar
+// quota's current period.
+func window(l *ratelimit.Limiter, rule ratelimit.Rule) time.Duration {
+	if rule.Kind != ratelimit.CalendarQuota {
+		return rule.Limit.Window
+	}
+	start, end := rule.Limit.PeriodAt(l.Now())
+	return end.Sub(start)
 }
 
 // named returns e with its Name defaulted to its Rule's.

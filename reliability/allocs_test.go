@@ -21,7 +21,7 @@ func TestAllocations(t *testing.T) {
 	}
 	server := redistest.Start(t, redistest.Options{})
 	remote := testkit.NewLimiter(t, testkit.NewClient(t, server.Addr()), testkit.Options(nil))
-	for _, r := range []ratelimit.Rule{testkit.AllocsPlain, testkit.AllocsPenalized} {
+	for _, r := range []ratelimit.Rule{testkit.AllocsPlain, testkit.AllocsPenalized, testkit.AllocsGCRA, testkit.AllocsQuota} {
 		if got := testkit.AllocsPerAllow(remote, r); got > 3 {
 			t.Errorf("remote Allow of rule %q: %v allocations, want at most 3", r.Name, got)
 		}

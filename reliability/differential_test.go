@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	_ "time/tzdata" // berlin, wherever the test runs
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
@@ -63,6 +64,30 @@ var diffRules = []ratelimit.Rule{
 	{Name: "c}", Limit: ratelimit.Limit{Rate: 1, Window: 100 * time.Millisecond},
 		Penalty: &ratelimit.Penalty{BanAfter: 2, BanFor: 150 * time.Millisecond, Memory: 400 * time.Millisecond}},
 	{Name: "d", Limit: ratelimit.Limit{Rate: 2, Window: 7 * time.Microsecond}},
+	// The other kinds (models in diffkinds_test.go): buckets whose
+	// emission interval is and is not a whole µs, quotas of a UTC day and
+	// of a Berlin week.
+	{Name: "g", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 4, Window: time.Second, Burst: 6}},
+	{Name: "g:pen", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 7, Window: 2 * time.Second, Burst: 2}, Penalty: diffPenalty},
+	{Name: "q", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: 4, Period: ratelimit.Day}},
+	{Name: "q:pen", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: 3, Period: ratelimit.Week, Location: berlin}, Penalty: diffPenalty},
+}
+
+// berlin is the time zone of a quota in diffRules.
+var berlin = func() *time.Location {
+	loc, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		panic(err)
+	}
+	return loc
+}()
+
+// capacity is the most events one call of r may ask for.
+func capacity(r ratelimit.Rule) int {
+	if r.Kind == ratelimit.GCRA && r.Limit.Burst > 0 {
+		return r.Limit.Burst
+	}
+	return r.Limit.Rate
 }
 
 var diffKeys = []string{"k", "k2", "{k}:x"}
@@ -154,6 +179,15 @@ func genSequence(rng *rand.Rand, steps int, mode diffMode) []diffStep {
 				d = t0 + w + time.Duration(rng.IntN(3)-1)*time.Microsecond - now
 			case x < 18:
 				d = time.Duration(rng.IntN(2500)) * time.Millisecond
+			case x < 19 && rng.IntN(2) == 0:
+				// To a midnight (UTC, or Berlin's an hour earlier), and
+				// 1µs either side: the quotas' period boundaries.
+				at := testkit.Epoch().Add(now)
+				next := time.Date(at.Year(), at.Month(), at.Day()+1, 0, 0, 0, 0, time.UTC)
+				if rng.IntN(2) == 0 {
+					next = next.Add(-time.Hour)
+				}
+				d = next.Sub(at) + time.Duration(rng.IntN(3)-1)*time.Microsecond
 			case x < 19:
 				d = time.Duration(rng.IntN(5*60)) * time.Second
 			default:
@@ -172,7 +206,7 @@ func genSequence(rng *rand.Rand, steps int, mode diffMode) []diffStep {
 			s.kind = diffAllow
 		case x < 15:
 			s.kind = diffAllowN
-			s.n = 1 + rng.IntN(diffRules[s.rule].Limit.Rate)
+			s.n = 1 + rng.IntN(capacity(diffRules[s.rule]))
 		case x < 19:
 			s.kind = diffPeek
 		default:

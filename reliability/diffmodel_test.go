@@ -37,6 +37,7 @@ type diffModel struct {
 type modelEvent struct{ at, n int64 }
 
 type modelState struct {
+	kinds                   // a GCRA bucket's and a quota's state (diffkinds_test.go)
 	events     []modelEvent // ascending by at
 	violations int64
 	last       int64 // µs of the last violation
@@ -133,11 +134,14 @@ func (m *diffModel) decide(rule ratelimit.Rule, key string, now time.Time, n int
 	t := now.UnixMicro()
 	w := rule.Limit.Window.Microseconds()
 	rate := int64(rule.Limit.Rate)
+	if rule.Kind == ratelimit.GCRA && rule.Limit.Burst > 0 {
+		rate = int64(rule.Limit.Burst) // the bucket's size is what a call fits under
+	}
 	asked := n
 	if peek {
 		asked = 1
 	}
-	res := ratelimit.Result{Limit: rule.Limit.Rate}
+	res := ratelimit.Result{Limit: int(rate)}
 	finish := func(allowed bool, count, retry, reset int64) ratelimit.Result {
 		res.Allowed = allowed
 		res.Remaining = int(max(0, rate-count))
@@ -163,25 +167,25 @@ func (m *diffModel) decide(rule ratelimit.Rule, key string, now time.Time, n int
 		}
 		res.Violations = int(v)
 		if s.banEnd > t {
-			count := s.live(t, w)
+			count := s.count(rule, t)
 			res.Banned = true
 			res.BannedFor = time.Duration(s.banEnd-t) * time.Microsecond
-			retry := max(s.retry(t, w, rate, count, asked), s.banEnd-t)
-			return finish(false, count, retry, s.resetAfter(t, w))
+			retry := max(s.retryFor(rule, t, count, asked), s.banEnd-t)
+			return finish(false, count, retry, s.resetFor(rule, t))
 		}
 		if peek {
-			count := s.live(t, w)
+			count := s.count(rule, t)
 			allowed := count+1 <= rate
 			res.Warned = !allowed && pen.WarnAfter > 0 && v >= int64(pen.WarnAfter)
-			return finish(allowed, count, s.retry(t, w, rate, count, 1), s.resetAfter(t, w))
+			return finish(allowed, count, s.retryFor(rule, t, count, 1), s.resetFor(rule, t))
 		}
-		if m.trimOnRecord {
+		if m.trimOnRecord && rule.Kind == ratelimit.SlidingLog {
 			s.trim(t, 2*w)
 		}
-		count := s.live(t, w)
+		count := s.count(rule, t)
 		if count+n <= rate {
-			s.add(t, n)
-			return finish(true, count+n, 0, m.allowedReset(s, t, w))
+			s.record(rule, t, n)
+			return finish(true, count+n, 0, m.allowedReset(s, rule, t))
 		}
 		v++
 		s.violations, s.last = v, t
@@ -193,32 +197,32 @@ func (m *diffModel) decide(rule ratelimit.Rule, key string, now time.Time, n int
 		} else {
 			res.Warned = pen.WarnAfter > 0 && v >= int64(pen.WarnAfter)
 		}
-		retry := s.retry(t, w, rate, count, n)
+		retry := s.retryFor(rule, t, count, n)
 		if res.Banned {
 			retry = max(retry, pen.BanFor.Microseconds())
 		}
-		return finish(false, count, retry, s.resetAfter(t, w))
+		return finish(false, count, retry, s.resetFor(rule, t))
 	}
 
 	if peek {
-		count := s.live(t, w)
-		return finish(count+1 <= rate, count, s.retry(t, w, rate, count, 1), s.resetAfter(t, w))
+		count := s.count(rule, t)
+		return finish(count+1 <= rate, count, s.retryFor(rule, t, count, 1), s.resetFor(rule, t))
 	}
-	if m.trimOnRecord {
+	if m.trimOnRecord && rule.Kind == ratelimit.SlidingLog {
 		s.trim(t, 2*w)
 	}
-	count := s.live(t, w)
+	count := s.count(rule, t)
 	if count+n <= rate {
-		s.add(t, n)
-		return finish(true, count+n, 0, m.allowedReset(s, t, w))
+		s.record(rule, t, n)
+		return finish(true, count+n, 0, m.allowedReset(s, rule, t))
 	}
-	return finish(false, count, s.retry(t, w, rate, count, n), s.resetAfter(t, w))
+	return finish(false, count, s.retryFor(rule, t, count, n), s.resetFor(rule, t))
 }
 
 // allowedReset is the ResetAfter of an allowed call, just recorded at t.
-func (m *diffModel) allowedReset(s *modelState, t, w int64) int64 {
-	if m.resetIsWindow {
-		return w
+func (m *diffModel) allowedReset(s *modelState, rule ratelimit.Rule, t int64) int64 {
+	if m.resetIsWindow && rule.Kind == ratelimit.SlidingLog {
+		return rule.Limit.Window.Microseconds()
 	}
-	return s.resetAfter(t, w)
+	return s.resetFor(rule, t)
 }

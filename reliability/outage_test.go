@@ -204,6 +204,37 @@ func TestCallerContextEnded(t *testing.T) {
 	}
 }
 
+// TestOutageKeepsKindsState: an outage starts from the bucket and the quota
+// Redis last answered (the mirror copies them), at the degraded share.
+func TestOutageKeepsKindsState(t *testing.T) {
+	mr := miniredis.RunT(t)
+	var logs testkit.SyncBuffer
+	clk := testkit.NewClock()
+	l := testkit.NewLimiter(t, testkit.NewClient(t, mr.Addr()), testkit.OutageOptions(clk, &logs, nil))
+	bucket := ratelimit.Rule{Name: "o-g", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 3, Window: time.Second}}
+	daily := ratelimit.Rule{Name: "o-q", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: 2, Period: ratelimit.Day}}
+	ctx := context.Background()
+	if r, err := l.AllowN(ctx, bucket, "k", 3); err != nil || !r.Allowed || r.Degraded {
+		t.Fatalf("bucket on redis = %+v, %v", r, err)
+	}
+	if r, err := l.AllowN(ctx, daily, "k", 2); err != nil || !r.Allowed || r.Degraded {
+		t.Fatalf("quota on redis = %+v, %v", r, err)
+	}
+	mr.Close()
+	clk.Advance(time.Second / 3) // 333333µs: the first token is due 333333⅓µs after the calls
+	want := ratelimit.Result{Limit: 3, RetryAfter: time.Microsecond, ResetAfter: 666667 * time.Microsecond, Degraded: true}
+	if r := testkit.Allow(t, l, bucket, "k"); r != want {
+		t.Fatalf("bucket during the outage = %+v\nwant %+v", r, want)
+	}
+	clk.Advance(time.Microsecond)
+	if r := testkit.Allow(t, l, bucket, "k"); !r.Allowed || !r.Degraded || r.Remaining != 0 {
+		t.Fatalf("bucket a token later = %+v", r)
+	}
+	if r := testkit.Allow(t, l, daily, "k"); r.Allowed || !r.Degraded || r.RetryAfter != 12*time.Hour-123456*time.Microsecond-333334*time.Microsecond {
+		t.Fatalf("spent quota during the outage = %+v", r)
+	}
+}
+
 func TestResetDuringOutage(t *testing.T) {
 	mr := miniredis.RunT(t)
 	var logs testkit.SyncBuffer
@@ -227,6 +258,8 @@ func TestResetDuringOutage(t *testing.T) {
 func TestDegradedPolicies(t *testing.T) {
 	ctx := context.Background()
 	rule := ratelimit.Rule{Name: "p", Limit: ratelimit.PerMinute(10)}
+	gcraRule := ratelimit.Rule{Name: "p-g", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 10, Window: time.Second, Burst: 8}}
+	quotaRule := ratelimit.Rule{Name: "p-q", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: 10, Period: ratelimit.Day}}
 	for _, c := range []struct {
 		name     string
 		opts     ratelimit.Options
@@ -239,6 +272,11 @@ func TestDegradedPolicies(t *testing.T) {
 		{name: "local at share 0.25", opts: ratelimit.Options{DegradedShare: 0.25}, rule: rule, n: 3, want: ratelimit.Result{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: time.Minute, Degraded: true}},
 		{name: "above the share is a rejection", opts: ratelimit.Options{DegradedShare: 0.25}, rule: rule, n: 4, want: ratelimit.Result{Limit: 3, Remaining: 3, RetryAfter: time.Minute, Degraded: true}},
 		{name: "a tiny share keeps 1", opts: ratelimit.Options{DegradedShare: 0.001}, rule: rule, n: 1, want: ratelimit.Result{Allowed: true, Limit: 1, ResetAfter: time.Minute, Degraded: true}},
+		// The share scales GCRA's Rate and Burst: 10 per second, burst 8,
+		// at 0.25 is 3 per second, burst 2 (T = 333333⅓µs).
+		{name: "gcra at share 0.25", opts: ratelimit.Options{DegradedShare: 0.25}, rule: gcraRule, n: 2, want: ratelimit.Result{Allowed: true, Limit: 2, Remaining: 0, ResetAfter: 666667 * time.Microsecond, Degraded: true}},
+		{name: "gcra above the share's burst", opts: ratelimit.Options{DegradedShare: 0.25}, rule: gcraRule, n: 3, want: ratelimit.Result{Limit: 2, Remaining: 2, RetryAfter: 333334 * time.Microsecond, Degraded: true}},
+		{name: "quota at share 0.25", opts: ratelimit.Options{DegradedShare: 0.25}, rule: quotaRule, n: 3, want: ratelimit.Result{Allowed: true, Limit: 3, Remaining: 0, ResetAfter: 12*time.Hour - 123456*time.Microsecond, Degraded: true}},
 		{name: "allow all", opts: ratelimit.Options{Degraded: ratelimit.DegradedAllow}, rule: rule, n: 10, want: ratelimit.Result{Allowed: true, Limit: 10, Degraded: true}},
 		{name: "deny all", opts: ratelimit.Options{Degraded: ratelimit.DegradedDeny}, rule: rule, n: 1, want: ratelimit.Result{Limit: 10, Degraded: true}, wantDeny: true},
 		{name: "a rule overrides the limiter", opts: ratelimit.Options{Degraded: ratelimit.DegradedAllow},

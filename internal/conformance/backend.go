@@ -53,6 +53,7 @@ func Run(t *testing.T, backends ...Backend) {
 		{"InvalidInput", InvalidInput},
 		{"AllowAll", AllowAll},
 		{"AllowGroup", AllowGroup},
+		{"KindsTogether", KindsTogether},
 		{"AllowGroupHammer", AllowGroupHammer},
 		{"HammerOneKey", HammerOneKey},
 		{"HammerAllowN", HammerAllowN},

@@ -35,6 +35,35 @@ var invalidRules = []struct {
 	{"WarnAfter = BanAfter", ratelimit.Rule{Name: "r", Limit: ratelimit.PerMinute(1), Penalty: &ratelimit.Penalty{WarnAfter: 2, BanAfter: 2, BanFor: time.Minute}}, "not below BanAfter"},
 	{"Memory negative", ratelimit.Rule{Name: "r", Limit: ratelimit.PerMinute(1), Penalty: &ratelimit.Penalty{BanAfter: 1, BanFor: time.Minute, Memory: -time.Second}}, "Memory"},
 	{"unknown degraded policy", ratelimit.Rule{Name: "r", Limit: ratelimit.PerMinute(1), Degraded: 42}, "Degraded"},
+	{"unknown kind", ratelimit.Rule{Name: "r", Limit: ratelimit.PerMinute(1), Kind: 7}, "unknown Kind 7"},
+	{"gcra and Approximate", ratelimit.Rule{Name: "r", Kind: ratelimit.GCRA, Limit: ratelimit.PerMinute(1), Approximate: true}, "Approximate"},
+	{"quota and Approximate", ratelimit.Rule{Name: "r", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: 1, Period: ratelimit.Day}, Approximate: true}, "Approximate"},
+	{"Burst on a sliding log", ratelimit.Rule{Name: "r", Limit: ratelimit.Limit{Rate: 1, Window: time.Second, Burst: 2}}, "Burst 2 is for GCRA only"},
+	{"Period on a sliding log", ratelimit.Rule{Name: "r", Limit: ratelimit.Limit{Rate: 1, Window: time.Second, Period: ratelimit.Day}}, "Period day is for CalendarQuota only"},
+	{"Location on a sliding log", ratelimit.Rule{Name: "r", Limit: ratelimit.Limit{Rate: 1, Window: time.Second, Location: time.UTC}}, "Location is for CalendarQuota only"},
+	{"Period on gcra", ratelimit.Rule{Name: "r", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 1, Window: time.Second, Period: ratelimit.Week}}, "Period week is for CalendarQuota only"},
+	{"Location on gcra", ratelimit.Rule{Name: "r", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 1, Window: time.Second, Location: time.UTC}}, "Location is for CalendarQuota only"},
+	{"negative Burst", ratelimit.Rule{Name: "r", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 1, Window: time.Second, Burst: -1}}, "Burst -1 is negative"},
+	{"huge Burst", ratelimit.Rule{Name: "r", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 1, Window: time.Second, Burst: math.MaxInt}}, "above"},
+	{"gcra without a window", ratelimit.Rule{Name: "r", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 1}}, "Window 0s"},
+	// 2^31-1 tokens of 7 per 3 years: Burst × Window/gcd is far beyond 2^52.
+	{"gcra bucket too large to keep exactly", ratelimit.Rule{Name: "r", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 7, Window: 3 * 365 * 24 * time.Hour, Burst: math.MaxInt32}}, "lower Burst"},
+	{"Window on a quota", ratelimit.Rule{Name: "r", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: 1, Window: time.Hour, Period: ratelimit.Day}}, "Window 1h0m0s must be 0"},
+	{"quota without a period", ratelimit.Rule{Name: "r", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: 1}}, "unknown Period 0"},
+	{"quota with an unknown period", ratelimit.Rule{Name: "r", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: 1, Period: 9}}, "unknown Period 9"},
+	{"Burst on a quota", ratelimit.Rule{Name: "r", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: 1, Period: ratelimit.Day, Burst: 1}}, "Burst 1 is for GCRA only"},
+	{"quota with a zero rate", ratelimit.Rule{Name: "r", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Period: ratelimit.Day}}, "Rate 0"},
+}
+
+// validKinds are valid rules of the other kinds, whose AllowN takes at most
+// Burst (GCRA) or Rate (quota) events.
+var validKinds = []struct {
+	rule ratelimit.Rule
+	max  int
+}{
+	{ratelimit.Rule{Name: "valid-gcra", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 10, Window: time.Second, Burst: 3}}, 3},
+	{ratelimit.Rule{Name: "valid-gcra-rate", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 2, Window: time.Second}}, 2},
+	{ratelimit.Rule{Name: "valid-quota", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: 3, Period: ratelimit.Month, Location: time.Local}}, 3},
 }
 
 // InvalidInput: every method rejects an invalid rule, n or key with its
@@ -64,6 +93,19 @@ func InvalidInput(t *testing.T, backends []Backend) {
 			for _, n := range []int{0, -1, 4, math.MaxInt} {
 				if _, err := l.AllowN(ctx, validRule, "k", n); !errors.Is(err, ratelimit.ErrInvalidN) {
 					t.Errorf("AllowN(n=%d): err = %v, want ErrInvalidN", n, err)
+				}
+			}
+			for _, v := range validKinds {
+				if err := v.rule.Validate(); err != nil {
+					t.Errorf("Validate of %q: %v", v.rule.Name, err)
+				}
+				for _, n := range []int{0, -1, v.max + 1, math.MaxInt} {
+					if _, err := l.AllowN(ctx, v.rule, "k", n); !errors.Is(err, ratelimit.ErrInvalidN) {
+						t.Errorf("AllowN(n=%d) of %q: err = %v, want ErrInvalidN", n, v.rule.Name, err)
+					}
+				}
+				if r, err := l.AllowN(ctx, v.rule, "k", v.max); err != nil || !r.Allowed || r.Limit != v.max {
+					t.Errorf("AllowN(%d) of %q after invalid calls = %+v, %v; want allowed with Limit %d", v.max, v.rule.Name, r, err, v.max)
 				}
 			}
 			if _, err := l.Allow(ctx, validRule, ""); !errors.Is(err, ratelimit.ErrInvalidKey) {

@@ -15,6 +15,9 @@ var (
 	AllocsPenalized = ratelimit.Rule{Name: "allocs-p", Limit: ratelimit.PerSecond(1_000_000),
 		Penalty: &ratelimit.Penalty{BanAfter: 1 << 20, BanFor: time.Second}}
 	AllocsFull = ratelimit.Rule{Name: "allocs-full", Limit: ratelimit.PerHour(1)}
+	// A GCRA bucket and a calendar quota with room (the other kinds).
+	AllocsGCRA  = ratelimit.Rule{Name: "allocs-g", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 1_000_000, Window: time.Second, Burst: 1_000}}
+	AllocsQuota = ratelimit.Rule{Name: "allocs-q", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: 1 << 30, Period: ratelimit.Day}}
 )
 
 // AllocsPerAllow returns the average number of allocations of
