@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 )
@@ -92,6 +93,10 @@ func (p *plan) setGCRA(rate, burst int64) {
 	p.emit, p.rate, p.wq, p.rq = rate, burst, p.window/g, rate/g
 }
 
+// exact reports whether a GCRA plan's full bucket stays exact as float64
+// ticks in Lua (see maxBucket) and within maxMicros.
+func (p *plan) exact() bool { return p.wq <= maxBucket/p.rate && p.rate*p.wq/p.rq <= maxMicros }
+
 // setPeriod sets the bounds of the quota's period that holds now.
 func (p *plan) setPeriod(now int64) {
 	if p.kind == CalendarQuota {
@@ -105,10 +110,16 @@ func (r *Rule) compile() (plan, error) {
 	if r.Penalty == nil && r.Name != "" && len(r.Name) <= MaxRuleNameLength &&
 		r.Limit.Rate >= 1 && r.Limit.Rate <= maxRate &&
 		r.Limit.Window >= time.Microsecond && r.Limit.Window < (maxMicros+1)*time.Microsecond &&
-		uint(r.Degraded) <= uint(DegradedDeny) && r.Kind == SlidingLog &&
-		r.Limit.Burst == 0 && r.Limit.Period == 0 && r.Limit.Location == nil {
-		// The common case, checked in one pass: the same checks as below.
-		return plan{rate: int64(r.Limit.Rate), window: r.Limit.Window.Microseconds(), approx: r.Approximate}, nil
+		uint(r.Degraded) <= uint(DegradedDeny) && r.Limit.Period == 0 && r.Limit.Location == nil &&
+		(r.Kind == SlidingLog && r.Limit.Burst == 0 || r.Kind == GCRA && !r.Approximate && uint(r.Limit.Burst) <= maxRate) {
+		// The common cases, checked in one pass: the same checks as below.
+		p := plan{rate: int64(r.Limit.Rate), window: r.Limit.Window.Microseconds(), approx: r.Approximate, kind: r.Kind}
+		if r.Kind == SlidingLog {
+			return p, nil
+		}
+		if p.setGCRA(p.rate, int64(cmp.Or(r.Limit.Burst, r.Limit.Rate))); p.exact() {
+			return p, nil
+		}
 	}
 	switch {
 	case r.Name == "":
@@ -137,7 +148,7 @@ func (r *Rule) compile() (plan, error) {
 			burst = p.rate
 		}
 		p.setGCRA(p.rate, burst)
-		if p.wq > maxBucket/burst || burst*p.wq/p.rq > maxMicros {
+		if !p.exact() {
 			return plan{}, fmt.Errorf("%w: rule %q: a bucket of Burst %d at %d per %v is too large to keep exactly; lower Burst, or pick a Window and a Rate with a larger common divisor",
 				ErrInvalidRule, r.Name, burst, r.Limit.Rate, r.Limit.Window)
 		}

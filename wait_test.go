@@ -10,6 +10,7 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/conformance"
 	"github.com/ratelimit-go/ratelimit/internal/testkit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // TestWaitSleepsUntilTheCallCanPass drives Wait with a fake clock: it
@@ -30,15 +31,7 @@ func TestWaitSleepsUntilTheCallCanPass(t *testing.T) {
 				}
 				clk.Advance(10 * time.Second)
 			}
-			done := make(chan ratelimit.Result)
-			go func() {
-				r, err := l.Wait(ctx, rule, "k")
-				if err != nil {
-					t.Error(err)
-				}
-				done <- r
-			}()
-			testkit.Eventually(t, "Wait asleep", func() bool { return clk.Sleepers() == 1 })
+			done := waitAsleep(t, l, clk, rule)
 			clk.Advance(40*time.Second - time.Microsecond) // 1µs short of the oldest event leaving
 			select {
 			case r := <-done:
@@ -88,19 +81,27 @@ func TestWaitForAToken(t *testing.T) {
 	if r, err := l.Wait(ctx, rule, "k"); err != nil || !r.Allowed {
 		t.Fatalf("Wait on a full bucket = %+v, %v", r, err)
 	}
-	done := make(chan ratelimit.Result)
-	go func() {
-		r, err := l.Wait(ctx, rule, "k")
-		if err != nil {
-			t.Error(err)
-		}
-		done <- r
-	}()
-	testkit.Eventually(t, "Wait asleep", func() bool { return clk.Sleepers() == 1 })
+	done := waitAsleep(t, l, clk, rule)
 	clk.Advance(333333 * time.Microsecond) // the token is due at 333333⅓µs
 	testkit.Eventually(t, "Wait asleep again, 1µs short", func() bool { return clk.Sleepers() == 1 })
 	clk.Advance(time.Microsecond)
 	if r := <-done; !r.Allowed || r.Limit != 1 || r.ResetAfter != 333334*time.Microsecond {
 		t.Fatalf("Wait = %+v, want allowed with the bucket full again in 333334µs", r)
 	}
+}
+
+// waitAsleep starts Wait for key "k" under rule on its own goroutine and
+// returns once it sleeps on clk; the channel gets its Result.
+func waitAsleep(t *testing.T, l *ratelimit.Limiter, clk *ratelimittest.Clock, rule ratelimit.Rule) <-chan ratelimit.Result {
+	t.Helper()
+	done := make(chan ratelimit.Result)
+	go func() {
+		r, err := l.Wait(context.Background(), rule, "k")
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	testkit.Eventually(t, "Wait asleep", func() bool { return clk.Sleepers() == 1 })
+	return done
 }

@@ -2,9 +2,11 @@ package reliability_test
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/redistest"
 	"github.com/ratelimit-go/ratelimit/internal/testkit"
 )
 
@@ -119,4 +122,92 @@ func TestGCRAVersusXTimeRate(t *testing.T) {
 	}
 	t.Logf("%d sequences, %d calls (%d rejected by x/time/rate): Allowed identical at all but %d calls, each within 1µs of a refill",
 		*xtimeN, calls, rejected, nearRefill)
+}
+
+// TestGCRAAtItsExactnessBound runs buckets at the largest size the rule
+// check admits (Burst × Window/gcd just below 2^52 ticks; a Rate of
+// 2^31-1 with a Window coprime to it) on the local path, on a real
+// redis-server (whose Lua numbers are doubles, and which prints them with
+// %.14g) and on the exact model (big.Rat, diffkinds_test.go): every Result
+// must be the same, at times far from the epoch and with tokens taken in
+// amounts near the Burst. One token more than the bound is ErrInvalidRule.
+func TestGCRAAtItsExactnessBound(t *testing.T) {
+	if !testkit.HaveRedis(t) {
+		t.Skip("needs redis-server")
+	}
+	server := redistest.Start(t, redistest.Options{})
+	client := testkit.NewClient(t, server.Addr())
+	ctx := context.Background()
+	for _, c := range []struct {
+		rate   int
+		window time.Duration
+	}{
+		{7, (1<<30 + 1) * time.Microsecond},               // T = 153391689⅐µs, a full bucket is 20 years
+		{1<<31 - 1, (1<<21 - 1) * time.Microsecond},       // 2^31-1 is prime: rq = Rate
+		{1_000_003, 3 * time.Second},                      // a prime rate per second
+		{999_983, (1<<52/999_983 - 1) * time.Microsecond}, // Burst 1 admits the largest wq
+	} {
+		g := new(big.Int).GCD(nil, nil, big.NewInt(c.window.Microseconds()), big.NewInt(int64(c.rate))).Int64()
+		wq := c.window.Microseconds() / g
+		burst := int(min(int64(1<<31-1), (1<<52)/wq))
+		for burst > 1 && int64(burst)*wq/(int64(c.rate)/g) > 1<<50 {
+			burst /= 2
+		}
+		rule := ratelimit.Rule{Name: fmt.Sprintf("bound-%d", c.rate), Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: c.rate, Window: c.window, Burst: burst}}
+		t.Run(rule.Name, func(t *testing.T) {
+			if err := rule.Validate(); err != nil {
+				t.Fatalf("the largest Burst: %v", err)
+			}
+			if over := rule; int64(burst) == (1<<52)/wq {
+				over.Limit.Burst++
+				if err := over.Validate(); !errors.Is(err, ratelimit.ErrInvalidRule) {
+					t.Fatalf("one token beyond the bound: %v, want ErrInvalidRule", err)
+				}
+			}
+			lc, rc := testkit.NewClock(), testkit.NewClock()
+			local := testkit.NewLimiter(t, nil, testkit.Options(lc))
+			remote := testkit.NewLimiter(t, client, testkit.Isolated(testkit.Options(rc)))
+			model := pureModel()
+			rng := rand.New(rand.NewPCG(uint64(c.rate), 7))
+			emit := float64(c.window.Microseconds()) / float64(c.rate)
+			now := testkit.Epoch()
+			for i := 0; i < 2000; i++ {
+				switch rng.IntN(4) {
+				case 0:
+					// Up to a full bucket's refill, while the clock stays
+					// within 35 years of the epoch: times themselves are
+					// exact in Lua only below 2^53µs (the year 2255).
+					if now.Sub(testkit.Epoch()) < (1<<50)*time.Microsecond {
+						now = now.Add(time.Duration(rng.Float64()*emit*float64(1+rng.IntN(burst))) * time.Microsecond)
+					}
+				case 1:
+					now = now.Add(time.Duration(math.Round(emit*float64(1+rng.IntN(3)))+float64(rng.IntN(3)-1)) * time.Microsecond)
+				}
+				lc.Set(now)
+				rc.Set(now)
+				n := 1 + rng.IntN(burst)
+				if rng.IntN(3) == 0 {
+					n = burst - rng.IntN(min(burst, 3))
+				}
+				peek := rng.IntN(5) == 0
+				var lr, rr ratelimit.Result
+				var lerr, rerr error
+				if peek {
+					lr, lerr = local.Peek(ctx, rule, "k")
+					rr, rerr = remote.Peek(ctx, rule, "k")
+				} else {
+					lr, lerr = local.AllowN(ctx, rule, "k", n)
+					rr, rerr = remote.AllowN(ctx, rule, "k", n)
+				}
+				mr := model.decide(rule, "k", now, int64(n), peek)
+				if peek {
+					mr = model.decide(rule, "k", now, 1, true)
+				}
+				if lerr != nil || rerr != nil || lr != rr || rr != mr {
+					t.Fatalf("step %d at %v, n=%d peek=%v:\nlocal %+v %v\nredis %+v %v\nmodel %+v",
+						i, now.Sub(testkit.Epoch()), n, peek, lr, lerr, rr, rerr, mr)
+				}
+			}
+		})
+	}
 }
