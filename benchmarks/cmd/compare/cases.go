@@ -41,7 +41,8 @@ const defaultWindow = time.Second
 
 // cases returns the throughput cases; window is that of the mostly-allowed
 // cases (A, C, D), whose rate, 1,000,000 per window, no key comes close to
-// in a run, so almost every call is allowed.
+// in a run, so almost every call is allowed. Case G (GCRA) keeps 1,000,000
+// per second.
 func cases(window time.Duration) []benchCase {
 	generous := spec{rate: 1_000_000, window: window}
 	a := generous
@@ -53,6 +54,9 @@ func cases(window time.Duration) []benchCase {
 	d.name = "d"
 	h := b
 	h.name = "h"
+	g := generous
+	g.name = "g"
+	g.window = time.Second // the issue's 1,000,000 per 1 s, whatever -window says
 	return []benchCase{
 		{
 			id: "A", title: fmt.Sprintf("remote, %d keys, mostly allowed (%d per %v)", numKeys, a.rate, a.window),
@@ -83,10 +87,20 @@ func cases(window time.Duration) []benchCase {
 		{
 			id: "D", title: fmt.Sprintf("in-process, %d keys, mostly allowed (%d per %v)", numKeys, d.rate, d.window),
 			spec: d, keys: manyKeys, ours: oursLocal.name,
-			contenders: []contender{oursLocal, sethvargoContender, xTimeRateContender},
+			contenders: []contender{oursLocal, oursGCRALocal, sethvargoContender, xTimeRateContender},
 			notes: []string{
-				"ratelimit (local only): ratelimit.New(nil, ...), an exact sliding log per key in a sharded LRU; sethvargo: token bucket per key in one map; x/time/rate: token bucket per key in a sync.Map (Burst = Rate).",
+				"ratelimit (local only): ratelimit.New(nil, ...), an exact sliding log per key in a sharded LRU; ratelimit GCRA (local only): the same limiter with a rule of Kind GCRA (Burst = Rate), one theoretical arrival time per key; sethvargo: token bucket per key in one map; x/time/rate: token bucket per key in a sync.Map (Burst = Rate).",
 				"sethvargo refills Interval/Tokens tokens per elapsed Interval (its fillRate is nanoseconds per token, used as tokens per tick): at 1,000,000 per 1s a key gets 1,000 tokens a second after the first, so its fastest cells reject some calls (see 'allowed').",
+			},
+		},
+		{
+			id: "G", title: fmt.Sprintf("remote, %d keys, mostly allowed, token bucket (GCRA): %d per %v, Burst = Rate", numKeys, g.rate, g.window),
+			spec: g, keys: manyKeys, ours: oursGCRA.name,
+			contenders: []contender{floorContender, oursGCRA, redisRateContender, cheapestGCRAContender},
+			notes: []string{
+				"ratelimit GCRA: a rule of Kind GCRA, Burst = Rate, no penalty, default Options (Redis' TIME), through rueidis; redis_rate: its GCRA script (TIME, GET, SET EX) through go-redis v9 with its default pool; the floor: EVALSHA of `return 1` through rueidis.",
+				"Both limiters keep one value per key (the theoretical arrival time) and decide the same calls the same way (TestDecisionsMatchRedisRate).",
+				"cheapest GCRA script: TIME, GET, SET PX and nothing else (it answers only allowed or not), through rueidis: what any GCRA script that reads Redis' clock can reach here.",
 			},
 		},
 		{
@@ -197,9 +211,9 @@ func allocTarget(text, caseID, name string, gs []int, maxAllocs float64) target 
 	}}
 }
 
-// targets are the goals of the overload issue (#10) for the Redis path
-// and of the local-speed issue (#11) for the local path, each judged on
-// ratios within this run.
+// targets are the goals of the overload issue (#10) for the Redis path,
+// of the local-speed issue (#11) for the local path and of the kinds issue
+// (#12) for GCRA, each judged on ratios within this run.
 func targets(gs []int) []target {
 	floor, ours, naive := floorContender.name, oursRemote.name, naiveContender.name
 	var t []target
@@ -243,5 +257,29 @@ func targets(gs []int) []target {
 			"H", oursLocal.name, "H", sethvargoContender.name, g, 1, opsFig, "×"))
 	}
 	t = append(t, allocTarget("H: local hot key allocs/op = 0 (≤ 0.005 counts as 0)", "H", oursLocal.name, gs, 0.005))
+	return append(t, gcraTargets(gs)...)
+}
+
+// gcraTargets are the goals of the kinds issue (#12) for a GCRA rule: on
+// Redis (case G) against redis_rate, which runs the same algorithm, and the
+// floor; in process (case D) against go-limiter.
+func gcraTargets(gs []int) []target {
+	ours, local := oursGCRA.name, oursGCRALocal.name
+	var t []target
+	for _, g := range []int{16, 256} {
+		t = append(t, ratioTarget(fmt.Sprintf("G: remote GCRA, %d keys, %d goroutines: ops/s ≥ 1.5× redis_rate", numKeys, g),
+			"G", ours, "G", redisRateContender.name, g, 1.5, opsFig, "×"))
+	}
+	for _, g := range []int{16, 256} {
+		t = append(t, ratioTarget(fmt.Sprintf("G: remote GCRA, %d keys, %d goroutines: ops/s ≥ 0.7× the EVALSHA floor", numKeys, g),
+			"G", ours, "G", floorContender.name, g, 0.7, opsFig, "×"))
+	}
+	t = append(t,
+		allocTarget("G: remote GCRA allocs/op ≤ 2 (MemStats over the whole run, client goroutines included)", "G", ours, gs, 2),
+		allocTarget("D: local GCRA allocs/op = 0 for existing keys (≤ 0.005 counts as 0)", "D", local, gs, 0.005))
+	for _, g := range gs {
+		t = append(t, ratioTarget(fmt.Sprintf("D: local GCRA ops/s ≥ 1.0× sethvargo, %d goroutines", g),
+			"D", local, "D", sethvargoContender.name, g, 1, opsFig, "×"))
+	}
 	return t
 }

@@ -28,6 +28,7 @@ type spec struct {
 	rate    int
 	window  time.Duration
 	penalty bool // ours only: the rule carries a Penalty
+	gcra    bool // ours only: the rule is of Kind GCRA with Burst = rate
 }
 
 // contender builds one limiter for one measured cell. addr is the Redis

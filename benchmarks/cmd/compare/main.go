@@ -59,10 +59,10 @@ func main() {
 	flag.DurationVar(&cfg.warmup, "warmup", time.Second, "warm-up time per cell, not measured")
 	flag.IntVar(&cfg.rounds, "rounds", 3, "rounds over every cell; each cell reports its round with the most ops/s")
 	flag.BoolVar(&quick, "quick", false, "short cells: -d 500ms -warmup 200ms -rounds 1")
-	flag.DurationVar(&cfg.window, "window", defaultWindow, "window of the mostly-allowed cases A, C and D (rate 1,000,000 per window)")
+	flag.DurationVar(&cfg.window, "window", defaultWindow, "window of the mostly-allowed cases A, C and D (rate 1,000,000 per window; G keeps 1s)")
 	only := flag.String("only", "", "measure only the contenders whose name matches this regular expression")
 	flag.StringVar(&gs, "g", "1,16,256", "goroutine counts, comma-separated")
-	flag.StringVar(&cfg.cases, "cases", "ABCDHFS", "cases to run: A B C D H (throughput), M (in-process memory, part of D), F (Redis memory), S (a load spike)")
+	flag.StringVar(&cfg.cases, "cases", "ABCDGHFS", "cases to run: A B C D G H (throughput; G: GCRA against redis_rate), M (in-process memory, part of D), F (Redis memory), S (a load spike)")
 	flag.Parse()
 	if quick {
 		cfg.measure, cfg.warmup, cfg.rounds = 500*time.Millisecond, 200*time.Millisecond, 1
@@ -94,7 +94,7 @@ func main() {
 }
 
 // needsRedis reports whether any selected case talks to Redis.
-func (c config) needsRedis() bool { return strings.ContainsAny(c.cases, "ABCFS") }
+func (c config) needsRedis() bool { return strings.ContainsAny(c.cases, "ABCFGS") }
 
 // compare runs the selected cases and writes the report to w.
 func compare(ctx context.Context, w io.Writer, cfg config) error {

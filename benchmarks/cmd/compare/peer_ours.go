@@ -11,8 +11,9 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// ours is github.com/ratelimit-go/ratelimit: an exact sliding log, in Redis
-// through rueidis or, without a client, in process.
+// ours is github.com/ratelimit-go/ratelimit: an exact sliding log (or, for
+// a GCRA spec, a token bucket), in Redis through rueidis or, without a
+// client, in process.
 type ours struct {
 	l        *ratelimit.Limiter
 	rule     ratelimit.Rule
@@ -30,9 +31,14 @@ func (o *ours) Allow(ctx context.Context, key string) (bool, error) {
 func (o *ours) Degraded() int64 { return o.degraded.Load() }
 
 // ourRule is the Rule of spec s; a penalty rule warns from 3 violations and
-// bans at 10 for a minute (a mostly-allowed case never violates).
+// bans at 10 for a minute (a mostly-allowed case never violates); a GCRA
+// rule takes Burst = Rate, as redis_rate's contender does.
 func ourRule(s spec) ratelimit.Rule {
 	r := ratelimit.Rule{Name: s.name, Limit: ratelimit.Limit{Rate: s.rate, Window: s.window}}
+	if s.gcra {
+		r.Kind = ratelimit.GCRA
+		r.Limit.Burst = s.rate
+	}
 	if s.penalty {
 		r.Penalty = &ratelimit.Penalty{WarnAfter: 3, BanAfter: 10, BanFor: time.Minute}
 	}
@@ -77,4 +83,13 @@ var (
 			s.penalty = true
 			return openOurs(addr, s)
 		}}
+	// oursGCRA and oursGCRALocal are ours under the same spec with a rule
+	// of Kind GCRA (Burst = Rate), on Redis and in process.
+	oursGCRA      = contender{name: "ratelimit GCRA", remote: true, open: openOursGCRA}
+	oursGCRALocal = contender{name: "ratelimit GCRA (local only)", open: openOursGCRA}
 )
+
+func openOursGCRA(addr string, s spec) (limiter, func(), error) {
+	s.gcra = true
+	return openOurs(addr, s)
+}
