@@ -75,9 +75,9 @@ func (b *bucket) add(now, _, n int64) {
 	b.w, b.r = now+debt/b.rq, debt%b.rq
 }
 
-// copyFrom sets the bucket to what Redis answered: full again after
-// d.reset µs, rounded up to a whole µs (never earlier than Redis' TAT).
-func (b *bucket) copyFrom(now int64, d *decision) { b.w, b.r = now+d.reset, 0 }
+// copyFrom sets the bucket to what Redis answered: full again after reset
+// µs, rounded up to a whole µs (never earlier than Redis' TAT).
+func (b *bucket) copyFrom(now, _, reset int64) { b.w, b.r = now+reset, 0 }
 
 // unrecord gives n tokens back, as lua/undo.lua does.
 func (b *bucket) unrecord(n int64) {

@@ -52,7 +52,7 @@ func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, n int64, d *decisi
 	if d.allowed {
 		m, _ := sh.meter(k, h, p, now, true)
 		if c, ok := m.(stateCopier); ok {
-			c.copyFrom(now, d) // a bucket or a quota: Redis' state is in the reply
+			c.copyFrom(now, d.count, d.reset) // a bucket or a quota: Redis' state is in the reply
 		} else {
 			m.prune(now, p.window)
 			m.add(now, p.window, n)
@@ -86,8 +86,10 @@ func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, n int64, d *decisi
 
 // stateCopier is a meter whose whole state a decision of Redis' carries:
 // the mirror copies it rather than adding the call's events to its own.
+// It takes the reply's numbers by value: a *decision passed through an
+// interface would move every Redis call's decision to the heap.
 type stateCopier interface {
-	copyFrom(now int64, d *decision)
+	copyFrom(now, count, reset int64)
 }
 
 // overruled reports whether record would overrule the allowing decision *d

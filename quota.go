@@ -42,9 +42,9 @@ func (q *quota) add(now, window, n int64) {
 	q.start = q.at
 }
 
-// copyFrom sets the quota to what Redis answered: d.count events in the
+// copyFrom sets the quota to what Redis answered: count events in the
 // call's period.
-func (q *quota) copyFrom(_ int64, d *decision) { q.start, q.n = q.at, d.count }
+func (q *quota) copyFrom(_, count, _ int64) { q.start, q.n = q.at, count }
 
 // unrecord takes back n events recorded in the period that starts at start.
 func (q *quota) unrecord(start, n int64) {
