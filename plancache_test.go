@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"sync"
 	"testing"
 	"time"
 )
@@ -87,4 +88,32 @@ func TestCachedPlanInvalid(t *testing.T) {
 			t.Fatal("an invalid rule compiled")
 		}
 	}
+}
+
+// TestCachedPlanConcurrent has goroutines compile more rules than the cache
+// has slots, at once, under -race: every call gets its own rule's plan.
+func TestCachedPlanConcurrent(t *testing.T) {
+	rules := make([]Rule, 2*len(plans))
+	for i := range rules {
+		rules[i] = Rule{Name: "concurrent", Limit: PerSecond(1 + i%7), Kind: Kind(i % 2)}
+		if i%3 == 0 {
+			rules[i].Penalty = &Penalty{BanAfter: 1 + i, BanFor: time.Second}
+		}
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 2000 {
+				r := &rules[(g*131+i)%len(rules)]
+				var buf plan
+				got, err := r.cachedPlan(&buf)
+				want, werr := r.compile()
+				if err != nil || werr != nil || *got != want {
+					t.Errorf("rule %+v: %+v, %v; want %+v, %v", *r, got, err, want, werr)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
