@@ -186,7 +186,7 @@ func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek bool, owed
 func (sh *localShard) meter(k *lkey, h uint64, p *plan, now int64, create bool) (meter, bool) {
 	switch {
 	case p.kind == GCRA:
-		b := sh.buckets.getOrAdd(k, h, create)
+		b := sh.buckets.getOrAdd(k, h, now, create)
 		if b == nil {
 			return nil, false
 		}
@@ -196,46 +196,27 @@ func (sh *localShard) meter(k *lkey, h uint64, p *plan, now int64, create bool) 
 		b.wq, b.rq, b.burst, b.r = p.wq, p.rq, p.rate, min(b.r, p.rq-1)
 		return b, true
 	case p.kind == CalendarQuota:
-		q := sh.quotas.getOrAdd(k, h, create)
+		q := sh.quotas.getOrAdd(k, h, now, create)
 		if q == nil {
 			return nil, false
 		}
 		q.at, q.end = p.start, p.end
 		return q, true
 	case p.approx:
-		c := sh.counters.getOrAdd(k, h, create)
+		c := sh.counters.getOrAdd(k, h, now, create)
 		if c == nil {
 			return nil, false
 		}
 		return c, true
 	}
-	lg := sh.getLog(k, h, now)
+	lg := sh.logs.getAt(k, h, now)
 	if lg == nil {
 		if !create {
 			return nil, false
 		}
-		lg = sh.logs.add(k, h, newSlidingLog(now))
+		lg = sh.logs.add(k, h, newSlidingLog())
 	}
 	return lg, true
-}
-
-// touchEvery is how often, at most, a hit moves a log to the front of its
-// LRU: eviction order is kept to a tenth of a second, and a hot key does not
-// rewrite the list on every call.
-const touchEvery = 100_000 // µs
-
-// getLog returns the log of k, moving it to the front of the LRU when it
-// has not been moved there for touchEvery, or nil. The caller holds sh.mu.
-func (sh *localShard) getLog(k *lkey, h uint64, now int64) *slidingLog {
-	e := sh.logs.find(k, h)
-	if e == nil {
-		return nil
-	}
-	if lg := &e.v; now-lg.touched >= touchEvery || now < lg.touched {
-		sh.logs.front(e)
-		lg.touched = now
-	}
-	return &e.v
 }
 
 // findStrikes returns the penalty state of k, moving a ban that has ended

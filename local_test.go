@@ -199,7 +199,7 @@ func (r *refLog) remove(at, n int64) {
 func TestSlidingLogMatchesEagerTrim(t *testing.T) {
 	for seed := uint64(0); seed < 300; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 1))
-		l := newSlidingLog(0)
+		l := newSlidingLog()
 		var r refLog
 		now := int64(1000)
 		for step := 0; step < 400; step++ {

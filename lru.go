@@ -19,6 +19,7 @@ type node[V any] struct {
 	h          uint64
 	prev, next *node[V] // LRU order; prev is more recent
 	chain      *node[V] // the next node with the same hash
+	touched    int64    // µs when getAt last moved it to the front
 	v          V
 }
 
@@ -56,10 +57,29 @@ func (t *table[V]) get(k *lkey, h uint64) *V {
 	return &e.v
 }
 
-// getOrAdd returns k's value, moving it to the front; when k has none, a
-// new zero value when create is set, nil otherwise.
-func (t *table[V]) getOrAdd(k *lkey, h uint64, create bool) *V {
-	if v := t.get(k, h); v != nil || !create {
+// touchEvery is how often, at most, getAt moves a value to the front of its
+// LRU: eviction order is kept to a tenth of a second, and a hot key does not
+// rewrite the list (and its neighbours' nodes) on every call.
+const touchEvery = 100_000 // µs
+
+// getAt returns k's value at now, or nil, moving it to the front when it
+// has not been moved there for touchEvery.
+func (t *table[V]) getAt(k *lkey, h uint64, now int64) *V {
+	e := t.find(k, h)
+	if e == nil {
+		return nil
+	}
+	if now-e.touched >= touchEvery || now < e.touched {
+		t.front(e)
+		e.touched = now
+	}
+	return &e.v
+}
+
+// getOrAdd returns k's value at now (see getAt); when k has none, a new
+// zero value when create is set, nil otherwise.
+func (t *table[V]) getOrAdd(k *lkey, h uint64, now int64, create bool) *V {
+	if v := t.getAt(k, h, now); v != nil || !create {
 		return v
 	}
 	var zero V

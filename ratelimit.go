@@ -198,7 +198,11 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	if l.closed.Load() {
 		return Result{}, PathNone, ErrClosed
 	}
-	p, err := r.compile()
+	// The rule's plan, compiled once for every call with an equal rule
+	// (see cachedPlan); it may be shared, so a quota's period is set on
+	// a copy.
+	var buf plan
+	p, err := r.cachedPlan(&buf)
 	if err != nil {
 		return Result{}, PathNone, err
 	}
@@ -213,16 +217,20 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	// path decides at. Without a Clock the script reads Redis' TIME, and
 	// now is the process clock for the local paths.
 	now := l.localNow()
-	p.setPeriod(now)
+	if p.kind == CalendarQuota {
+		buf = *p
+		p = &buf
+		p.setPeriod(now)
+	}
 	if u != nil {
-		*u = undo{k: k, p: p, n: n}
+		*u = undo{k: k, p: *p, n: n}
 	}
 	conn := l.conn.Load()
 	if conn == nil {
-		return l.withoutRedis(r, &p, k, n, peek, sent{path: PathLocal}, u, now), PathLocal, nil
+		return l.withoutRedis(r, p, k, n, peek, sent{path: PathLocal}, u, now), PathLocal, nil
 	}
 	if n == 1 && l.set.ShieldMax >= 0 {
-		if d, ok := l.local.shielded(k, &p, now); ok {
+		if d, ok := l.local.shielded(k, p, now); ok {
 			return d.result(p.rate, false), PathShield, nil
 		}
 	}
@@ -236,10 +244,10 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	// A quota's period comes from the call's time, so the script decides
 	// at that time too, whatever the clock.
 	useNow := l.set.Clock != nil || p.kind == CalendarQuota
-	args := encodeCall(&keys, &argv, l.set.KeyPrefix, k, &p, now, useNow, sentN, l.id, seq)
+	args := encodeCall(&keys, &argv, l.set.KeyPrefix, k, p, now, useNow, sentN, l.id, seq)
 	var d decision
 	s, err := l.viaRedis(ctx, conn, keys[0], subject{"rule", r.Name}, func(ctx context.Context, c rueidis.Client) (err error) {
-		d, err = remoteDecide(ctx, c, &p, keys[:], args)
+		d, err = remoteDecide(ctx, c, p, keys[:], args)
 		return err
 	})
 	if err != nil {
@@ -249,13 +257,13 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 		if s.mayHaveRun() && !peek {
 			s.member = l.id + strconv.FormatUint(seq, 10)
 		}
-		return l.withoutRedis(r, &p, k, n, peek, s, u, now), s.path, nil
+		return l.withoutRedis(r, p, k, n, peek, s, u, now), s.path, nil
 	}
 	at := l.receivedAt(now)
-	if l.local.record(k, &p, at, n, peek, &d, int64(l.set.ShieldMax/time.Microsecond)) {
+	if l.local.record(k, p, at, n, peek, &d, int64(l.set.ShieldMax/time.Microsecond)) {
 		// Redis allowed what this process had already allowed without it:
 		// the call is rejected, and what Redis recorded is taken back.
-		l.takeBack([]undo{{k: k, p: p, n: n, conn: conn, key: keys[0], member: l.id + strconv.FormatUint(seq, 10), onRedis: true}})
+		l.takeBack([]undo{{k: k, p: *p, n: n, conn: conn, key: keys[0], member: l.id + strconv.FormatUint(seq, 10), onRedis: true}})
 		return d.result(p.rate, false), PathRedis, nil
 	}
 	u.onRedisCall(conn, keys[0], l.id, seq, d.win, at)

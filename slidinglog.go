@@ -15,11 +15,10 @@ type event struct {
 // so that a call touches only the newest events and the oldest live one. It
 // is not safe for concurrent use; its shard's lock guards it.
 type slidingLog struct {
-	events  []event
-	head    int
-	total   int64 // sum of n over events[head:], gone events included
-	gone    int64 // events at or before gone no longer count
-	touched int64 // µs when the LRU last moved this log to its front
+	events []event
+	head   int
+	total  int64 // sum of n over events[head:], gone events included
+	gone   int64 // events at or before gone no longer count
 
 	// A cache of live: events[first:] are the events later than cut, and
 	// they number firstTotal; next is events[first].at (maxTime when first
@@ -36,9 +35,9 @@ type slidingLog struct {
 // maxTime is later than every event.
 const maxTime = 1<<63 - 1
 
-// newSlidingLog returns an empty log whose LRU entry was moved at now.
-func newSlidingLog(now int64) slidingLog {
-	return slidingLog{touched: now, gone: -maxTime - 1, first: -1}
+// newSlidingLog returns an empty log.
+func newSlidingLog() slidingLog {
+	return slidingLog{gone: -maxTime - 1, first: -1}
 }
 
 // trim drops the events that have left the window at now: an event at t0

@@ -197,7 +197,7 @@ func (sh *localShard) owe(k *lkey, h uint64, p *plan) *debt {
 	if sh.debts.n >= sh.debts.size {
 		sh.forgetDebt(sh.debts.tail, true)
 	}
-	d := &debt{p: *p, events: newSlidingLog(0)}
+	d := &debt{p: *p, events: newSlidingLog()}
 	sh.debts.add(k, h, d)
 	sh.owing.debts.Add(1)
 	return d

@@ -1,0 +1,73 @@
+package ratelimit
+
+import "sync/atomic"
+
+// compiled is a Rule compiled once: the rule as it was, the contents of its
+// Penalty when it had one, and its plan. It is never changed once published.
+type compiled struct {
+	rule    Rule
+	penalty Penalty
+	plan    plan
+}
+
+// matches reports whether c was compiled from a rule equal to r, field by
+// field, the contents of *r.Penalty included: a rule changed in any way, or
+// a Penalty changed in place, misses and is compiled again.
+func (c *compiled) matches(r *Rule) bool {
+	return c.rule == *r && (r.Penalty == nil || c.penalty == *r.Penalty)
+}
+
+// planSlot is one slot of the plan cache.
+type planSlot struct {
+	c      atomic.Pointer[compiled]
+	misses atomic.Uint32
+}
+
+// plans caches compiled rules, so that a call with a rule seen before does
+// not validate and normalise it again (GCRA's gcd, a Penalty's checks). It
+// is direct-mapped by a cheap digest of the rule (see planIndex), shared by
+// every Limiter, since a plan depends on the rule alone. A miss compiles the
+// rule and publishes it; rules that keep evicting each other from one slot
+// publish on one miss in eight, so that they cost about one allocation per
+// eight calls rather than one per call.
+var plans [256]planSlot
+
+// planIndex picks r's slot from fields that are cheap to read; equality is
+// checked in full (see compiled.matches).
+func planIndex(r *Rule) uint {
+	h := uint(len(r.Name))
+	if len(r.Name) > 0 {
+		h = h*31 + uint(r.Name[0])
+		h = h*31 + uint(r.Name[len(r.Name)-1])
+		h = h*31 + uint(r.Name[len(r.Name)/2])
+	}
+	h = h*31 + uint(r.Limit.Rate)
+	h = h*31 + uint(r.Limit.Window>>10)
+	h = h*31 + uint(r.Kind)
+	h ^= h >> 7
+	return h % uint(len(plans))
+}
+
+// cachedPlan returns r's plan: from the cache when r was compiled before,
+// otherwise compiled into buf. The plan it returns may be shared: the caller
+// must not change it.
+func (r *Rule) cachedPlan(buf *plan) (*plan, error) {
+	s := &plans[planIndex(r)]
+	if c := s.c.Load(); c != nil && c.matches(r) {
+		return &c.plan, nil
+	}
+	p, err := r.compile()
+	if err != nil {
+		return nil, err
+	}
+	if s.c.Load() != nil && s.misses.Add(1)%8 != 1 {
+		*buf = p
+		return buf, nil
+	}
+	c := &compiled{rule: *r, plan: p}
+	if r.Penalty != nil {
+		c.penalty = *r.Penalty
+	}
+	s.c.Store(c)
+	return &c.plan, nil
+}
