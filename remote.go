@@ -14,7 +14,8 @@ import (
 // The scripts are composed when the package loads from pieces that each
 // hold one idea (see lua/): the call's time (now.lua), the exact log
 // (window.lua), the approximate counter (counter.lua), the GCRA bucket
-// (gcra.lua), the calendar quota (quota.lua), the penalty ladder
+// (gcra.lua), the calendar quota (quota.lua), what undo and the write-back
+// change in those two outside a decision (adjust.lua), the penalty ladder
 // (strikes.lua) and the one decision of a (rule, key) pair over any of them
 // (decide.lua), followed by an entry piece that reads the script's keys and
 // arguments.
@@ -35,6 +36,8 @@ var (
 	gcraLua string
 	//go:embed lua/quota.lua
 	quotaLua string
+	//go:embed lua/adjust.lua
+	adjustLua string
 	//go:embed lua/group.lua
 	groupLua string
 	//go:embed lua/ban.lua
@@ -60,11 +63,11 @@ var (
 	groupScript        = newScript(nowLua + windowLua + strikesLua + decideLua + groupLua)
 	groupKindsScript   = newScript(nowLua + windowLua + gcraLua + quotaLua + strikesLua + decideLua + groupLua)
 	banScript          = newScript(nowLua + banLua)
-	undoScript         = newScript(gcraLua + quotaLua + undoLua)
+	undoScript         = newScript(gcraLua + quotaLua + adjustLua + undoLua)
 	// writeBackScript writes back what was decided without Redis (see
 	// writeback.go); it records log events as allow.lua does, and adds to
-	// GCRA buckets and quotas through their own pieces.
-	writeBackScript = newScript(windowLua + gcraLua + quotaLua + writeBackLua)
+	// GCRA buckets and quotas through their own pieces (adjust.lua).
+	writeBackScript = newScript(windowLua + gcraLua + quotaLua + adjustLua + writeBackLua)
 	fleetScript     = newScript(nowLua + fleetLua)
 )
 

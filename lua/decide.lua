@@ -74,7 +74,7 @@ local function decide(m, pen, now, rate, n, pa, commit)
     end
     count = live_count(log, now, m.window, m.card and trimmed)
   elseif m.gcra then
-    count = gcra_count(m)
+    count = m.count
   elseif m.quota then
     count = m.c
   else
