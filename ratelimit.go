@@ -293,7 +293,7 @@ func remoteDecide(ctx context.Context, c rueidis.Client, p *plan, keys []string,
 	if err := resp.Error(); err != nil {
 		return decision{}, err
 	}
-	d, err := parseReply(resp, p.approx)
+	d, err := parseReply(resp, p)
 	if err != nil {
 		return decision{}, &callError{kind: misuse, err: err}
 	}

@@ -203,19 +203,25 @@ func encodeCall(keys *[2]string, args *[11]string, prefix string, k lkey, p *pla
 	return args[:count]
 }
 
-// parseReply reads a decision's reply: decide.lua's nine numbers, and for
-// an approximate rule allow.lua's tenth, the window its events went into.
-func parseReply(resp rueidis.RedisResult, approx bool) (decision, error) {
+// parseReply reads a decision's reply to a call of plan p: decide.lua's
+// nine numbers, or for a rule without penalty the first four (allow.lua
+// leaves out the five that are then 0), and for an approximate rule
+// allow.lua's one more, the window its events went into.
+func parseReply(resp rueidis.RedisResult, p *plan) (decision, error) {
 	arr, err := resp.ToArray()
 	if err != nil {
 		return decision{}, err
 	}
-	if want := 9 + b2i(approx); len(arr) != want {
+	width := 4
+	if p.penalize {
+		width = 9
+	}
+	if len(arr) != width+b2i(p.approx) {
 		return decision{}, errors.New("unexpected script reply")
 	}
-	d, err := parseDecision(arr[:9])
-	if err == nil && approx {
-		d.win, err = arr[9].AsInt64()
+	d, err := parseDecision(arr[:width])
+	if err == nil && p.approx {
+		d.win, err = arr[width].AsInt64()
 	}
 	return d, err
 }
@@ -238,10 +244,11 @@ func b2i(b bool) int {
 	return 0
 }
 
-// parseDecision reads one decision's nine numbers.
+// parseDecision reads one decision's nine numbers, or its first four: the
+// numbers of the penalty it leaves out are 0.
 func parseDecision(arr []rueidis.RedisMessage) (decision, error) {
 	var v [9]int64
-	for i := range v {
+	for i := range arr {
 		var err error
 		if v[i], err = arr[i].AsInt64(); err != nil {
 			return decision{}, err

@@ -9,7 +9,7 @@
 -- ARGV[2]  the call's member id (as allow.lua got it).
 -- ARGV[3]  n: the events the call recorded.
 -- ARGV[4]  for a counter: the index of the fixed window the events went
---          into (allow.lua's tenth number). Once the counter has moved to
+--          into (allow.lua's last number). Once the counter has moved to
 --          another window they are no longer its current count, and nothing
 --          is taken back, as counter.go's local path does. For a quota: the
 --          start of the period the events went into, likewise. For a
