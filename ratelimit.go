@@ -286,6 +286,8 @@ func remoteDecide(ctx context.Context, c rueidis.Client, p *plan, keys []string,
 		s = quotaPenaltyScript
 	case p.kind == CalendarQuota:
 		s = quotaScript
+	case p.approx && p.penalize:
+		s = approxPenaltyScript
 	case p.approx:
 		s = approxScript
 	}

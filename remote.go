@@ -53,17 +53,18 @@ var (
 // A rule without penalty runs a script without the ladder: every piece a
 // script holds costs Redis time on every call, defined or not.
 var (
-	allowScript        = newScript(nowLua + windowLua + decideLua + allowLua)
-	penaltyScript      = newScript(nowLua + windowLua + strikesLua + decideLua + allowLua)
-	approxScript       = newScript(nowLua + counterLua + strikesLua + decideLua + allowLua)
-	gcraScript         = newScript(nowLua + gcraLua + decideLua + allowLua)
-	gcraPenaltyScript  = newScript(nowLua + gcraLua + strikesLua + decideLua + allowLua)
-	quotaScript        = newScript(nowLua + quotaLua + decideLua + allowLua)
-	quotaPenaltyScript = newScript(nowLua + quotaLua + strikesLua + decideLua + allowLua)
-	groupScript        = newScript(nowLua + windowLua + strikesLua + decideLua + groupLua)
-	groupKindsScript   = newScript(nowLua + windowLua + gcraLua + quotaLua + strikesLua + decideLua + groupLua)
-	banScript          = newScript(nowLua + banLua)
-	undoScript         = newScript(gcraLua + quotaLua + adjustLua + undoLua)
+	allowScript         = newScript(nowLua + windowLua + decideLua + allowLua)
+	penaltyScript       = newScript(nowLua + windowLua + strikesLua + decideLua + allowLua)
+	approxScript        = newScript(nowLua + counterLua + decideLua + allowLua)
+	approxPenaltyScript = newScript(nowLua + counterLua + strikesLua + decideLua + allowLua)
+	gcraScript          = newScript(nowLua + gcraLua + decideLua + allowLua)
+	gcraPenaltyScript   = newScript(nowLua + gcraLua + strikesLua + decideLua + allowLua)
+	quotaScript         = newScript(nowLua + quotaLua + decideLua + allowLua)
+	quotaPenaltyScript  = newScript(nowLua + quotaLua + strikesLua + decideLua + allowLua)
+	groupScript         = newScript(nowLua + windowLua + strikesLua + decideLua + groupLua)
+	groupKindsScript    = newScript(nowLua + windowLua + gcraLua + quotaLua + strikesLua + decideLua + groupLua)
+	banScript           = newScript(nowLua + banLua)
+	undoScript          = newScript(gcraLua + quotaLua + adjustLua + undoLua)
 	// writeBackScript writes back what was decided without Redis (see
 	// writeback.go); it records log events as allow.lua does, and adds to
 	// GCRA buckets and quotas through their own pieces (adjust.lua).
