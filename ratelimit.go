@@ -294,6 +294,8 @@ func remoteDecide(ctx context.Context, c rueidis.Client, p *plan, keys []string,
 		s = quotaPenaltyScript
 	case p.kind == CalendarQuota:
 		s = quotaScript
+	case p.approx && p.penalize:
+		s = approxPenaltyScript
 	case p.approx:
 		s = approxScript
 	}
@@ -301,7 +303,7 @@ func remoteDecide(ctx context.Context, c rueidis.Client, p *plan, keys []string,
 	if err := resp.Error(); err != nil {
 		return decision{}, err
 	}
-	d, err := parseReply(resp, p.approx)
+	d, err := parseReply(resp, p)
 	if err != nil {
 		return decision{}, &callError{kind: misuse, err: err}
 	}

@@ -14,7 +14,8 @@ import (
 // The scripts are composed when the package loads from pieces that each
 // hold one idea (see lua/): the call's time (now.lua), the exact log
 // (window.lua), the approximate counter (counter.lua), the GCRA bucket
-// (gcra.lua), the calendar quota (quota.lua), the penalty ladder
+// (gcra.lua), the calendar quota (quota.lua), what undo and the write-back
+// change in those two outside a decision (adjust.lua), the penalty ladder
 // (strikes.lua) and the one decision of a (rule, key) pair over any of them
 // (decide.lua), followed by an entry piece that reads the script's keys and
 // arguments.
@@ -35,6 +36,8 @@ var (
 	gcraLua string
 	//go:embed lua/quota.lua
 	quotaLua string
+	//go:embed lua/adjust.lua
+	adjustLua string
 	//go:embed lua/group.lua
 	groupLua string
 	//go:embed lua/ban.lua
@@ -50,21 +53,22 @@ var (
 // A rule without penalty runs a script without the ladder: every piece a
 // script holds costs Redis time on every call, defined or not.
 var (
-	allowScript        = newScript(nowLua + windowLua + decideLua + allowLua)
-	penaltyScript      = newScript(nowLua + windowLua + strikesLua + decideLua + allowLua)
-	approxScript       = newScript(nowLua + counterLua + strikesLua + decideLua + allowLua)
-	gcraScript         = newScript(nowLua + gcraLua + decideLua + allowLua)
-	gcraPenaltyScript  = newScript(nowLua + gcraLua + strikesLua + decideLua + allowLua)
-	quotaScript        = newScript(nowLua + quotaLua + decideLua + allowLua)
-	quotaPenaltyScript = newScript(nowLua + quotaLua + strikesLua + decideLua + allowLua)
-	groupScript        = newScript(nowLua + windowLua + strikesLua + decideLua + groupLua)
-	groupKindsScript   = newScript(nowLua + windowLua + gcraLua + quotaLua + strikesLua + decideLua + groupLua)
-	banScript          = newScript(nowLua + banLua)
-	undoScript         = newScript(gcraLua + quotaLua + undoLua)
+	allowScript         = newScript(nowLua + windowLua + decideLua + allowLua)
+	penaltyScript       = newScript(nowLua + windowLua + strikesLua + decideLua + allowLua)
+	approxScript        = newScript(nowLua + counterLua + decideLua + allowLua)
+	approxPenaltyScript = newScript(nowLua + counterLua + strikesLua + decideLua + allowLua)
+	gcraScript          = newScript(nowLua + gcraLua + decideLua + allowLua)
+	gcraPenaltyScript   = newScript(nowLua + gcraLua + strikesLua + decideLua + allowLua)
+	quotaScript         = newScript(nowLua + quotaLua + decideLua + allowLua)
+	quotaPenaltyScript  = newScript(nowLua + quotaLua + strikesLua + decideLua + allowLua)
+	groupScript         = newScript(nowLua + windowLua + strikesLua + decideLua + groupLua)
+	groupKindsScript    = newScript(nowLua + windowLua + gcraLua + quotaLua + strikesLua + decideLua + groupLua)
+	banScript           = newScript(nowLua + banLua)
+	undoScript          = newScript(gcraLua + quotaLua + adjustLua + undoLua)
 	// writeBackScript writes back what was decided without Redis (see
 	// writeback.go); it records log events as allow.lua does, and adds to
-	// GCRA buckets and quotas through their own pieces.
-	writeBackScript = newScript(windowLua + gcraLua + quotaLua + writeBackLua)
+	// GCRA buckets and quotas through their own pieces (adjust.lua).
+	writeBackScript = newScript(windowLua + gcraLua + quotaLua + adjustLua + writeBackLua)
 	fleetScript     = newScript(nowLua + fleetLua)
 )
 
@@ -200,19 +204,25 @@ func encodeCall(keys *[2]string, args *[11]string, prefix string, k lkey, p *pla
 	return args[:count]
 }
 
-// parseReply reads a decision's reply: decide.lua's nine numbers, and for
-// an approximate rule allow.lua's tenth, the window its events went into.
-func parseReply(resp rueidis.RedisResult, approx bool) (decision, error) {
+// parseReply reads a decision's reply to a call of plan p: decide.lua's
+// nine numbers, or for a rule without penalty the first four (allow.lua
+// leaves out the five that are then 0), and for an approximate rule
+// allow.lua's one more, the window its events went into.
+func parseReply(resp rueidis.RedisResult, p *plan) (decision, error) {
 	arr, err := resp.ToArray()
 	if err != nil {
 		return decision{}, err
 	}
-	if want := 9 + b2i(approx); len(arr) != want {
+	width := 4
+	if p.penalize {
+		width = 9
+	}
+	if len(arr) != width+b2i(p.approx) {
 		return decision{}, errors.New("unexpected script reply")
 	}
-	d, err := parseDecision(arr[:9])
-	if err == nil && approx {
-		d.win, err = arr[9].AsInt64()
+	d, err := parseDecision(arr[:width])
+	if err == nil && p.approx {
+		d.win, err = arr[width].AsInt64()
 	}
 	return d, err
 }
@@ -235,10 +245,11 @@ func b2i(b bool) int {
 	return 0
 }
 
-// parseDecision reads one decision's nine numbers.
+// parseDecision reads one decision's nine numbers, or its first four: the
+// numbers of the penalty it leaves out are 0.
 func parseDecision(arr []rueidis.RedisMessage) (decision, error) {
 	var v [9]int64
-	for i := range v {
+	for i := range arr {
 		var err error
 		if v[i], err = arr[i].AsInt64(); err != nil {
 			return decision{}, err

@@ -25,9 +25,10 @@
 --          ban_after (>= 1), ban_for (µs), memory (µs), growth of each
 --          further ban (1: every ban lasts ban_for), max_ban (µs).
 --
--- Returns decide's nine numbers (see decide.lua); for a counter a tenth:
--- the index of the fixed window events recorded by this call went into
--- (now / window), which undo.lua needs.
+-- Returns decide's nine numbers (see decide.lua), or only the first four
+-- for a rule without penalty (the other five are 0); for a counter one
+-- more: the index of the fixed window events recorded by this call went
+-- into (now / window), which undo.lua needs.
 local now = now_us(ARGV[1])
 local rate = tonumber(ARGV[3])
 local pa
@@ -46,7 +47,15 @@ else
   m = log_meter(KEYS[1], now, tonumber(ARGV[2]), rate, ARGV[5], ARGV[1] == '')
 end
 local reply = decide(m, KEYS[2], now, rate, tonumber(ARGV[4]), pa, true)
-if kind == 99 then
-  reply[10] = m.win
+-- Without a penalty the last five numbers are 0 and Go knows it: Redis'
+-- reply ends at the first nil, and every number sent costs Redis time.
+local last = 9
+if not pa then
+  last = 4
 end
+if kind == 99 then
+  last = last + 1
+  reply[last] = m.win
+end
+reply[last + 1] = nil
 return reply

@@ -13,21 +13,11 @@
 -- event and records nothing.
 
 -- decide calls a meter's functions only for that kind of meter (it tells
--- them apart by their tables' fields) and strikes.lua's only with a penalty, so a script composes just the pieces
--- its calls use: every function a script defines costs Redis a closure on
--- every call.
-
--- decide_reset returns how long until the meter m holds no events.
-local function decide_reset(m)
-  if m.log then
-    return reset_after(m.log, m.now, m.window)
-  elseif m.gcra then
-    return gcra_reset(m)
-  elseif m.quota then
-    return quota_reset(m)
-  end
-  return counter_reset(m)
-end
+-- them apart by their tables' fields) and strikes.lua's only with a
+-- penalty, so a script composes just the pieces its calls use: every
+-- function a script defines costs Redis a closure on every call (about as
+-- much as a redis.call of PING when it refers to other functions), which is
+-- why what only decide needs is a code path in it rather than a function.
 
 -- decide_record records n events in the meter m at now and returns how
 -- long until it holds no events.
@@ -74,16 +64,14 @@ local function decide(m, pen, now, rate, n, pa, commit)
     end
     count = live_count(log, now, m.window, m.card and trimmed)
   elseif m.gcra then
-    count = gcra_count(m)
+    count = m.count
   elseif m.quota then
     count = m.c
   else
     count = counter_count(m)
   end
-  if ban_end <= now and count + asked <= rate then
-    if n == 0 then
-      return {1, count, 0, decide_reset(m), v, 0, 0, memory_left, k}, false
-    end
+  local fits = ban_end <= now and count + asked <= rate
+  if fits and n > 0 then
     local reset
     if commit then
       reset = decide_record(m, now, n)
@@ -95,6 +83,20 @@ local function decide(m, pen, now, rate, n, pa, commit)
       reset = m.window
     end
     return {1, count + n, 0, reset, v, 0, 0, memory_left, k}, true
+  end
+  -- How long until the meter holds no events.
+  local reset
+  if log then
+    reset = reset_after(log, now, m.window)
+  elseif m.gcra then
+    reset = gcra_reset(m)
+  elseif m.quota then
+    reset = quota_reset(m)
+  else
+    reset = counter_reset(m)
+  end
+  if fits then -- a peek that would pass
+    return {1, count, 0, reset, v, 0, 0, memory_left, k}, false
   end
   local retry = 0
   if count + asked > rate then
@@ -108,7 +110,6 @@ local function decide(m, pen, now, rate, n, pa, commit)
       retry = counter_retry(m, asked)
     end
   end
-  local reset = decide_reset(m)
   if ban_end > now then
     local ban_left = ban_end - now
     return {0, count, math.max(retry, ban_left), reset, v, 2, ban_left, memory_left, k}, false

@@ -27,8 +27,15 @@ local function gcra_div(a, b)
 end
 
 -- gcra_meter reads the bucket at now and returns what decide (decide.lua)
--- needs to know of it. A remainder kept for another rate (a changed rule) is
--- cut to fit: the TAT moves by less than 1µs, as gcra.go does.
+-- needs to know of it: besides the TAT (w, r), the ticks owed at now (debt)
+-- and the tokens in use, ceil(debt / wq) (count), computed here once. A
+-- remainder kept for another rate (a changed rule) is cut to fit: the TAT
+-- moves by less than 1µs, as gcra.go does. When the TAT lies further ahead
+-- than any allowed call leaves it (a clock gone backwards), debt is nil and
+-- the bucket counts as full, and nothing that could overflow is computed.
+-- Every function below is one the script's calls use: the pieces a script
+-- composes are closures created on every call, so gcra_give_back and
+-- gcra_owe (undo.lua, writeback.lua) live in adjust.lua.
 local function gcra_meter(key, now, wq, rq, burst)
   local v = redis.call('GET', key)
   local w, r = 0, 0
@@ -43,30 +50,17 @@ local function gcra_meter(key, now, wq, rq, burst)
       r = rq - 1
     end
   end
-  return {gcra = key, now = now, wq = wq, rq = rq, burst = burst, w = w, r = r}
-end
-
--- gcra_debt returns the ticks owed at now, or nil when the TAT lies further
--- ahead than any allowed call leaves it (a clock gone backwards): then the
--- bucket counts as full, and nothing that could overflow is computed.
-local function gcra_debt(m)
-  local d = m.w - m.now
-  if d < 0 then
-    return 0
+  local debt, count = 0, 0
+  local d = w - now
+  if d > 0 or (d == 0 and r > 0) then
+    if d > gcra_div(burst * wq, rq) + 1 then
+      debt, count = nil, burst
+    else
+      debt = d * rq + r
+      count = gcra_div(debt + wq - 1, wq)
+    end
   end
-  if d > gcra_div(m.burst * m.wq, m.rq) + 1 then
-    return nil
-  end
-  return d * m.rq + m.r
-end
-
--- gcra_count returns the tokens in use: ceil(debt / wq).
-local function gcra_count(m)
-  local debt = gcra_debt(m)
-  if not debt then
-    return m.burst
-  end
-  return gcra_div(debt + m.wq - 1, m.wq)
+  return {gcra = key, now = now, wq = wq, rq = rq, burst = burst, w = w, r = r, debt = debt, count = count}
 end
 
 -- gcra_retry returns how long until asked tokens are free:
@@ -107,7 +101,7 @@ end
 -- gcra_full_after returns how long until the bucket is full once n more
 -- tokens are taken at now: what gcra_add answers.
 local function gcra_full_after(m, n)
-  local debt = gcra_debt(m) + n * m.wq
+  local debt = m.debt + n * m.wq
   return gcra_div(debt + m.rq - 1, m.rq)
 end
 
@@ -130,42 +124,10 @@ end
 -- gcra_add takes n tokens at now and returns how long until the bucket is
 -- full.
 local function gcra_add(m, n)
-  local debt = gcra_debt(m) + n * m.wq
+  local debt = m.debt + n * m.wq
   local q = gcra_div(debt, m.rq)
   m.w, m.r = m.now + q, debt - q * m.rq
   local reset = gcra_reset(m)
   gcra_store(m, math.ceil(reset / 1000) + 1000)
   return reset
-end
-
--- gcra_give_back returns n tokens taken earlier (undo.lua): the TAT moves
--- back by n * wq ticks, whatever the time. It returns n, or 0 for a bucket
--- that is gone.
-local function gcra_give_back(m, n)
-  if redis.call('EXISTS', m.gcra) == 0 then
-    return 0
-  end
-  local back = n * m.wq
-  local q = gcra_div(back, m.rq)
-  m.w, m.r = m.w - q, m.r - (back - q * m.rq)
-  if m.r < 0 then
-    m.w, m.r = m.w - 1, m.r + m.rq
-  end
-  gcra_store(m, nil)
-  return n
-end
-
--- gcra_owe adds n tokens taken at the time at without Redis (writeback.lua):
--- their cost is added to the TAT as of at, max(TAT, at) + n * wq ticks,
--- however far ahead of now that leaves it (a full bucket then counts as
--- full until time catches up; see gcra_debt). Tokens owed in stamp order
--- move the TAT as the bucket that allowed them moved its own. The caller
--- stores the TAT (gcra_store).
-local function gcra_owe(m, at, n)
-  if m.w < at then
-    m.w, m.r = at, 0
-  end
-  local ticks = m.r + n * m.wq
-  local q = gcra_div(ticks, m.rq)
-  m.w, m.r = m.w + q, ticks - q * m.rq
 end

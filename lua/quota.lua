@@ -40,29 +40,3 @@ local function quota_add(m, n)
   redis.call('SET', m.quota, string.format('%d %d', m.start, m.c), 'PX', math.ceil(left / 1000) + 1000)
   return left
 end
-
--- quota_take_back takes back up to n events recorded in the meter's period
--- (undo.lua), keeping the key's expiry, and returns how many.
-local function quota_take_back(m, n)
-  local back = math.min(m.c, n)
-  if back > 0 then
-    m.c = m.c - back
-    redis.call('SET', m.quota, string.format('%d %d', m.start, m.c), 'KEEPTTL')
-  end
-  return back
-end
-
--- quota_owe adds n events counted without Redis (writeback.lua) in the
--- meter's period, unless Redis holds a later period already, and keeps the
--- quota until a second after the period ends. The meter is read at a time
--- inside the period.
-local function quota_owe(m, n)
-  local v = redis.call('GET', m.quota)
-  if v then
-    local sp = string.find(v, ' ', 1, true)
-    if sp and tonumber(string.sub(v, 1, sp - 1)) > m.start then
-      return
-    end
-  end
-  quota_add(m, n)
-end

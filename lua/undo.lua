@@ -1,6 +1,6 @@
 -- undo.lua: takes back the events one allowed call recorded, when AllowAll
 -- denies the request at a later rule, or this process' own count overrules
--- what Redis allowed. Composed after gcra.lua and quota.lua.
+-- what Redis allowed. Composed after gcra.lua, quota.lua and adjust.lua.
 --
 -- KEYS[1]  the rule's log (a ZSET), approximate counter (a HASH), GCRA
 --          bucket or quota (STRINGs).
@@ -9,7 +9,7 @@
 -- ARGV[2]  the call's member id (as allow.lua got it).
 -- ARGV[3]  n: the events the call recorded.
 -- ARGV[4]  for a counter: the index of the fixed window the events went
---          into (allow.lua's tenth number). Once the counter has moved to
+--          into (allow.lua's last number). Once the counter has moved to
 --          another window they are no longer its current count, and nothing
 --          is taken back, as counter.go's local path does. For a quota: the
 --          start of the period the events went into, likewise. For a

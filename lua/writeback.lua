@@ -1,8 +1,8 @@
 -- writeback.lua: writes back one batch of what a process decided without
 -- Redis for one (rule, key) pair (see writeback.go): a Reset and a ban
 -- Redis did not see, violations, and events. Composed after window.lua
--- (for record), gcra.lua (gcra_owe) and quota.lua (quota_owe). The batch is
--- applied at most once: its id is remembered under KEYS[4] for ARGV[4] ms,
+-- (for record), gcra.lua, quota.lua and adjust.lua (gcra_owe, quota_owe).
+-- The batch is applied at most once: its id is remembered under KEYS[4] for ARGV[4] ms,
 -- and a replay (a reply that was lost, and the batch sent again) finds it
 -- and changes nothing.
 --
