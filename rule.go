@@ -168,46 +168,31 @@ func (r *Rule) compile() (plan, error) {
 	return p, nil
 }
 
-// checkKind checks the fields that depend on the rule's Kind.
+// checkKind checks the fields that depend on the rule's Kind: each field
+// once, against the kind it belongs to.
 func (r *Rule) checkKind() error {
 	l := &r.Limit
+	quota := r.Kind == CalendarQuota
 	var bad string
-	switch r.Kind {
-	case SlidingLog:
-		switch {
-		case l.Burst != 0:
-			bad = fmt.Sprintf("Burst %d is for GCRA only", l.Burst)
-		case l.Period != 0:
-			bad = fmt.Sprintf("Period %v is for CalendarQuota only", l.Period)
-		case l.Location != nil:
-			bad = "Location is for CalendarQuota only"
-		}
-	case GCRA:
-		switch {
-		case r.Approximate:
-			bad = "Approximate is for the sliding log only, not for gcra"
-		case l.Burst < 0:
-			bad = fmt.Sprintf("Burst %d is negative", l.Burst)
-		case l.Burst > maxRate:
-			bad = fmt.Sprintf("Burst %d is above %d", l.Burst, maxRate)
-		case l.Period != 0:
-			bad = fmt.Sprintf("Period %v is for CalendarQuota only", l.Period)
-		case l.Location != nil:
-			bad = "Location is for CalendarQuota only"
-		}
-	case CalendarQuota:
-		switch {
-		case r.Approximate:
-			bad = "Approximate is for the sliding log only, not for calendar quota"
-		case l.Period < Day || l.Period > Month:
-			bad = fmt.Sprintf("unknown Period %d (Day, Week or Month)", int(l.Period))
-		case l.Window != 0:
-			bad = fmt.Sprintf("Window %v must be 0 for a calendar quota (its Period is the window)", l.Window)
-		case l.Burst != 0:
-			bad = fmt.Sprintf("Burst %d is for GCRA only", l.Burst)
-		}
-	default:
+	switch {
+	case r.Kind < SlidingLog || r.Kind > CalendarQuota:
 		bad = fmt.Sprintf("unknown Kind %d", int(r.Kind))
+	case r.Approximate && r.Kind != SlidingLog:
+		bad = fmt.Sprintf("Approximate is for the sliding log only, not for %v", r.Kind)
+	case l.Burst != 0 && r.Kind != GCRA:
+		bad = fmt.Sprintf("Burst %d is for GCRA only", l.Burst)
+	case l.Burst < 0:
+		bad = fmt.Sprintf("Burst %d is negative", l.Burst)
+	case l.Burst > maxRate:
+		bad = fmt.Sprintf("Burst %d is above %d", l.Burst, maxRate)
+	case !quota && l.Period != 0:
+		bad = fmt.Sprintf("Period %v is for CalendarQuota only", l.Period)
+	case !quota && l.Location != nil:
+		bad = "Location is for CalendarQuota only"
+	case quota && (l.Period < Day || l.Period > Month):
+		bad = fmt.Sprintf("unknown Period %d (Day, Week or Month)", int(l.Period))
+	case quota && l.Window != 0:
+		bad = fmt.Sprintf("Window %v must be 0 for a calendar quota (its Period is the window)", l.Window)
 	}
 	if bad != "" {
 		return fmt.Errorf("%w: rule %q: %s", ErrInvalidRule, r.Name, bad)
