@@ -82,6 +82,15 @@
 // it would have denied, it lets the call through and adds [HeaderDryRun]. A call the limiter cannot decide on fails with
 // Unavailable or Internal, and the cause is logged.
 //
+// # Rules from a file
+//
+// A [Policy] may take its rule from a source of rules ([policy.RuleSource])
+// instead of holding it: Rules and RuleName name it, and every call is
+// limited by the rule the source has for its key at that moment. A
+// *rules.Watcher (module github.com/ratelimit-go/ratelimit/rules) reloads a
+// YAML file while the server runs, so a changed limit applies from the
+// next call; [Validate] checks that the source has each policy's rule.
+//
 // Streams count once, when they open: a stream interceptor limits how
 // often streams start, not the messages they carry.
 //

@@ -15,17 +15,30 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Policy is one rule of a method and the key its calls count under.
+// Policy is one rule of a method and the key its calls count under. The
+// rule is either fixed (Rule), or taken from a source of rules for each
+// call (Rules and RuleName).
 type Policy struct {
 	// Name names the policy in the response metadata and in the
-	// QuotaFailure of a denial. The default is Rule.Name. Both carry it as
-	// policy.Encode writes it: bytes outside printable ASCII, and '%', as
-	// %XX.
+	// QuotaFailure of a denial. The default is Rule.Name, or RuleName.
+	// Both carry it as policy.Encode writes it: bytes outside printable
+	// ASCII, and '%', as %XX.
 	Name string
-	// Rule is the limit the policy enforces.
+	// Rule is the limit the policy enforces, when Rules is nil.
 	Rule ratelimit.Rule
-	// Key names the bucket of a call under Rule.
+	// Key names the bucket of a call under the policy's rule.
 	Key KeyFunc
+	// Rules, when set, is where the policy's rule comes from: each call is
+	// limited by the rule Rules.For(RuleName, key) returns for its key, so
+	// that a rules file reloaded while the server runs (module
+	// github.com/ratelimit-go/ratelimit/rules) applies from the next call,
+	// per-key overrides included. Rule must then be left zero. A call
+	// whose rule Rules lacks fails with codes.Internal, logged with an
+	// error wrapping policy.ErrUnknownRule; pass the methods' rule names to
+	// the rules Watcher's Require so that a reload never drops one.
+	Rules policy.RuleSource
+	// RuleName names the policy's rule in Rules (required with Rules).
+	RuleName string
 }
 
 // Methods says which policies limit which methods. Each entry's name is
@@ -171,8 +184,10 @@ func StreamServerInterceptor(l *ratelimit.Limiter, methods Methods, opts Options
 
 // Validate reports whether the interceptors of (l, methods, opts) are set
 // up correctly: nil, or an error wrapping ErrInvalidSetup (and
-// ratelimit.ErrInvalidRule for a bad rule) that says what is wrong. It
-// calls no KeyFunc of the service's own. Call it when a server starts, to
+// ratelimit.ErrInvalidRule for a bad rule) that says what is wrong; a
+// policy with Rules must have a RuleName its source has
+// (policy.ErrUnknownRule otherwise) and no Rule. It calls no KeyFunc of
+// the service's own. Call it when a server starts, to
 // refuse to start rather than fail every call.
 func Validate(l *ratelimit.Limiter, methods Methods, opts Options) error {
 	_, err := compile(l, methods, opts)
@@ -264,17 +279,21 @@ func splitMethod(name string) (service, method string, err error) {
 func compilePolicies(method string, policies []Policy) ([]Policy, error) {
 	ps := make([]Policy, len(policies))
 	for i, p := range policies {
+		rule, err := policy.RuleOf(p.Rule, p.Rules, p.RuleName)
+		if err != nil {
+			return nil, fmt.Errorf("%w: method %q: policy %d: %w", ErrInvalidSetup, method, i, err)
+		}
 		if p.Key == nil {
-			return nil, fmt.Errorf("%w: method %q: policy %d (%q) has no Key", ErrInvalidSetup, method, i, p.Rule.Name)
+			return nil, fmt.Errorf("%w: method %q: policy %d (%q) has no Key", ErrInvalidSetup, method, i, rule.Name)
 		}
 		if err := keySetupError(p.Key); err != nil {
-			return nil, mistake(fmt.Sprintf("method %q: policy %d (%q)", method, i, p.Rule.Name), err)
+			return nil, mistake(fmt.Sprintf("method %q: policy %d (%q)", method, i, rule.Name), err)
 		}
-		if err := p.Rule.Validate(); err != nil {
+		if err := rule.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: method %q: policy %d: %w", ErrInvalidSetup, method, i, err)
 		}
 		if p.Name == "" {
-			p.Name = p.Rule.Name
+			p.Name = rule.Name
 		}
 		ps[i] = p
 	}
@@ -320,9 +339,16 @@ func (g *guard) decide(ctx context.Context, fullMethod string) (metadata.MD, err
 			}
 			return nil, g.fail(ctx, fullMethod, fmt.Errorf("grpclimit: policy %q: %w", p.Name, err))
 		}
-		if k != skip {
-			entries = append(entries, policy.Entry{Name: p.Name, Rule: p.Rule, Key: k})
+		if k == skip {
+			continue
 		}
+		rule := p.Rule
+		if p.Rules != nil {
+			if rule, err = policy.Lookup(p.Rules, p.RuleName, k); err != nil {
+				return nil, g.fail(ctx, fullMethod, fmt.Errorf("grpclimit: policy %q: %w", p.Name, err))
+			}
+		}
+		entries = append(entries, policy.Entry{Name: p.Name, Rule: rule, Key: k})
 	}
 	if len(entries) == 0 { // every policy skipped by NoKeyAllow
 		return nil, nil

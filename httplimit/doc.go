@@ -80,10 +80,26 @@
 //
 //	RateLimit-Dry-Run: "new-rule";t=45
 //
+// # Rules from a file
+//
+// A [Policy] may take its rule from a source of rules ([policy.RuleSource])
+// instead of holding it: Rules and RuleName name it, and every request is
+// limited by the rule the source has for its key at that moment. A
+// *rules.Watcher (module github.com/ratelimit-go/ratelimit/rules) is such a
+// source: it reloads a YAML file while the server runs, so a changed limit,
+// a key's override or a rule put in dry run applies from the next request.
+// An override's key is the key as the policy's [KeyFunc] writes it
+// ("user:alice" for [User]).
+//
+//	w, _ := rules.Watch("rules.yaml", rules.WatchOptions{Require: []string{"shop:coupon"}})
+//	claim := httplimit.Policy{Rules: w, RuleName: "shop:coupon", Key: httplimit.User(userID)}
+//	mux.Handle("POST /coupons/claim", httplimit.Stack(lim, []httplimit.Policy{claim}, httplimit.Options{})(h))
+//
 // # Startup checks
 //
 // [Validate] reports a route set up wrongly, the mistake [Stack] would
-// otherwise log once and answer every request of the route with.
+// otherwise log once and answer every request of the route with; for a
+// policy with Rules, that its source has a valid rule named RuleName.
 //
 // # Concurrency
 //

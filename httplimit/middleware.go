@@ -10,16 +10,29 @@ import (
 	"github.com/ratelimit-go/ratelimit/policy"
 )
 
-// Policy is one rule of a route and the key its requests count under.
+// Policy is one rule of a route and the key its requests count under. The
+// rule is either fixed (Rule), or taken from a source of rules for each
+// request (Rules and RuleName).
 type Policy struct {
 	// Name names the policy in the response fields and problem bodies. The
-	// default is Rule.Name. Both carry it as policy.Encode writes it: bytes
-	// outside printable ASCII, and '%', as %XX.
+	// default is Rule.Name, or RuleName. Both carry it as policy.Encode
+	// writes it: bytes outside printable ASCII, and '%', as %XX.
 	Name string
-	// Rule is the limit the policy enforces.
+	// Rule is the limit the policy enforces, when Rules is nil.
 	Rule ratelimit.Rule
-	// Key names the bucket of a request under Rule.
+	// Key names the bucket of a request under the policy's rule.
 	Key KeyFunc
+	// Rules, when set, is where the policy's rule comes from: each
+	// request is limited by the rule Rules.For(RuleName, key) returns for
+	// its key, so that a rules file reloaded while the server runs (module
+	// github.com/ratelimit-go/ratelimit/rules) applies from the next
+	// request, per-key overrides included. Rule must then be left zero. A
+	// request whose rule Rules lacks goes to Options.OnError with an error
+	// wrapping policy.ErrUnknownRule; pass the route's rule names to the
+	// rules Watcher's Require so that a reload never drops one.
+	Rules policy.RuleSource
+	// RuleName names the policy's rule in Rules (required with Rules).
+	RuleName string
 }
 
 // NoKeyPolicy says what the middleware does with a request that a KeyFunc
@@ -143,8 +156,10 @@ var ErrInvalidSetup = errors.New("httplimit: invalid setup")
 
 // Validate reports whether Stack(l, policies, opts) is set up correctly:
 // nil, or an error wrapping ErrInvalidSetup (and ratelimit.ErrInvalidRule
-// for a bad rule) that says what is wrong. Call it when a program starts,
-// to refuse to start rather than fail every request of a route.
+// for a bad rule) that says what is wrong; a policy with Rules must have a
+// RuleName its source has (policy.ErrUnknownRule otherwise) and no Rule.
+// Call it when a program starts, to refuse to start rather than fail every
+// request of a route.
 func Validate(l *ratelimit.Limiter, policies []Policy, opts Options) error {
 	_, err := newMiddleware(l, policies, opts)
 	return err
@@ -178,14 +193,18 @@ func newMiddleware(l *ratelimit.Limiter, policies []Policy, opts Options) (*midd
 	}
 	m := &middleware{lim: l, policies: make([]Policy, len(policies)), opts: opts}
 	for i, p := range policies {
-		if p.Key == nil {
-			return nil, fmt.Errorf("%w: policy %d (%q) has no Key", ErrInvalidSetup, i, p.Rule.Name)
+		rule, err := policy.RuleOf(p.Rule, p.Rules, p.RuleName)
+		if err != nil {
+			return nil, fmt.Errorf("%w: policy %d: %w", ErrInvalidSetup, i, err)
 		}
-		if err := p.Rule.Validate(); err != nil {
+		if p.Key == nil {
+			return nil, fmt.Errorf("%w: policy %d (%q) has no Key", ErrInvalidSetup, i, rule.Name)
+		}
+		if err := rule.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: policy %d: %w", ErrInvalidSetup, i, err)
 		}
 		if p.Name == "" {
-			p.Name = p.Rule.Name
+			p.Name = rule.Name
 		}
 		m.policies[i] = p
 	}
@@ -215,9 +234,17 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			}
 			return
 		}
-		if k != skip {
-			entries = append(entries, policy.Entry{Name: p.Name, Rule: p.Rule, Key: k})
+		if k == skip {
+			continue
 		}
+		rule := p.Rule
+		if p.Rules != nil {
+			if rule, err = policy.Lookup(p.Rules, p.RuleName, k); err != nil {
+				m.fail(w, r, fmt.Errorf("httplimit: policy %q: %w", p.Name, err))
+				return
+			}
+		}
+		entries = append(entries, policy.Entry{Name: p.Name, Rule: rule, Key: k})
 	}
 	if len(entries) == 0 { // every policy skipped by NoKeyAllow
 		next.ServeHTTP(w, r)

@@ -52,6 +52,13 @@
 // listed in RateLimit-Dry-Run instead, with the t it would have sent (at
 // least 1) and the flag banned when the denial would have been a ban's.
 //
+// # Rules that change
+//
+// An adapter's policy may take its rule from a [RuleSource], such as a
+// reloaded rules file (module github.com/ratelimit-go/ratelimit/rules),
+// asked once per request with the request's key ([Lookup]); [RuleOf] is
+// the adapters' startup check of how a policy names its rule.
+//
 // # Concurrency
 //
 // The package keeps no state: its functions are safe for concurrent use,
