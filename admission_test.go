@@ -235,8 +235,8 @@ func TestShedCallsAreDecidedByTheDegradedPolicy(t *testing.T) {
 }
 
 // TestShedEventsCountOnRedisDecisions: events a shed call allowed are
-// unknown to Redis, so the next decisions Redis allows are overruled until
-// the process' own count is back under the rate: over shed and Redis
+// unknown to Redis, so the process' own count (mirror.go's hold) holds the
+// next decisions on Redis back until it is under the rate: over shed and Redis
 // decisions together, a process admits exactly the rate, and Redis' log
 // keeps only what it admitted.
 func TestShedEventsCountOnRedisDecisions(t *testing.T) {
@@ -305,9 +305,9 @@ type fixedClock struct{ at time.Time }
 
 func (c *fixedClock) Now() time.Time { return c.at }
 
-// TestShedEventsCountOnGroups: a group Redis allows is denied at the first
-// pair whose unsynced events leave it no room, and what Redis recorded for
-// every pair of the group is taken back.
+// TestShedEventsCountOnGroups: a group is denied at the first pair whose
+// own count, with the events shed calls allowed, leaves it no room, and
+// Redis records nothing for the group.
 func TestShedEventsCountOnGroups(t *testing.T) {
 	mr := miniredis.RunT(t)
 	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true, ForceSingleClient: true})

@@ -33,6 +33,9 @@ type Check struct {
 // pair most likely to deny first, and a denied request rarely records
 // anything.
 func (l *Limiter) AllowAll(ctx context.Context, checks []Check) ([]Result, error) {
+	if err := l.usable(ctx); err != nil {
+		return nil, err
+	}
 	results := make([]Result, 0, len(checks))
 	undos := make([]undo, len(checks))
 	for i := range checks {

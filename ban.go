@@ -19,8 +19,8 @@ import (
 // and returns an error wrapping ErrUnavailable: Redis does not know of it
 // until the write-back brings it there (see Options.WriteBackMax).
 func (l *Limiter) Ban(ctx context.Context, rule Rule, key string, d time.Duration) error {
-	if l.closed.Load() {
-		return ErrClosed
+	if err := l.usable(ctx); err != nil {
+		return err
 	}
 	p, err := rule.compile()
 	if err != nil {

@@ -133,29 +133,6 @@ func BenchmarkAllowRedis(b *testing.B) {
 	benchSuite(b, testkit.NewLimiter(b, testkit.NewClient(b, server.Addr()), benchOptions()))
 }
 
-// BenchmarkMirror measures the Redis path with the mirror (every Redis
-// decision copied into the local store) on and off, in one run, at 16
-// goroutines on many keys: the mirror's cost is the ratio of the two.
-func BenchmarkMirror(b *testing.B) {
-	if !testkit.HaveRedis(b) {
-		b.Skip("no redis-server")
-	}
-	server := redistest.Start(b, redistest.Options{})
-	l := testkit.NewLimiter(b, testkit.NewClient(b, server.Addr()), benchOptions())
-	for _, off := range []bool{false, true} {
-		name := "on"
-		if off {
-			name = "off"
-		}
-		b.Run("mirror="+name, func(b *testing.B) {
-			ratelimit.SetMirrorOff(off)
-			defer ratelimit.SetMirrorOff(false)
-			b.SetParallelism(8) // 16 goroutines on 2 CPUs
-			runAllow(b, l, benchPlain, benchKeyNames)
-		})
-	}
-}
-
 // BenchmarkAllowDegraded measures decisions while Redis cannot be used (the
 // breaker open, 16 goroutines on many keys): the local log, and the events
 // owed to Redis for the write-back, bounded by WriteBackMax, so a long run

@@ -64,6 +64,22 @@ type breaker struct {
 	probeAfter time.Duration
 	changes    *changeQueue
 	gate       atomic.Pointer[gate] // admission control of the key range's master
+	answered   atomic.Int32         // the last call's outcome: answerNone, answerYes or answerNo
+}
+
+// The outcomes of a breaker's last call to Redis, for Stats.RedisInUse.
+const (
+	answerNone int32 = iota // no call went through the breaker yet
+	answerYes               // Redis replied (a misuse reply included)
+	answerNo                // the call failed as an outage
+)
+
+// noteAnswer records the outcome of a call sent through the breaker. A
+// load first, so that the calls of a healthy Redis only read the word.
+func (b *breaker) noteAnswer(outcome int32) {
+	if b.answered.Load() != outcome {
+		b.answered.Store(outcome)
+	}
 }
 
 func newBreaker(name string, s *settings, changes *changeQueue) *breaker {

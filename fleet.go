@@ -2,8 +2,8 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -45,29 +45,60 @@ func (l *Limiter) heartbeats(conn *redisConn) {
 }
 
 // heartbeat announces the Limiter once and stores the live count Redis
-// returns; it reports whether it succeeded.
+// returns; it reports whether it succeeded. A set younger than three
+// heartbeat periods (Redis lost it: a restart without persistence, a
+// failover) may not hold every live Limiter yet, so its count raises the
+// count last seen but never lowers it: an outage that starts then is met
+// with the share of the fleet as it was, not with the whole rate.
 func (l *Limiter) heartbeat(conn *redisConn, key string) bool {
-	period := strconv.FormatInt(int64(l.set.HeartbeatInterval/time.Microsecond), 10)
-	var live int64
-	err := l.backgroundCall(context.Background(), conn, key, subject{"heartbeat", key}, "announcing the limiter",
-		func(ctx context.Context, c rueidis.Client) (err error) {
-			live, err = fleetScript.exec(ctx, c, []string{key}, []string{l.id, period}).AsInt64()
-			return err
+	period := int64(l.set.HeartbeatInterval / time.Microsecond)
+	var live, age int64
+	// A heartbeat takes an admission slot only when one is to spare, unless
+	// the last one found none: then it waits for one as a call does, so
+	// that load never starves it for long enough that the other instances
+	// trim this one and enlarge their shares.
+	call := l.backgroundCall
+	if l.heartbeatStarved.Load() {
+		call = l.adminCall
+	}
+	err := call(context.Background(), conn, key, subject{"heartbeat", key}, "announcing the limiter",
+		func(ctx context.Context, c rueidis.Client) error {
+			reply, err := fleetScript.exec(ctx, c, []string{key, key + ":born"}, []string{l.id, itoa(period)}).AsIntSlice()
+			if err != nil {
+				return err
+			}
+			if len(reply) != 2 {
+				return &callError{kind: misuse, err: errors.New("unexpected heartbeat reply")}
+			}
+			live, age = reply[0], reply[1]
+			return nil
 		})
+	l.heartbeatStarved.Store(errors.Is(err, errShed))
 	if err != nil {
 		l.log.log(logHeartbeat, slog.LevelDebug, "ratelimit: heartbeat failed; keeping the instance count last seen",
 			"instances", l.set.fleet.Load(), "err", err)
 		return false
 	}
+	if age < 3*period {
+		live = max(live, l.set.fleet.Load())
+	}
 	l.set.fleet.Store(max(1, live))
 	return true
 }
 
-// withdraw removes the Limiter from the instances set, best effort, so
-// that the others stop counting it before its announcement runs out.
+// withdraw removes the Limiter from the instances set when it closes, so
+// that the others stop counting it at once rather than when its
+// announcement runs out. It is the Limiter's last call: it waits for no
+// admission slot (a closing Limiter under load has none to spare, and
+// nothing after it to protect), only for Options.Timeout, and is skipped
+// while the key's breaker is open.
 func (l *Limiter) withdraw(conn *redisConn, key string) {
-	l.backgroundCall(context.Background(), conn, key, subject{"heartbeat", key}, "withdrawing the limiter",
-		func(ctx context.Context, c rueidis.Client) error {
-			return c.Do(ctx, c.B().Zrem().Key(key).Member(l.id).Build()).Error()
-		})
+	if conn.breakers.forKey(key).resting() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.set.Timeout)
+	defer cancel()
+	if err := conn.client.Do(ctx, conn.client.B().Zrem().Key(key).Member(l.id).Build()).Error(); err != nil {
+		l.log.log(logHeartbeat, slog.LevelDebug, "ratelimit: could not withdraw the limiter from the fleet", "err", err)
+	}
 }

@@ -251,3 +251,24 @@ func TestNoAnnouncement(t *testing.T) {
 		t.Fatal("Stats.Instances is not 0 without announcements")
 	}
 }
+
+// TestHeartbeatNotStarved: a heartbeat that found no slot to spare is
+// followed by one that takes a slot as a call does, even the last one, so
+// that sustained load cannot keep the Limiter from announcing itself until
+// the other instances trim it.
+func TestHeartbeatNotStarved(t *testing.T) {
+	mr := miniredis.RunT(t)
+	l := fleetLimiter(t, mr, "starved:", time.Now())
+	g := l.conn.Load().breakers.all[0].gate.Load()
+	limit := g.limit.Load()
+	g.inflight.Store(limit - 1) // one slot left: the live calls'
+	if l.heartbeat(l.conn.Load(), fleetKey("starved:")) {
+		t.Fatal("a heartbeat took the last free slot")
+	}
+	if !l.heartbeat(l.conn.Load(), fleetKey("starved:")) {
+		t.Fatal("the heartbeat after a skipped one did not take the slot left")
+	}
+	if l.heartbeatStarved.Load() {
+		t.Fatal("a heartbeat that went through leaves the Limiter marked starved")
+	}
+}

@@ -75,9 +75,15 @@ func (b *bucket) add(now, _, n int64) {
 	b.w, b.r = now+debt/b.rq, debt%b.rq
 }
 
-// copyFrom sets the bucket to what Redis answered: full again after reset
-// µs, rounded up to a whole µs (never earlier than Redis' TAT).
-func (b *bucket) copyFrom(now, _, reset int64) { b.w, b.r = now+reset, 0 }
+// copyFrom merges what Redis answered into the bucket: full again after
+// reset µs, which Redis rounded up to a whole µs, when that is later than
+// the bucket's own TAT rounded up alike (an equal TAT keeps the bucket's
+// exact ticks).
+func (b *bucket) copyFrom(now, _, reset int64) {
+	if w := now + reset; w > b.w+int64(b2i(b.r > 0)) {
+		b.w, b.r = w, 0
+	}
+}
 
 // unrecord gives n tokens back, as lua/undo.lua does.
 func (b *bucket) unrecord(n int64) {

@@ -51,8 +51,8 @@ func (l *Limiter) AllowGroup(ctx context.Context, group string, checks []Check) 
 // decideGroup decides a group on Redis, or without Redis as AllowAll
 // would, and says where.
 func (l *Limiter) decideGroup(ctx context.Context, group string, checks []Check) ([]Result, Path, error) {
-	if l.closed.Load() {
-		return nil, PathNone, ErrClosed
+	if err := l.usable(ctx); err != nil {
+		return nil, PathNone, err
 	}
 	g, err := l.compileGroup(group, checks)
 	if err != nil {
@@ -68,7 +68,13 @@ func (l *Limiter) decideGroup(ctx context.Context, group string, checks []Check)
 	if !l.remote || conn == nil {
 		return l.groupWithoutRedis(checks, g, sent{path: PathLocal}, now), PathLocal, nil
 	}
-	keys, args, member := l.encodeGroup(g, now)
+	// What this process' own count adds to each pair's decision, with
+	// the pairs' events reserved where they fit (see mirror.go).
+	hds := make([]held, len(g))
+	for i := range g {
+		hds[i] = l.local.hold(g[i].k, &g[i].p, now, g[i].n, false)
+	}
+	keys, args, member := l.encodeGroup(g, hds, now)
 	script := groupScript
 	if kinds {
 		script = groupKindsScript
@@ -92,6 +98,12 @@ func (l *Limiter) decideGroup(ctx context.Context, group string, checks []Check)
 		}
 		return nil
 	})
+	if err != nil || s.path != PathRedis || groupDenied(g, ds) {
+		// Redis recorded nothing (or was not used): no reservation stands.
+		for i := range g {
+			l.local.release(g[i].k, &g[i].p, now, g[i].n, &hds[i])
+		}
+	}
 	switch {
 	case err != nil:
 		return nil, PathRedis, err
@@ -101,7 +113,7 @@ func (l *Limiter) decideGroup(ctx context.Context, group string, checks []Check)
 		}
 		return l.groupWithoutRedis(checks, g, s, now), s.path, nil
 	}
-	return l.groupResults(conn, checks, g, keys, member, ds, l.receivedAt(now)), PathRedis, nil
+	return l.groupResults(checks, g, ds, hds, now), PathRedis, nil
 }
 
 // groupPair is one validated pair of a group.
@@ -147,10 +159,11 @@ func (l *Limiter) compileGroup(group string, checks []Check) ([]groupPair, error
 
 // encodeGroup returns group.lua's keys and arguments for g, decided at now
 // when a Clock is set or the group holds a quota (whose period comes from
-// now), and the member id its events are recorded under.
-func (l *Limiter) encodeGroup(g []groupPair, now int64) (keys, args []string, member string) {
-	keys = make([]string, 0, 2*len(g))
-	args = make([]string, 0, 2+13*len(g))
+// now), with what the process' own count adds to each pair (hds), and the
+// member id its events are recorded under.
+func (l *Limiter) encodeGroup(g []groupPair, hds []held, now int64) (keys, args []string, member string) {
+	keys = make([]string, 0, 3*len(g))
+	args = make([]string, 0, 2+17*len(g))
 	at := ""
 	for i := range g {
 		if l.set.Clock != nil || g[i].p.kind == CalendarQuota {
@@ -167,14 +180,19 @@ func (l *Limiter) encodeGroup(g []groupPair, now int64) (keys, args []string, me
 		log := b.String()
 		b.Reset()
 		writeKey(&b, l.set.KeyPrefix, gp.k, 'p')
-		keys = append(keys, log, b.String())
+		pen := b.String()
+		b.Reset()
+		writeKey(&b, l.set.KeyPrefix, gp.k, 'r')
+		keys = append(keys, log, pen, b.String())
 		pp := &gp.p.penalty
 		second, fifth, numeric := gp.p.scriptArgs()
 		id := member
 		if numeric {
 			id = itoa(fifth)
 		}
+		hd := &hds[i]
 		args = append(args, string(kind), itoa(second), itoa(gp.p.rate), itoa(gp.n), id, flag(gp.p.penalize), flag(gp.dry),
+			itoa(hd.retry), itoa(hd.owed), itoa(hd.banLeft), itoa(hd.since),
 			itoa(pp.warnAfter), itoa(pp.banAfter), itoa(pp.banFor), itoa(pp.memory),
 			strconv.FormatFloat(pp.growth, 'g', -1, 64), itoa(pp.maxBan))
 	}
@@ -182,64 +200,32 @@ func (l *Limiter) encodeGroup(g []groupPair, now int64) (keys, args []string, me
 }
 
 // groupResults turns the script's decisions into Results, applies dry runs
-// and mirrors the decisions into the local limiter at now. When Redis
-// allowed the group but this process' own count overrules one of its pairs
-// (see localStore.overrule), the group is denied at that pair instead, and
-// what Redis recorded for every pair under member is taken back.
-func (l *Limiter) groupResults(conn *redisConn, checks []Check, g []groupPair, keys []string, member string, ds []decision, now int64) []Result {
-	if denied := l.overruledPair(g, ds, now); denied >= 0 {
-		undos := make([]undo, 0, len(ds))
-		for j := range ds {
-			if ds[j].allowed || j == denied { // Redis recorded the denied pair's events too
-				undos = append(undos, undo{k: g[j].k, p: g[j].p, n: g[j].n, conn: conn, key: keys[2*j], member: member, onRedis: true})
-			}
-		}
-		l.takeBack(undos)
-		ds = ds[:denied+1]
-		results := make([]Result, len(ds))
-		for i := range ds {
-			results[i] = ds[i].result(g[i].p.rate, false)
-		}
-		return results
-	}
+// and mirrors the decisions into the local limiter: the pairs' reservations
+// made at now stand when the group was allowed (see mirror.go).
+func (l *Limiter) groupResults(checks []Check, g []groupPair, ds []decision, hds []held, now int64) []Result {
+	at := l.receivedAt(now)
+	denied := groupDenied(g, ds)
 	results := make([]Result, len(ds))
 	for i, d := range ds {
-		l.local.record(g[i].k, &g[i].p, now, g[i].n, false, &d, -1)
+		mirrored := d
+		if denied {
+			mirrored.allowed = false // a pair that would allow recorded nothing either
+		}
+		l.local.record(g[i].k, &g[i].p, now, at, g[i].n, false, &mirrored, &hds[i], -1)
+		d.count = mirrored.count
 		results[i] = d.result(g[i].p.rate, false)
 		if checks[i].Rule.DryRun && !results[i].Allowed {
 			results[i].Allowed, results[i].DryRun = true, true
 		}
 	}
-	if last := &results[len(results)-1]; !last.Allowed {
-		// Nothing was recorded in Redis: take the mirrored events back.
-		for i := 0; i < len(results)-1; i++ {
-			if ds[i].allowed {
-				l.local.unrecord(g[i].k, &g[i].p, now, g[i].n)
-			}
-		}
-	}
 	return results
 }
 
-// overruledPair returns the first pair of a group Redis allowed whose
-// allowing decision this process' own count overrules, turning its
-// decision into the rejection; -1 when Redis denied the group or nothing is
-// overruled. Pairs in dry run never deny.
-func (l *Limiter) overruledPair(g []groupPair, ds []decision, now int64) int {
-	if len(ds) != len(g) {
-		return -1
-	}
-	for i := range ds {
-		if !ds[i].allowed && !g[i].dry {
-			return -1
-		}
-	}
-	for i := range ds {
-		if ds[i].allowed && !g[i].dry && l.local.overruled(g[i].k, &g[i].p, now, g[i].n, &ds[i]) {
-			return i
-		}
-	}
-	return -1
+// groupDenied reports whether group.lua's decisions ds for g deny the
+// group: it stopped at a pair that denied, not in dry run.
+func groupDenied(g []groupPair, ds []decision) bool {
+	last := len(ds) - 1
+	return len(ds) < len(g) || !ds[last].allowed && !g[last].dry
 }
 
 // groupWithoutRedis decides a group without Redis at now, pair by pair as

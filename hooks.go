@@ -71,8 +71,23 @@ type Stats struct {
 	// (a single Redis has one breaker, a Redis Cluster one per 64 slots).
 	BreakersOpen int
 	// Connected reports whether the Limiter has a Redis client (false for
-	// a local-only Limiter, and for Dial's until it connects).
+	// a local-only Limiter, and for Dial's until it connects). It says
+	// nothing about whether that Redis answers: it stays true while Redis
+	// is down or refuses every command. RedisInUse says that.
 	Connected bool
+	// RedisInUse reports whether decisions are being made on Redis now:
+	// the Limiter has a Redis client, every circuit breaker is closed, the
+	// last call sent through each breaker that has sent one got a reply
+	// from Redis (an error reply that means misuse included), and at least
+	// one did. It is false for a local-only Limiter; during an outage at
+	// start (before any call is answered, or while Dial's client is not
+	// connected); from the first call of an outage that fails (a refused
+	// connection, a timeout, NOPERM or another unavailable reply) until a
+	// call is answered after the breakers closed again; and on a Redis
+	// Cluster while any master's breakers are open. Without traffic it
+	// keeps the value of the last call (heartbeats call Redis every
+	// Options.HeartbeatInterval).
+	RedisInUse bool
 	// ShedDecisions counts, since the Limiter was made, the decisions
 	// admission control shed to the degraded policy while Redis was healthy
 	// but had as many calls in flight as it could serve in time
@@ -124,10 +139,17 @@ func (l *Limiter) Stats() Stats {
 	s.Instances = int(l.set.fleet.Load())
 	if conn := l.conn.Load(); conn != nil {
 		s.Connected = true
+		answered, failed := false, false
 		seen := make(map[*gate]bool)
 		for _, b := range conn.breakers.all {
 			if BreakerState(b.state.Load()) != BreakerClosed {
 				s.BreakersOpen++
+			}
+			switch b.answered.Load() {
+			case answerYes:
+				answered = true
+			case answerNo:
+				failed = true
 			}
 			if g := b.gate.Load(); !seen[g] {
 				seen[g] = true
@@ -135,6 +157,7 @@ func (l *Limiter) Stats() Stats {
 				s.AdmissionLimit += int(g.limit.Load())
 			}
 		}
+		s.RedisInUse = answered && !failed && s.BreakersOpen == 0
 	}
 	return s
 }

@@ -96,7 +96,7 @@ func TestStats(t *testing.T) {
 	testkit.Allow(t, l, banning, "1") // banned
 	testkit.Allow(t, l, ratelimit.Rule{Name: "g", Kind: ratelimit.GCRA, Limit: ratelimit.PerMinute(1)}, "1")
 	testkit.Allow(t, l, ratelimit.Rule{Name: "q", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: 1, Period: ratelimit.Day}}, "1")
-	want := ratelimit.Stats{LocalLogs: 4, LocalCounters: 1, LocalBuckets: 1, LocalQuotas: 1, LocalBans: 1, Shielded: 2, Connected: true, AdmissionLimit: 64}
+	want := ratelimit.Stats{LocalLogs: 4, LocalCounters: 1, LocalBuckets: 1, LocalQuotas: 1, LocalBans: 1, Shielded: 2, Connected: true, RedisInUse: true, AdmissionLimit: 64}
 	if s := l.Stats(); s != want {
 		t.Fatalf("Stats = %+v, want %+v", s, want)
 	}

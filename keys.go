@@ -35,9 +35,10 @@ func localKey(rule, key string) (lkey, error) {
 }
 
 // redisKeys returns the Redis keys of k: the sliding log, the penalty state,
-// the approximate counter, the GCRA bucket and the calendar quota. Each is
+// the approximate counter, the GCRA bucket, the calendar quota and the time
+// of the last Reset (see lua/reset.lua). Each is
 //
-//	<prefix>v1:{<len>:<rule>:<kind><key>}:<l|p|c|g|q>
+//	<prefix>v1:{<len>:<rule>:<kind><key>}:<l|p|c|g|q|r>
 //
 // where <len> is the length of the escaped rule name, <kind> is '=' for a
 // key kept as it is and '#' for a digest, and '%' and '}' are escaped as
@@ -46,12 +47,12 @@ func localKey(rule, key string) (lkey, error) {
 // escaping keeps the braces one hash tag, so all keys of a pair are in one
 // Redis Cluster slot while different pairs spread over the slots. The
 // strings share one allocation.
-func redisKeys(prefix string, k lkey) [5]string {
+func redisKeys(prefix string, k lkey) [6]string {
 	one := keyLen(prefix, k)
 	var b strings.Builder
-	b.Grow(5 * one)
-	var keys [5]string
-	for _, kind := range []byte("lpcgq") {
+	b.Grow(6 * one)
+	var keys [6]string
+	for _, kind := range []byte("lpcgqr") {
 		writeKey(&b, prefix, k, kind)
 	}
 	all := b.String()
@@ -86,12 +87,12 @@ func keyLen(prefix string, k lkey) int {
 	return n
 }
 
-// writeKey writes the Redis key of k that ends in kind ('l', 'p', 'c', 'g'
-// or 'q').
+// writeKey writes the Redis key of k that ends in kind ('l', 'p', 'c', 'g',
+// 'q', 'r' or 'w'; see redisKeys and batchKey).
 // Inside a group the hash tag is the group's, 'g' and the escaped group
 // name with its length, and the pair follows it:
 //
-//	<prefix>v1:{g<len>:<group>}:<len>:<rule>:<kind><key>:<l|p>
+//	<prefix>v1:{g<len>:<group>}:<len>:<rule>:<kind><key>:<l|p|g|q|r|w>
 //
 // so every key of the group is in one slot; a tag outside a group starts
 // with a digit, so the two never meet.

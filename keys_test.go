@@ -61,7 +61,7 @@ func TestRedisKeysLayout(t *testing.T) {
 	// AllowGroup's script gets (written one by one by writeKey).
 	g := lkey{rule: "m", key: "u}", group: "g%"}
 	const pair = "rl:v1:{g4:g%25}:1:m:=u%7D:"
-	want := [5]string{pair + "l", pair + "p", pair + "c", pair + "g", pair + "q"}
+	want := [6]string{pair + "l", pair + "p", pair + "c", pair + "g", pair + "q", pair + "r"}
 	if got := redisKeys("rl:", g); got != want {
 		t.Errorf("a group pair's keys are %q, want %q", got, want)
 	}
@@ -78,19 +78,20 @@ func TestRedisKeysLayout(t *testing.T) {
 func TestEncodeCallMatchesRedisKeys(t *testing.T) {
 	k, _ := localKey("a%b}", "k{}")
 	p := plan{rate: 7, window: 1_000_000, penalize: true, penalty: penaltyPlan{warnAfter: 1, banAfter: 2, banFor: 3, memory: 4, growth: 1.5, maxBan: 9}}
-	var keys [2]string
-	var argv [11]string
-	args := encodeCall(&keys, &argv, "rl:", k, &p, 1795344143891600, true, 2, "ID", 99)
+	var keys [3]string
+	var argv [callArgs]string
+	hd := held{retry: 5, owed: 6, banLeft: 8, since: 3}
+	ks, args := encodeCall(&keys, &argv, "rl:", k, &p, 1795344143891600, true, 2, "ID", 99, &hd)
 	want3 := redisKeys("rl:", k)
-	if keys != [2]string{want3[0], want3[1]} {
-		t.Errorf("keys %q, want %q", keys, want3[:2])
+	if strings.Join(ks, "|") != strings.Join([]string{want3[0], want3[1], want3[5]}, "|") {
+		t.Errorf("keys %q, want %q", ks, []string{want3[0], want3[1], want3[5]})
 	}
-	want := []string{"1795344143891600", "1000000", "7", "2", "ID99", "1", "2", "3", "4", "1.5", "9"}
+	want := []string{"1795344143891600", "1000000", "7", "2", "ID99", "5", "6", "8", "3", "1", "2", "3", "4", "1.5", "9"}
 	if strings.Join(args, "|") != strings.Join(want, "|") {
 		t.Errorf("args %q, want %q", args, want)
 	}
 	p.penalize = false
-	if args := encodeCall(&keys, &argv, "rl:", k, &p, 0, false, 0, "ID", 1); strings.Join(args, "|") != "|1000000|7|0|ID1" {
+	if ks, args := encodeCall(&keys, &argv, "rl:", k, &p, 0, false, 0, "ID", 1, &held{}); len(ks) != 2 || strings.Join(args, "|") != "|1000000|7|0|ID1|0|0|0|0" {
 		t.Errorf("args without a clock or penalty: %q", args)
 	}
 }

@@ -26,10 +26,12 @@ type lkey struct {
 // hash, each an LRU under its own lock, so that unrelated keys do not wait
 // for each other.
 //
-// Each shard keeps three tables: the sliding logs, the violations of keys
-// that are not banned, and the active bans. A flood of new keys evicts only
-// logs, and a flood of violators only violation records, so an active ban is
-// evicted only by newer bans.
+// Each shard keeps a table per kind of state (see shardTables): the meters
+// (sliding logs, approximate counters, GCRA buckets, calendar quotas), the
+// violations of keys that are not banned, the active bans, the shield's
+// rejections and the debts of the write-back. A flood of new keys evicts
+// only meters, and a flood of violators only violation records, so an
+// active ban is evicted only by newer bans.
 type localStore struct {
 	seed   maphash.Seed
 	mask   uint64
@@ -259,27 +261,42 @@ func (s *localStore) unrecord(k lkey, p *plan, now, n int64) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sh.forgetOwed(&k, h, p, now, n)
+	sh.unrecord(&k, h, p, now, n)
+}
+
+// unrecord takes back n events recorded in k's meter at now. The caller
+// holds sh.mu.
+func (sh *localShard) unrecord(k *lkey, h uint64, p *plan, now, n int64) {
 	switch p.kind {
 	case GCRA:
-		if b := sh.buckets.peek(&k, h); b != nil {
+		if b := sh.buckets.peek(k, h); b != nil {
 			b.unrecord(n)
 		}
 		return
 	case CalendarQuota:
-		if q := sh.quotas.peek(&k, h); q != nil {
+		if q := sh.quotas.peek(k, h); q != nil {
 			q.unrecord(p.start, n)
 		}
 		return
 	}
 	if p.approx {
-		if c := sh.counters.peek(&k, h); c != nil && c.win == floorDiv(now, p.window) {
+		if c := sh.counters.peek(k, h); c != nil && c.win == floorDiv(now, p.window) {
 			c.cur = max(0, c.cur-n)
 		}
 		return
 	}
-	if lg := sh.logs.peek(&k, h); lg != nil {
+	if lg := sh.logs.peek(k, h); lg != nil {
 		lg.removeEvents(now, n)
 	}
+}
+
+// forgetOwn forgets k's own count, of every kind of meter. The caller
+// holds sh.mu.
+func (sh *localShard) forgetOwn(k *lkey, h uint64) {
+	sh.logs.remove(k, h)
+	sh.counters.remove(k, h)
+	sh.buckets.remove(k, h)
+	sh.quotas.remove(k, h)
 }
 
 // reset forgets everything about k at now, what it owed Redis included
@@ -288,13 +305,10 @@ func (s *localStore) reset(k lkey, p *plan, now int64) {
 	sh, h := s.at(&k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sh.logs.remove(&k, h)
+	sh.forgetOwn(&k, h)
 	sh.strikes.remove(&k, h)
 	sh.bans.remove(&k, h)
 	sh.denials.remove(&k, h)
-	sh.counters.remove(&k, h)
-	sh.buckets.remove(&k, h)
-	sh.quotas.remove(&k, h)
 	sh.resetDebt(&k, h, p, now)
 }
 

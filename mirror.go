@@ -1,63 +1,174 @@
 package ratelimit
 
-// The mirror: every decision Redis makes is copied into the local store, so
-// that an outage starts from what Redis knew rather than from an empty log,
-// and so that the shield can answer rejections Redis made.
+// The mirror and the hold: this process' own count of a pair, kept in the
+// local store, counts in every decision Redis makes for it.
 //
-// The other way round, events allowed without Redis (during an outage, or
-// for calls admission control shed) are unknown to Redis until they are
-// written back (writeback.go). Until then they are kept apart, as unsynced
-// events in the pair's debt: a decision Redis allows is overruled when
-// Redis' count and this process' unsynced events together exceed the rate,
-// so that a process never admits more than the rate by its own count,
-// whatever Redis could not see yet. Once written back they leave the debt,
-// and Redis' count holds them.
-
-// mirrorOff turns the mirror off, for BenchmarkMirror only: it measures
-// what copying Redis' decisions costs the Redis path.
-var mirrorOff bool
-
-// record copies a decision Redis made at now into the local state: events,
-// violations and bans into the mirror, so that an outage starts from what
-// Redis knew rather than from an empty log (not for a peek, which recorded
-// nothing), and rejections into the shield (see shielded). shieldMax > 0
-// bounds how long a rejection is cached; < 0 turns the shield off.
+// Before a call goes to Redis, hold looks at the pair's local meter, which
+// holds every event this process allowed, on Redis or without it: when it
+// has room for the call's events it records them at once (a reservation,
+// so that concurrent calls count each other), and when it has none it says
+// how long until it has. Redis' script then decides with three numbers
+// from the hold: the local retry (a call this process' own count rejects
+// is rejected, and counted as a violation, as Redis' own rejection would
+// be), the events this process decided without Redis that the write-back
+// has not brought there yet (owed: they count on top of Redis' count), and
+// a ban the process knows of. So whatever Redis kept or lost across an
+// outage (a refusal keeps its data, a restart without persistence loses
+// it), a process never admits more than the rule allows by its own count:
+// the moment Redis decides a key again, what the process knows of the key
+// counts in that very decision, with no second round trip.
 //
-// record reports whether it overruled an allowing decision (see
-// overrule); then *d is the rejection, and nothing was recorded.
-func (s *localStore) record(k lkey, p *plan, now, n int64, peek bool, d *decision, shieldMax int64) (overruled bool) {
+// After the reply, record takes the reservation back when Redis rejected
+// the call, copies Redis' state into the meters that keep one (a GCRA
+// bucket, a quota: the later of the two wins), its penalty state into the
+// local tables, and its rejections into the shield. So an outage starts
+// from what Redis knew, not from an empty log.
+
+// held is what hold found of one pair before its call went to Redis.
+type held struct {
+	retry    int64 // µs until the process' own count has room for the call (0: it has)
+	owed     int64 // events decided without Redis that still count and are not in Redis yet
+	banLeft  int64 // µs left of a ban this process knows of (0: none)
+	since    int64 // the oldest event the process' own count holds (0: unknown)
+	count    int64 // the process' own count before the call
+	reserved bool  // the call's events were recorded at now, pending Redis' answer
+}
+
+// holds reports whether the process' own count holds the call back (its
+// retry or a ban): only then does the script need the pair's last Reset.
+func (hd *held) holds() bool { return hd.retry > 0 || hd.banLeft > 0 }
+
+// hold looks at k's own count at now for a call of n events (peek: one
+// event, recording nothing) under p, and reserves the events when they fit
+// and nothing bans the key (see held).
+func (s *localStore) hold(k lkey, p *plan, now, n int64, peek bool) held {
 	sh, h := s.at(&k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if d.allowed && !peek && sh.overrule(&k, h, p, now, n, d) {
-		return true
+	var hd held
+	if p.penalize && sh.bans.n > 0 {
+		if st := sh.findStrikes(&k, h, now); st != nil && st.banEnd > now {
+			hd.banLeft = st.banEnd - now
+		}
 	}
+	if sh.debts.n > 0 {
+		if d := sh.debtOf(&k, h); d != nil && d.p.keyKind() == p.keyKind() {
+			hd.owed = d.events.since(dueFrom(p, now))
+		}
+	}
+	m, ok := sh.meter(&k, h, p, now, !peek)
+	if !ok {
+		return hd
+	}
+	asked := n
+	if peek {
+		asked = 1
+	} else {
+		m.prune(now, p.window)
+	}
+	hd.count = m.count(now, p.window)
+	if lg, ok := m.(*slidingLog); ok {
+		hd.since = lg.oldest(now, p.window)
+	}
+	if hd.count+asked > p.rate {
+		hd.retry = max(1, m.retryIn(now, p.window, p.rate, asked))
+		return hd
+	}
+	if !peek && hd.banLeft == 0 {
+		m.add(now, p.window, n)
+		hd.reserved = true
+	}
+	return hd
+}
+
+// release takes back the events hold reserved for k at now, when the call
+// was not allowed on Redis.
+func (s *localStore) release(k lkey, p *plan, now, n int64, hd *held) {
+	if !hd.reserved {
+		return
+	}
+	hd.reserved = false
+	sh, h := s.at(&k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.unreserve(&k, h, p, now, n)
+}
+
+// unreserve takes back a reservation of n events at now, and forgets the
+// meter when that leaves it empty, so that calls Redis never allowed (or
+// never answered) leave no entries behind. The caller holds sh.mu.
+func (sh *localShard) unreserve(k *lkey, h uint64, p *plan, now, n int64) {
+	sh.unrecord(k, h, p, now, n)
+	switch {
+	case p.kind == GCRA:
+		if b := sh.buckets.peek(k, h); b != nil && b.reset(now, 0, false) == 0 {
+			sh.buckets.remove(k, h)
+		}
+	case p.kind == CalendarQuota:
+		if q := sh.quotas.peek(k, h); q != nil && q.n == 0 {
+			sh.quotas.remove(k, h)
+		}
+	case p.approx:
+		if c := sh.counters.peek(k, h); c != nil && c.cur == 0 && c.prev == 0 {
+			sh.counters.remove(k, h)
+		}
+	default:
+		if lg := sh.logs.peek(k, h); lg != nil && lg.total == 0 {
+			sh.logs.remove(k, h)
+		}
+	}
+}
+
+// record copies a decision Redis made for n events of k into the local
+// state: a rejected call's reservation (made by hold at now) is taken back;
+// violations and bans go to the mirror (not for a peek, which recorded
+// nothing), and rejections to the shield at at, the decision's receipt
+// (see shielded). shieldMax > 0 bounds how long a rejection is cached; < 0
+// turns the shield off. The decision's count becomes the larger of Redis'
+// (with what it is still owed) and the process' own.
+func (s *localStore) record(k lkey, p *plan, now, at, n int64, peek bool, d *decision, hd *held, shieldMax int64) {
+	sh, h := s.at(&k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	own := hd.count
+	switch {
+	case hd.reserved && !d.allowed:
+		sh.unreserve(&k, h, p, now, n)
+	case hd.reserved:
+		own += n
+	case d.allowed && !peek && hd.retry > 0:
+		// Redis allowed what the process' own count held back: a Reset
+		// since made that count void (see decide.lua). It starts again
+		// from this call.
+		sh.forgetOwn(&k, h)
+		if m, ok := sh.meter(&k, h, p, now, true); ok {
+			m.add(now, p.window, n)
+		}
+		own = n
+	}
+	hd.reserved = false
+	if !peek {
+		sh.mirror(&k, h, p, at, d)
+	}
+	d.count = max(d.count, own) // Redis' count holds what it is owed
 	if shieldMax >= 0 {
 		switch {
 		case d.allowed && !peek:
 			sh.denials.remove(&k, h) // events arrived: a cached rejection may be stale
 		case n == 1 || peek:
-			sh.shield(&k, h, p, now, d, shieldMax)
+			sh.shield(&k, h, p, at, d, shieldMax)
 		}
 	}
-	if !peek && !mirrorOff {
-		sh.mirror(&k, h, p, now, n, d)
-	}
-	return false
 }
 
-// mirror copies a decision Redis made into the local state. The caller
-// holds sh.mu.
-func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, n int64, d *decision) {
+// mirror copies a decision Redis made at now into the local state: the
+// whole state of a meter that keeps one (a bucket, a quota; the later
+// wins), and the penalty state. The caller holds sh.mu.
+func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now int64, d *decision) {
 	if d.allowed {
-		m, _ := sh.meter(k, h, p, now, true)
-		if c, ok := m.(stateCopier); ok {
-			c.copyFrom(now, d.count, d.reset) // a bucket or a quota: Redis' state is in the reply
-		} else {
-			m.prune(now, p.window)
-			m.add(now, p.window, n)
-			if lg, ok := m.(*slidingLog); ok {
-				lg.bound(p.rate)
+		if m, ok := sh.meter(k, h, p, now, false); ok {
+			if c, ok := m.(stateCopier); ok {
+				c.copyFrom(now, d.count, d.reset) // a bucket or a quota: Redis' state is in the reply
 			}
 		}
 	}
@@ -85,70 +196,11 @@ func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, n int64, d *decisi
 }
 
 // stateCopier is a meter whose whole state a decision of Redis' carries:
-// the mirror copies it rather than adding the call's events to its own.
-// It takes the reply's numbers by value: a *decision passed through an
-// interface would move every Redis call's decision to the heap.
+// the mirror merges it into its own, keeping the later of the two (Redis
+// may have lost what this process recorded; this process does not see what
+// others recorded). It takes the reply's numbers by value: a *decision
+// passed through an interface would move every Redis call's decision to
+// the heap.
 type stateCopier interface {
 	copyFrom(now, count, reset int64)
-}
-
-// overruled reports whether record would overrule the allowing decision *d
-// Redis made for n events of k at now, and then turns *d into the
-// rejection, recording nothing (see overrule).
-func (s *localStore) overruled(k lkey, p *plan, now, n int64, d *decision) bool {
-	sh, h := s.at(&k)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	c := *d
-	if !sh.overrule(&k, h, p, now, n, &c) {
-		return false
-	}
-	*d = c
-	return true
-}
-
-// overrule turns the allowing decision *d Redis made for n events at now
-// into a rejection, and reports whether it did, while k has unsynced
-// events (see debt): when Redis' count and the unsynced events together exceed the
-// rate, or when the process' own log, which holds both what it mirrored and
-// what it allowed without Redis, has no room for n (Redis' count can lag
-// behind decisions this process has already mirrored). The rejection waits
-// until both have room. A decision it lets stand counts the unsynced events
-// too. The caller holds sh.mu.
-func (sh *localShard) overrule(k *lkey, h uint64, p *plan, now, n int64, d *decision) bool {
-	if !p.logged() || sh.debts.n == 0 {
-		return false
-	}
-	debt := sh.debtOf(k, h)
-	if debt == nil || debt.p.keyKind() != 'l' {
-		return false
-	}
-	u := &debt.events // the write-back forgets what left the window
-	unsynced := u.count(now, p.window)
-	if unsynced == 0 {
-		return false
-	}
-	var local, retry int64
-	if lg := sh.logs.peek(k, h); lg != nil {
-		if local = lg.count(now, p.window); local+n > p.rate {
-			retry = lg.retryIn(now, p.window, p.rate, n)
-		}
-	}
-	others := d.count - n // in Redis' window besides this call's events
-	if others+n+unsynced > p.rate {
-		retry = max(retry, u.retryIn(now, p.window, p.rate-others, n))
-	}
-	if retry == 0 {
-		d.count = max(d.count+unsynced, local+n) // Remaining counts what this process admitted
-		return false
-	}
-	*d = decision{
-		count:      min(p.rate, max(others+unsynced, local)),
-		retry:      retry,
-		reset:      max(d.reset, u.reset(now, p.window, false)),
-		violations: d.violations,
-		memoryLeft: d.memoryLeft,
-		bans:       d.bans,
-	}
-	return true
 }

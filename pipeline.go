@@ -104,6 +104,7 @@ func (l *Limiter) carry(ctx context.Context, conn *redisConn, redisKey string, a
 	took := time.Since(start)
 	if err == nil {
 		g.release(took, true, false)
+		b.noteAnswer(answerYes)
 		return sent{path: PathRedis, b: b}, nil
 	}
 	var ce *callError
@@ -118,9 +119,11 @@ func (l *Limiter) carry(ctx context.Context, conn *redisConn, redisKey string, a
 	case callerGone:
 		return sent{b: b}, ce.err
 	case misuse:
+		b.noteAnswer(answerYes)
 		l.log.log(logMisuse, slog.LevelError, "ratelimit: redis refused the call", "about", about.String(), "err", ce.err)
 		return sent{b: b}, fmt.Errorf("%w: %s: %w", ErrRedis, about, ce.err)
 	}
+	b.noteAnswer(answerNo)
 	l.logOutage(ce.err)
 	return sent{path: PathLocal, b: b, cause: ce.err}, nil
 }
@@ -174,7 +177,7 @@ func onRedisOnly(s sent, err error, about subject, what string) error {
 // heartbeat) through the pipeline, admitted only with an admission slot to
 // spare, so that it never takes the last one from a live call. It returns
 // nil, an ErrRedis for a reply that means misuse, or an error wrapping
-// ErrUnavailable (Redis cannot be used, or no slot was to spare).
+// ErrUnavailable (Redis cannot be used, or no slot was to spare: errShed).
 func (l *Limiter) backgroundCall(ctx context.Context, conn *redisConn, redisKey string, about subject, what string, run func(context.Context, rueidis.Client) error) error {
 	s, err := l.carry(ctx, conn, redisKey, about, true, run)
 	return onRedisOnly(s, err, about, what)

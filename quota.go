@@ -42,9 +42,14 @@ func (q *quota) add(now, window, n int64) {
 	q.start = q.at
 }
 
-// copyFrom sets the quota to what Redis answered: count events in the
-// call's period.
-func (q *quota) copyFrom(_, count, _ int64) { q.start, q.n = q.at, count }
+// copyFrom merges what Redis answered into the quota: count events in the
+// call's period, unless the quota counts more of them itself.
+func (q *quota) copyFrom(_, count, _ int64) {
+	if q.start != q.at {
+		q.start, q.n = q.at, 0
+	}
+	q.n = max(q.n, count)
+}
 
 // unrecord takes back n events recorded in the period that starts at start.
 func (q *quota) unrecord(start, n int64) {

@@ -48,28 +48,38 @@ var (
 	writeBackLua string
 	//go:embed lua/fleet.lua
 	fleetLua string
+	//go:embed lua/reset.lua
+	resetLua string
 )
 
 // A rule without penalty runs a script without the ladder: every piece a
 // script holds costs Redis time on every call, defined or not.
+//
+// Every script but undo's adds state, and Redis must refuse it at maxmemory
+// before it writes anything (see script); undo's only removes, and must
+// run whatever Redis' memory.
 var (
-	allowScript         = newScript(nowLua + windowLua + decideLua + allowLua)
-	penaltyScript       = newScript(nowLua + windowLua + strikesLua + decideLua + allowLua)
-	approxScript        = newScript(nowLua + counterLua + decideLua + allowLua)
-	approxPenaltyScript = newScript(nowLua + counterLua + strikesLua + decideLua + allowLua)
-	gcraScript          = newScript(nowLua + gcraLua + decideLua + allowLua)
-	gcraPenaltyScript   = newScript(nowLua + gcraLua + strikesLua + decideLua + allowLua)
-	quotaScript         = newScript(nowLua + quotaLua + decideLua + allowLua)
-	quotaPenaltyScript  = newScript(nowLua + quotaLua + strikesLua + decideLua + allowLua)
-	groupScript         = newScript(nowLua + windowLua + strikesLua + decideLua + groupLua)
-	groupKindsScript    = newScript(nowLua + windowLua + gcraLua + quotaLua + strikesLua + decideLua + groupLua)
-	banScript           = newScript(nowLua + banLua)
-	undoScript          = newScript(gcraLua + quotaLua + adjustLua + undoLua)
+	allowScript         = newScript(addsState, nowLua+windowLua+decideLua+allowLua)
+	penaltyScript       = newScript(addsState, nowLua+windowLua+strikesLua+decideLua+allowLua)
+	approxScript        = newScript(addsState, nowLua+counterLua+decideLua+allowLua)
+	approxPenaltyScript = newScript(addsState, nowLua+counterLua+strikesLua+decideLua+allowLua)
+	gcraScript          = newScript(addsState, nowLua+gcraLua+decideLua+allowLua)
+	gcraPenaltyScript   = newScript(addsState, nowLua+gcraLua+strikesLua+decideLua+allowLua)
+	quotaScript         = newScript(addsState, nowLua+quotaLua+decideLua+allowLua)
+	quotaPenaltyScript  = newScript(addsState, nowLua+quotaLua+strikesLua+decideLua+allowLua)
+	groupScript         = newScript(addsState, nowLua+windowLua+strikesLua+decideLua+groupLua)
+	groupKindsScript    = newScript(addsState, nowLua+windowLua+gcraLua+quotaLua+strikesLua+decideLua+groupLua)
+	banScript           = newScript(addsState, nowLua+banLua)
+	undoScript          = newScript(removesOnly, gcraLua+quotaLua+adjustLua+undoLua)
 	// writeBackScript writes back what was decided without Redis (see
 	// writeback.go); it records log events as allow.lua does, and adds to
 	// GCRA buckets and quotas through their own pieces (adjust.lua).
-	writeBackScript = newScript(windowLua + gcraLua + quotaLua + adjustLua + writeBackLua)
-	fleetScript     = newScript(nowLua + fleetLua)
+	writeBackScript = newScript(addsState, windowLua+gcraLua+quotaLua+adjustLua+writeBackLua)
+	fleetScript     = newScript(addsState, nowLua+fleetLua)
+	// resetScript frees a pair's state, and leaves only the Reset's time,
+	// a few bytes: it runs at maxmemory too, so an operator can free
+	// memory.
+	resetScript = newScript(removesOnly, resetLua)
 )
 
 // keyKind is the letter that ends the Redis key of a plan's events: 'l'
@@ -101,39 +111,106 @@ func (p *plan) scriptArgs() (second, fifth int64, ok bool) {
 	return p.window, 0, false
 }
 
+// The first lines a script is sent with to a server that takes them
+// (Redis 7 and later): a script that adds state is checked by Redis before
+// it runs, and refused whole with OOM at maxmemory (under noeviction), so
+// that it never writes past it. Without that line Redis checks only a
+// script's first write, and a script that trims before it adds (the exact
+// log's, the heartbeat's) would grow Redis on every call. A script that
+// only removes state runs at maxmemory too (allow-oom), so that an operator
+// can free memory.
+const (
+	addsState   = "#!lua\n"
+	removesOnly = "#!lua flags=allow-oom\n"
+)
+
+// The two texts of a script: as composed (for servers that reject the
+// first line, Redis before 7 and miniredis), and with its first line.
+const (
+	plainText = iota
+	flaggedText
+)
+
 // script is a Lua script sent with EVALSHA, and with EVAL when the server
 // does not have it (first use, SCRIPT FLUSH, a restart). Unlike
 // rueidis.Lua.Exec it takes its keys and arguments in arrays the caller
 // keeps on its stack, so a call allocates nothing for them. EVALSHA is a
 // write, so rueidis never retries it: a lost reply cannot double-count.
 //
-// The script's name, its SHA-1 digest, is learned from Redis (SCRIPT LOAD
-// returns it) the first time the script is run, never computed here: a
-// FIPS 140-only build (GODEBUG=fips140=only) forbids SHA-1 in process, and a
-// limiter that never talks to Redis never needs the name at all.
+// A script is sent with its first line (addsState or removesOnly) until the
+// server rejects that line as a syntax error: the client (a scriptClient)
+// then remembers that its server takes none, and sends the composed text
+// from then on. That costs one more round trip, once per client, and only
+// on a server that takes no first line.
+//
+// A script's name, its SHA-1 digest, is learned from Redis (SCRIPT LOAD
+// returns it) once the script has run, never computed here: a FIPS
+// 140-only build (GODEBUG=fips140=only) forbids SHA-1 in process, and a
+// limiter that never talks to Redis never needs the name at all. Until then
+// the script is sent with EVAL, which Redis refuses at maxmemory before it
+// caches the text: a server that is out of memory gains nothing from a
+// script it refuses, however often it is sent (SCRIPT LOAD, which Redis
+// never refuses, is sent only for a text the server has just run and
+// cached).
 type script struct {
-	src string
-	sha atomic.Pointer[string] // nil until SCRIPT LOAD has named it
+	src [2]string                 // plainText, flaggedText
+	sha [2]atomic.Pointer[string] // nil until SCRIPT LOAD has named the text
 }
 
-func newScript(src string) *script { return &script{src: src} }
+func newScript(first, src string) *script { return &script{src: [2]string{src, first + src}} }
 
+// scriptClient is the client of one Redis (or one Cluster) and what it
+// learned of the server's scripts.
+type scriptClient struct {
+	rueidis.Client
+	plainOnly atomic.Bool // the server rejected a script's first line
+}
+
+// exec runs the script on c with keys and args: with its first line,
+// unless c (a Limiter's scriptClient) learned that its server takes none.
 func (s *script) exec(ctx context.Context, c rueidis.Client, keys []string, args []string) rueidis.RedisResult {
-	sha := s.sha.Load()
-	if sha == nil {
-		resp := c.Do(ctx, c.B().ScriptLoad().Script(s.src).Build())
-		name, err := resp.ToString()
-		if err != nil {
-			return resp // the pipeline classifies the failure
-		}
-		s.sha.Store(&name)
-		sha = &name
+	sc, _ := c.(*scriptClient)
+	if sc != nil && sc.plainOnly.Load() {
+		return s.run(ctx, c, plainText, keys, args)
 	}
-	resp := c.Do(ctx, c.B().Evalsha().Sha1(*sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
-	if err, ok := rueidis.IsRedisErr(resp.Error()); ok && err.IsNoScript() {
-		resp = c.Do(ctx, c.B().Eval().Script(s.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+	resp := s.run(ctx, c, flaggedText, keys, args)
+	if rejectsFirstLine(resp.Error()) {
+		if sc != nil {
+			sc.plainOnly.Store(true)
+		}
+		resp = s.run(ctx, c, plainText, keys, args)
 	}
 	return resp
+}
+
+// run sends the script's text v by its name when known, and otherwise (or
+// when the server does not have it) whole; once the server has run the
+// whole text, it learns the name.
+func (s *script) run(ctx context.Context, c rueidis.Client, v int, keys []string, args []string) rueidis.RedisResult {
+	sha := s.sha[v].Load()
+	if sha != nil {
+		resp := c.Do(ctx, c.B().Evalsha().Sha1(*sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+		if err, ok := rueidis.IsRedisErr(resp.Error()); !ok || !err.IsNoScript() {
+			return resp
+		}
+	}
+	resp := c.Do(ctx, c.B().Eval().Script(s.src[v]).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+	if sha == nil && resp.Error() == nil {
+		// The server has cached the text: loading it adds nothing (on a
+		// Cluster SCRIPT LOAD may reach another node, once per text).
+		if name, err := c.Do(ctx, c.B().ScriptLoad().Script(s.src[v]).Build()).ToString(); err == nil {
+			s.sha[v].Store(&name)
+		}
+	}
+	return resp
+}
+
+// rejectsFirstLine reports whether err is a server's syntax error at a
+// script's first line ('#'), which servers before Redis 7 and miniredis
+// answer to "#!lua".
+func rejectsFirstLine(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	return ok && strings.Contains(re.Error(), "near '#'")
 }
 
 // decision is what either path decided, in microseconds.
@@ -151,18 +228,30 @@ type decision struct {
 	win        int64 // approximate counter: the fixed window events went into (Redis path only)
 }
 
+// callArgs is the most arguments allow.lua takes.
+const callArgs = 15
+
 // encodeCall writes the Redis keys of k (its log, or its counter for an
 // approximate rule, and its penalty state) and the script arguments of one
 // call into one string and slices it into keys and args, so that a call
-// costs one allocation for all of them. It returns args cut to the script's
-// arity.
-func encodeCall(keys *[2]string, args *[11]string, prefix string, k lkey, p *plan, now int64, useNow bool, n int64, id string, seq uint64) []string {
+// costs one allocation for all of them; hd is what the process' own count
+// adds (see mirror.go), and only when it holds the call back does the
+// script get the third key, the pair's last Reset. It returns keys and
+// args cut to the script's arity.
+func encodeCall(keys *[3]string, args *[callArgs]string, prefix string, k lkey, p *plan, now int64, useNow bool, n int64, id string, seq uint64, hd *held) ([]string, []string) {
 	one := keyLen(prefix, k)
+	nk := 2
+	if hd.holds() {
+		nk = 3
+	}
 	var b strings.Builder
-	b.Grow(2*one + len(id) + 11*24)
+	b.Grow(nk*one + len(id) + callArgs*24)
 	writeKey(&b, prefix, k, p.keyKind())
 	writeKey(&b, prefix, k, 'p')
-	var ends [11]int
+	if nk == 3 {
+		writeKey(&b, prefix, k, 'r')
+	}
+	var ends [callArgs]int
 	var num [24]byte
 	if useNow {
 		b.Write(strconv.AppendInt(num[:0], now, 10))
@@ -182,26 +271,32 @@ func encodeCall(keys *[2]string, args *[11]string, prefix string, k lkey, p *pla
 		b.Write(strconv.AppendUint(num[:0], seq, 10))
 	}
 	ends[4] = b.Len()
-	count := 5
+	for i, v := range [4]int64{hd.retry, hd.owed, hd.banLeft, hd.since} {
+		b.Write(strconv.AppendInt(num[:0], v, 10))
+		ends[5+i] = b.Len()
+	}
+	count := 9
 	if p.penalize {
 		for i, v := range [4]int64{p.penalty.warnAfter, p.penalty.banAfter, p.penalty.banFor, p.penalty.memory} {
 			b.Write(strconv.AppendInt(num[:0], v, 10))
-			ends[5+i] = b.Len()
+			ends[9+i] = b.Len()
 		}
 		b.Write(strconv.AppendFloat(num[:0], p.penalty.growth, 'g', -1, 64))
-		ends[9] = b.Len()
+		ends[13] = b.Len()
 		b.Write(strconv.AppendInt(num[:0], p.penalty.maxBan, 10))
-		ends[10] = b.Len()
-		count = 11
+		ends[14] = b.Len()
+		count = callArgs
 	}
 	s := b.String()
-	keys[0], keys[1] = s[:one], s[one:2*one]
-	start := 2 * one
+	for i := range nk {
+		keys[i] = s[i*one : (i+1)*one]
+	}
+	start := nk * one
 	for i := 0; i < count; i++ {
 		args[i] = s[start:ends[i]]
 		start = ends[i]
 	}
-	return args[:count]
+	return keys[:nk], args[:count]
 }
 
 // parseReply reads a decision's reply to a call of plan p: decide.lua's

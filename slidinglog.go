@@ -171,6 +171,27 @@ func (l *slidingLog) subtract(sent []event) (removed int64) {
 	return removed
 }
 
+// oldest returns the time of the oldest event still in the window at now
+// (maxTime when there is none).
+func (l *slidingLog) oldest(now, window int64) int64 {
+	first, _ := l.live(now, window)
+	if first < len(l.events) {
+		return l.events[first].at
+	}
+	return maxTime
+}
+
+// since returns how many events the log holds at from or later (a debt's
+// events that still count, see writeback.go's dueFrom).
+func (l *slidingLog) since(from int64) (n int64) {
+	for _, e := range l.events[l.head:] {
+		if e.at >= from && e.at > l.gone {
+			n += e.n
+		}
+	}
+	return n
+}
+
 // bound drops the oldest events beyond limit, so that a log mirrored from
 // Redis cannot grow past the rate it serves.
 func (l *slidingLog) bound(limit int64) {
@@ -271,7 +292,7 @@ func (l *slidingLog) retryIn(now, window, rate, asked int64) int64 {
 }
 
 // reset returns how long until the window holds no events: the window
-// itself right after an add, as lua/sliding.lua answers without looking the
+// itself right after an add, as lua/decide.lua answers without looking the
 // newest event up.
 func (l *slidingLog) reset(now, window int64, justAdded bool) int64 {
 	if justAdded {

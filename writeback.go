@@ -33,10 +33,10 @@ import (
 // again as it was, under the same id, until Redis answers; the members of
 // its log events are made from the id, so they would be the same again
 // anyway. Once Redis answered, the batch's events leave the debt, and with
-// them the overrule (mirror.go) stops counting them on top of Redis' count:
-// Redis counts them now. While a batch is on its way the overrule still
-// counts its events, and may count them twice for that round trip: it errs
-// towards rejecting.
+// them the decisions on Redis stop counting them on top of Redis' count
+// (held.owed, mirror.go): Redis counts them now. While a batch is on its
+// way they are still counted, and may count twice for that round trip: the
+// decision errs towards rejecting.
 //
 // Meter kinds: the events of every kind are kept as (stamp, n) pairs in a
 // slidingLog. A kind needs three things to be written back: its letter
@@ -124,22 +124,27 @@ func dueFrom(p *plan, now int64) int64 {
 // the bucket that long after it.
 func (p *plan) refill() int64 { return ceilDiv(p.rate*p.wq, p.rq) }
 
-// kept is how long Redis remembers a batch of p cut at now (see
-// lua/writeback.lua), in µs: as long as a replay could still change what
-// its events count in, two windows (two full buckets for GCRA), and for a
-// quota until its period ends; longer while the violations it carries are
-// remembered.
-func (b *batch) kept(now int64) int64 {
-	var kept int64
-	switch p := &b.p; {
+// kept is how long what p's state holds at now can still count, in µs: two
+// windows (two full buckets for GCRA), and for a quota until its period
+// ends. Redis remembers a write-back batch that long (so that a replay
+// cannot change what its events count in), and a Reset's time (so that
+// every process' own count of the pair before it is void).
+func (p *plan) kept(now int64) int64 {
+	switch {
 	case p.kind == GCRA:
-		kept = 2 * p.refill()
+		return 2 * p.refill()
 	case p.kind == CalendarQuota:
 		_, end := periodBounds(p.period, p.loc, now)
-		kept = end - now
-	default:
-		kept = 2 * p.window
+		return end - now
 	}
+	return 2 * p.window
+}
+
+// kept is how long Redis remembers a batch cut at now (see
+// lua/writeback.lua), in µs: what its plan keeps, and longer while the
+// violations it carries are remembered.
+func (b *batch) kept(now int64) int64 {
+	kept := b.p.kept(now)
 	if b.violations > 0 {
 		kept = max(kept, b.p.penalty.memory)
 	}
@@ -514,8 +519,8 @@ func (l *Limiter) writeBackLoop() {
 	for {
 		select {
 		case <-l.done:
-			l.local.dropAll()
 			l.logWriteBack(&logged)
+			l.logDroppedAtClose()
 			return
 		case <-l.wbKick:
 		case <-t.C:
@@ -541,6 +546,19 @@ func (l *Limiter) logWriteBack(logged *[2]uint64) {
 	if l.log.log(logWriteBack, level, "ratelimit: wrote back to redis what was decided without it",
 		"written", w-logged[0], "dropped", d-logged[1], "pending", l.local.owing.events.Load()) {
 		*logged = [2]uint64{w, d}
+	}
+}
+
+// logDroppedAtClose drops what is still owed (Close) and, when that was
+// anything, says so at level info: dropping it is what README promises
+// ("Events still waiting when the Limiter is closed are dropped"), not a
+// failure. Stats.WriteBackDropped counts these events too.
+func (l *Limiter) logDroppedAtClose() {
+	before := l.local.owing.dropped.Load()
+	l.local.dropAll()
+	if n := l.local.owing.dropped.Load() - before; n > 0 {
+		l.log.logger.Info("ratelimit: closed with events decided without redis not yet written back; they are dropped",
+			"dropped", n)
 	}
 }
 
@@ -575,7 +593,7 @@ func (l *Limiter) writeBack(ctx context.Context) (more bool) {
 // to spare, and says how it ended.
 func (l *Limiter) sendBatch(ctx context.Context, conn *redisConn, b *batch, now int64) outcome {
 	keys := redisKeys(l.set.KeyPrefix, b.k)
-	all := []string{keys[0], keys[1], keys[2], batchKey(l.set.KeyPrefix, b.k, b.id), keys[3], keys[4]}
+	all := []string{keys[0], keys[1], keys[2], batchKey(l.set.KeyPrefix, b.k, b.id), keys[3], keys[4], keys[5]}
 	args := b.args(now)
 	s, err := l.carry(ctx, conn, all[0], subject{"rule", b.k.rule}, true, func(ctx context.Context, c rueidis.Client) error {
 		return writeBackScript.exec(ctx, c, all, args).Error()

@@ -25,7 +25,7 @@ func (e *wbEnv) redisValue(key string) string {
 }
 
 // pairKeys returns the Redis keys of rule and key (see redisKeys).
-func pairKeys(rule Rule, key string) [5]string {
+func pairKeys(rule Rule, key string) [6]string {
 	k, _ := localKey(rule.Name, key)
 	return redisKeys(DefaultKeyPrefix, k)
 }

@@ -11,6 +11,17 @@
 -- violation under a penalty: from warn_after violations on it carries a
 -- warning, at ban_after the key is banned. n = 0 peeks: it answers for one
 -- event and records nothing.
+--
+-- The calling process adds what it knows of the pair (see mirror.go's
+-- hold): held, how long until its own count has room for the call (0: it
+-- has; otherwise the call is rejected as a full meter would reject it),
+-- owed, events it allowed without Redis that Redis has not been sent yet
+-- (they count on top of the meter's count), and ban_left, a ban it knows
+-- of (it bans the key as a ban of Redis' own would, without writing it:
+-- the write-back does). The process' own count and ban are void when the
+-- pair was Reset (reset.lua wrote its time under tomb) since since, the
+-- oldest event that count holds: Redis alone then decides. Only then does
+-- decide read tomb, so a call whose process adds nothing costs no more.
 
 -- decide calls a meter's functions only for that kind of meter (it tells
 -- them apart by their tables' fields) and strikes.lua's only with a
@@ -35,7 +46,8 @@ end
 
 -- decide decides n events of the pair whose meter is m, at now, under rate;
 -- pen and pa are the penalty state's key and arguments (penalty_args), nil
--- for a rule without penalty (then strikes.lua need not be composed in).
+-- for a rule without penalty (then strikes.lua need not be composed in);
+-- held, owed, ban_left, tomb and since are the caller's (see above).
 -- With commit it records the events it allows; without, the caller records
 -- them later with record (AllowGroup records only once every pair allows).
 --
@@ -47,11 +59,20 @@ end
 -- ban has left, how long the violations are remembered and the bans
 -- remembered with them (all 0 without penalty). Its second result says
 -- whether the call allows events (never for a peek).
-local function decide(m, pen, now, rate, n, pa, commit)
+local function decide(m, pen, now, rate, n, pa, commit, held, owed, ban_left, tomb, since)
   local log = m.log
+  if held > 0 or ban_left > 0 then
+    local reset = redis.call('GET', tomb)
+    if reset and tonumber(reset) >= since then
+      held, ban_left = 0, 0
+    end
+  end
   local v, ban_end, memory_left, k = 0, 0, 0, 0
   if pa then
     v, ban_end, memory_left, k = load_strikes(pen, now, pa.memory)
+    if ban_left > 0 and now + ban_left > ban_end then
+      ban_end = now + ban_left
+    end
   end
   local asked = math.max(n, 1)
   local count
@@ -70,7 +91,8 @@ local function decide(m, pen, now, rate, n, pa, commit)
   else
     count = counter_count(m)
   end
-  local fits = ban_end <= now and count + asked <= rate
+  count = count + owed
+  local fits = ban_end <= now and count + asked <= rate and held == 0
   if fits and n > 0 then
     local reset
     if commit then
@@ -101,14 +123,17 @@ local function decide(m, pen, now, rate, n, pa, commit)
   local retry = 0
   if count + asked > rate then
     if log then
-      retry = retry_after(log, now, m.window, rate, count, asked)
+      retry = retry_after(log, now, m.window, rate, count - owed, asked + owed)
     elseif m.gcra then
-      retry = gcra_retry(m, asked)
+      retry = gcra_retry(m, asked + owed)
     elseif m.quota then
       retry = m.finish - now
     else
-      retry = counter_retry(m, asked)
+      retry = counter_retry(m, asked + owed)
     end
+  end
+  if held > retry then
+    retry = held
   end
   if ban_end > now then
     local ban_left = ban_end - now

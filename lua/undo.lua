@@ -1,6 +1,6 @@
 -- undo.lua: takes back the events one allowed call recorded, when AllowAll
--- denies the request at a later rule, or this process' own count overrules
--- what Redis allowed. Composed after gcra.lua, quota.lua and adjust.lua.
+-- denies the request at a later rule. Composed after gcra.lua, quota.lua
+-- and adjust.lua.
 --
 -- KEYS[1]  the rule's log (a ZSET), approximate counter (a HASH), GCRA
 --          bucket or quota (STRINGs).

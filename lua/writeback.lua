@@ -18,6 +18,7 @@
 -- KEYS[4]  the batch's id: set once the batch is applied.
 -- KEYS[5]  the rule's GCRA bucket (see gcra.lua).
 -- KEYS[6]  the rule's calendar quota (see quota.lua).
+-- KEYS[7]  the time of the pair's last Reset (see reset.lua).
 -- ARGV[1]  the meter kind the events are for, the last letter of its key:
 --          'l' the log, 'c' the counter, 'g' the bucket, 'q' the quota.
 --          (A new meter kind adds a branch at the end.)
@@ -59,6 +60,7 @@ local window = tonumber(ARGV[3])
 if ARGV[5] == '1' then
   redis.call('ZREMRANGEBYSCORE', log, '-inf', '(' .. ARGV[6])
   redis.call('DEL', counter, bucket, quota, pen)
+  redis.call('SET', KEYS[7], ARGV[6], 'PX', ARGV[4])
 end
 
 local ban_end = tonumber(ARGV[7])

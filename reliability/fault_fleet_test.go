@@ -153,10 +153,10 @@ func TestFleetOnCluster(t *testing.T) {
 		node := cluster.Node(i)
 		want := 0
 		if node == owner {
-			want = 1
+			want = 2
 		}
 		if n := mustInt(t, node, "DBSIZE"); n != want {
-			t.Errorf("node %s holds %d keys, want %d: one instances set, on the node of its slot", node.Addr(), n, want)
+			t.Errorf("node %s holds %d keys, want %d: one instances set and the time it was made, on the node of their slot", node.Addr(), n, want)
 		}
 	}
 	if n := mustInt(t, owner, "ZCARD", key); n != len(fleet) {

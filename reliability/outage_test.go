@@ -57,7 +57,7 @@ func TestOutageFallsBackAndRecovers(t *testing.T) {
 	})
 	// The process allowed three events without Redis in the same window;
 	// once Redis is back they are written back, so Redis counts five:
-	// until then the process' own count, five, overrules Redis' two.
+	// until then the process' own count, five, holds Redis' two back.
 	testkit.Eventually(t, "events written back", func() bool { return l.Stats().WrittenBack == 3 })
 	logKey, _ := layoutKeys(ratelimit.DefaultKeyPrefix, rule.Name, "k")
 	if members, err := mr.ZMembers(logKey); err != nil || len(members) != 5 {
