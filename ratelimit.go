@@ -38,8 +38,10 @@ type Limiter struct {
 	shed    atomic.Uint64 // decisions shed by admission control
 	outages atomic.Uint64 // decisions made without Redis because it could not be used
 
-	wbKick   chan struct{} // wakes the write-back (see writeback.go)
-	wbPaused atomic.Bool   // tests hold the write-back back
+	wbKick chan struct{} // wakes the write-back (see writeback.go)
+
+	heartbeatStarved atomic.Bool // the last heartbeat found no admission slot to spare
+	wbPaused         atomic.Bool // tests hold the write-back back
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -55,7 +57,7 @@ type redisConn struct {
 }
 
 func (l *Limiter) newConn(c rueidis.Client) *redisConn {
-	conn := &redisConn{client: c, breakers: newBreakerSet(c.Mode() == rueidis.ClientModeCluster, &l.set, l.changes)}
+	conn := &redisConn{client: &scriptClient{Client: c}, breakers: newBreakerSet(c.Mode() == rueidis.ClientModeCluster, &l.set, l.changes)}
 	if conn.breakers.cluster {
 		l.workers.Add(1)
 		go func() {
@@ -195,8 +197,8 @@ func (l *Limiter) decide(ctx context.Context, r *Rule, key string, n int64, peek
 // shield, or without Redis. When u is not nil it learns what the call
 // recorded, so that AllowAll can take it back.
 func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek bool, u *undo) (Result, Path, error) {
-	if l.closed.Load() {
-		return Result{}, PathNone, ErrClosed
+	if err := l.usable(ctx); err != nil {
+		return Result{}, PathNone, err
 	}
 	// The rule's plan, compiled once for every call with an equal rule
 	// (see cachedPlan); it may be shared, so a quota's period is set on
@@ -234,8 +236,11 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 			return d.result(p.rate, false), PathShield, nil
 		}
 	}
-	var keys [2]string
-	var argv [11]string
+	// What this process' own count adds to Redis' decision, with the
+	// call's events reserved in it when they fit (see mirror.go).
+	hd := l.local.hold(k, p, now, n, peek)
+	var keys [3]string
+	var argv [callArgs]string
 	sentN := n
 	if peek {
 		sentN = 0
@@ -244,12 +249,15 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	// A quota's period comes from the call's time, so the script decides
 	// at that time too, whatever the clock.
 	useNow := l.set.Clock != nil || p.kind == CalendarQuota
-	args := encodeCall(&keys, &argv, l.set.KeyPrefix, k, p, now, useNow, sentN, l.id, seq)
+	ks, args := encodeCall(&keys, &argv, l.set.KeyPrefix, k, p, now, useNow, sentN, l.id, seq, &hd)
 	var d decision
-	s, err := l.viaRedis(ctx, conn, keys[0], subject{"rule", r.Name}, func(ctx context.Context, c rueidis.Client) (err error) {
-		d, err = remoteDecide(ctx, c, p, keys[:], args)
+	s, err := l.viaRedis(ctx, conn, ks[0], subject{"rule", r.Name}, func(ctx context.Context, c rueidis.Client) (err error) {
+		d, err = remoteDecide(ctx, c, p, ks, args)
 		return err
 	})
+	if err != nil || s.path != PathRedis {
+		l.local.release(k, p, now, n, &hd)
+	}
 	if err != nil {
 		return Result{}, PathRedis, err
 	}
@@ -259,14 +267,10 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 		}
 		return l.withoutRedis(r, p, k, n, peek, s, u, now), s.path, nil
 	}
-	at := l.receivedAt(now)
-	if l.local.record(k, p, at, n, peek, &d, int64(l.set.ShieldMax/time.Microsecond)) {
-		// Redis allowed what this process had already allowed without it:
-		// the call is rejected, and what Redis recorded is taken back.
-		l.takeBack([]undo{{k: k, p: *p, n: n, conn: conn, key: keys[0], member: l.id + strconv.FormatUint(seq, 10), onRedis: true}})
-		return d.result(p.rate, false), PathRedis, nil
+	l.local.record(k, p, now, l.receivedAt(now), n, peek, &d, &hd, int64(l.set.ShieldMax/time.Microsecond))
+	if d.allowed && !peek {
+		u.onRedisCall(conn, ks[0], l.id, seq, d.win, now)
 	}
-	u.onRedisCall(conn, keys[0], l.id, seq, d.win, at)
 	return d.result(p.rate, false), PathRedis, nil
 }
 
@@ -281,9 +285,9 @@ func (p *plan) invalidN(n int64, rule string) error {
 
 // remoteDecide runs the rule's script for one call.
 func remoteDecide(ctx context.Context, c rueidis.Client, p *plan, keys []string, args []string) (decision, error) {
-	s, nk := allowScript, 1
+	s := allowScript
 	if p.penalize {
-		s, nk = penaltyScript, 2
+		s = penaltyScript
 	}
 	switch {
 	case p.kind == GCRA && p.penalize:
@@ -299,7 +303,7 @@ func remoteDecide(ctx context.Context, c rueidis.Client, p *plan, keys []string,
 	case p.approx:
 		s = approxScript
 	}
-	resp := s.exec(ctx, c, keys[:nk], args)
+	resp := s.exec(ctx, c, keys, args)
 	if err := resp.Error(); err != nil {
 		return decision{}, err
 	}
@@ -418,8 +422,8 @@ func (d *decision) result(limit int64, degraded bool) Result {
 // state until the write-back applies the Reset there, before anything
 // decided after it (see Options.WriteBackMax).
 func (l *Limiter) Reset(ctx context.Context, rule Rule, key string) error {
-	if l.closed.Load() {
-		return ErrClosed
+	if err := l.usable(ctx); err != nil {
+		return err
 	}
 	p, err := rule.compile()
 	if err != nil {
@@ -435,9 +439,10 @@ func (l *Limiter) Reset(ctx context.Context, rule Rule, key string) error {
 		return nil
 	}
 	keys := redisKeys(l.set.KeyPrefix, k)
+	args := []string{itoa(now), itoa((p.kept(now) + 999) / 1000)}
 	err = l.adminCall(ctx, l.conn.Load(), keys[0], subject{"rule", rule.Name}, fmt.Sprintf("reset of key %q: redis may still hold the old state", key),
 		func(ctx context.Context, c rueidis.Client) error {
-			return c.Do(ctx, c.B().Del().Key(keys[:]...).Build()).Error()
+			return resetScript.exec(ctx, c, keys[:], args).Error()
 		})
 	if errors.Is(err, ErrUnavailable) {
 		l.local.oweReset(k, &p, now)

@@ -36,6 +36,7 @@
 //	ratelimit.local.entries      gauge      {entry}     kind
 //	ratelimit.shield.entries     gauge      {entry}     -
 //	ratelimit.connected          gauge      {limiter}   -
+//	ratelimit.redis.in_use       gauge      {limiter}   -
 //	ratelimit.fleet.instances    gauge      {instance}  -
 //
 // ratelimit.decisions counts the calls of Allow and AllowN that returned no
@@ -84,7 +85,11 @@
 // "bucket", "quota", "strike" and "ban" (LocalLogs, LocalCounters,
 // LocalBuckets, LocalQuotas, LocalStrikes, LocalBans);
 // ratelimit.shield.entries (Shielded); ratelimit.connected, the number of
-// limiters that have a Redis client (Connected). ratelimit.fleet.instances
+// limiters that have a Redis client (Connected), whether it answers or not;
+// ratelimit.redis.in_use, the number of limiters deciding on Redis now
+// (RedisInUse): for one limiter, 1 while its Redis answers and 0 from the
+// first failed call of an outage until Redis decides again, the gauge to
+// alert on. ratelimit.fleet.instances
 // is not a sum but the most [ratelimit.Stats].Instances of the observed
 // limiters: the live limiters under a key prefix as a limiter's last
 // heartbeat counted, the N of the share ceil(Rate / N) each enforces while

@@ -133,6 +133,7 @@ func Example_prometheus() {
 	// ratelimit_local_entries{kind="log"} 3
 	// ratelimit_local_entries{kind="quota"} 0
 	// ratelimit_local_entries{kind="strike"} 0
+	// ratelimit_redis_in_use 0
 	// ratelimit_shield_entries 2
 	// ratelimit_writeback_events_total{outcome="dropped"} 0
 	// ratelimit_writeback_events_total{outcome="written"} 0

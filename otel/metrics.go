@@ -67,6 +67,7 @@ type Metrics struct {
 	localEntries metric.Int64ObservableGauge
 	shielded     metric.Int64ObservableGauge
 	connected    metric.Int64ObservableGauge
+	redisInUse   metric.Int64ObservableGauge
 	writeBack    metric.Int64ObservableCounter
 	wbPending    metric.Int64ObservableGauge
 	instances    metric.Int64ObservableGauge
@@ -139,6 +140,10 @@ func New(opts Options) (*Metrics, error) {
 		metric.WithUnit("{limiter}"),
 		metric.WithDescription("Observed limiters that have a Redis client."))
 	check(err)
+	m.redisInUse, err = meter.Int64ObservableGauge("ratelimit.redis.in_use",
+		metric.WithUnit("{limiter}"),
+		metric.WithDescription("Observed limiters deciding on Redis now (ratelimit.Stats.RedisInUse): 1 for one limiter whose Redis answers, 0 during an outage."))
+	check(err)
 	m.writeBack, err = meter.Int64ObservableCounter("ratelimit.writeback.events",
 		metric.WithUnit("{event}"),
 		metric.WithDescription("Events decided without Redis that were written back to it (outcome written) or never will be (outcome dropped)."))
@@ -146,6 +151,7 @@ func New(opts Options) (*Metrics, error) {
 	m.wbPending, err = meter.Int64ObservableGauge("ratelimit.writeback.pending",
 		metric.WithUnit("{event}"),
 		metric.WithDescription("Events decided without Redis that wait to be written back to it."))
+	check(err)
 	m.instances, err = meter.Int64ObservableGauge("ratelimit.fleet.instances",
 		metric.WithUnit("{instance}"),
 		metric.WithDescription("Live limiters under an observed limiter's key prefix, as its last heartbeat counted (the most over the observed limiters): the N of the degraded share Rate / N."))
@@ -153,7 +159,7 @@ func New(opts Options) (*Metrics, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("ratelimitotel: %w", err)
 	}
-	if _, err := meter.RegisterCallback(m.observe, m.breakersOpen, m.localEntries, m.shielded, m.connected, m.writeBack, m.wbPending, m.instances); err != nil {
+	if _, err := meter.RegisterCallback(m.observe, m.breakersOpen, m.localEntries, m.shielded, m.connected, m.redisInUse, m.writeBack, m.wbPending, m.instances); err != nil {
 		return nil, fmt.Errorf("ratelimitotel: %w", err)
 	}
 
@@ -260,7 +266,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		return nil
 	}
 	var sum ratelimit.Stats
-	var connected, instances int64
+	var connected, inUse, instances int64
 	for l := range m.limiters {
 		s := l.Stats()
 		sum.LocalLogs += s.LocalLogs
@@ -277,6 +283,9 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		if s.Connected {
 			connected++
 		}
+		if s.RedisInUse {
+			inUse++
+		}
 		instances = max(instances, int64(s.Instances))
 	}
 	o.ObserveInt64(m.breakersOpen, int64(sum.BreakersOpen))
@@ -288,6 +297,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	o.ObserveInt64(m.localEntries, int64(sum.LocalBans), m.kindOpts[kindBan]...)
 	o.ObserveInt64(m.shielded, int64(sum.Shielded))
 	o.ObserveInt64(m.connected, connected)
+	o.ObserveInt64(m.redisInUse, inUse)
 	o.ObserveInt64(m.writeBack, int64(sum.WrittenBack), m.wbOpts[0]...)
 	o.ObserveInt64(m.writeBack, int64(sum.WriteBackDropped), m.wbOpts[1]...)
 	o.ObserveInt64(m.wbPending, int64(sum.WriteBackPending))

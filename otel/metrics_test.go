@@ -263,6 +263,7 @@ func TestDecisions(t *testing.T) {
 
 		"ratelimit.breaker.open {breaker} ":     1,
 		"ratelimit.connected {limiter} ":        1,
+		"ratelimit.redis.in_use {limiter} ":     0, // the outage
 		"ratelimit.fleet.instances {instance} ": 1,
 		// The local limiter mirrors what Redis allowed (the logs of plain/k,
 		// login/ip and dry/k) and the ban of login/ip, and decided
@@ -290,7 +291,7 @@ func TestDecisions(t *testing.T) {
 	l.Allow(ctx, plain, "k")
 	want["ratelimit.errors {error} error.type=closed,rule=plain"] = 1
 	for k := range want {
-		if strings.HasPrefix(k, "ratelimit.breaker.open ") || strings.HasPrefix(k, "ratelimit.connected ") || strings.HasPrefix(k, "ratelimit.fleet.instances ") ||
+		if strings.HasPrefix(k, "ratelimit.breaker.open ") || strings.HasPrefix(k, "ratelimit.connected ") || strings.HasPrefix(k, "ratelimit.redis.in_use ") || strings.HasPrefix(k, "ratelimit.fleet.instances ") ||
 			strings.HasPrefix(k, "ratelimit.local.entries ") || strings.HasPrefix(k, "ratelimit.shield.entries ") ||
 			strings.HasPrefix(k, "ratelimit.writeback.") {
 			delete(want, k)
@@ -361,6 +362,7 @@ func TestObserveAddsUpLimiters(t *testing.T) {
 		return map[string]float64{
 			"ratelimit.breaker.open {breaker} ":            0,
 			"ratelimit.connected {limiter} ":               connected,
+			"ratelimit.redis.in_use {limiter} ":            connected, // b decided on Redis
 			"ratelimit.local.entries {entry} kind=log":     0,
 			"ratelimit.local.entries {entry} kind=counter": counters,
 			"ratelimit.local.entries {entry} kind=bucket":  0,

@@ -2,6 +2,7 @@ package ratelimittest
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -35,6 +36,8 @@ type Limiter struct {
 // gets -1: the Limiter is alone on its Redis, so it announces nothing (see
 // ratelimit.Options.HeartbeatInterval), the Redis holds only what its
 // decisions wrote, and no background call meets an outage the test makes.
+// When opts.Logger is nil the Limiter logs nothing, so that a test's output
+// stays quiet through the outages it makes; set a Logger to see the lines.
 // Close stops everything.
 func NewLimiter(opts ratelimit.Options) (*Limiter, error) {
 	mr := miniredis.NewMiniRedis()
@@ -60,6 +63,9 @@ func NewLimiter(opts ratelimit.Options) (*Limiter, error) {
 	}
 	if opts.HeartbeatInterval == 0 {
 		opts.HeartbeatInterval = -1
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	lim, err := ratelimit.New(client, opts)
 	if err != nil {

@@ -10,19 +10,32 @@
 //	go run ./cmd/ratelimit-demo
 //	go run ./cmd/ratelimit-demo -redis localhost:6379   # the story on a real Redis
 //	go run ./cmd/ratelimit-demo -serve :8080            # a shop's routes over HTTP
+//	go run ./cmd/ratelimit-demo -serve :8080 -rules rules.yaml  # their limits from a file
 //
 // -redis (or the REDIS_URL environment variable, e.g.
-// redis://localhost:6379/0) uses a real Redis instead of the embedded one;
-// the story then leaves out the outage. -serve starts an HTTP server whose
+// redis://localhost:6379/0) uses a single Redis server instead of the
+// embedded one, and plays the whole story there without stopping it: the
+// limiter reaches the server through a TCP proxy of the demo's, and the
+// outage of act 2 is the demo cutting that proxy (the server keeps running
+// and serving its other clients); act 3 mends it. A Sentinel URL cannot go
+// through the proxy: then the demo plays act 1 only, and says so. -serve starts an HTTP server whose
 // routes are limited with package httplimit as a shop would limit them: a
 // flash sale for everyone at once, coupon claims per user, merchant pages
-// per client IP.
+// per client IP. Their limits come from a rules file (-rules, or a copy of
+// the default rules.yaml), reloaded while the server runs, and a read-only
+// page on loopback shows the rules in force and any key's state.
+//
+// The demo is a module of its own, so that the library's core never
+// requires the rules module; go.work at the repository's root lets
+// `go run ./cmd/ratelimit-demo` run from there.
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"strings"
@@ -35,18 +48,19 @@ func main() {
 	redisAddr := flag.String("redis", "", "use the Redis server at `host:port` (default: $REDIS_URL, else an embedded miniredis)")
 	serveAddr := flag.String("serve", "", "serve the shop's routes on `addr` (e.g. :8080) instead of playing the story")
 	trust := flag.String("trust", "", "comma-separated `prefixes` of trusted reverse proxies, for the per-IP route (e.g. 10.0.0.0/8)")
+	rulesPath := flag.String("rules", "", "with -serve, read the routes' limits from the rules `file` and reload it when it changes (default: a copy of the built-in rules)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(os.Stdout, *redisAddr, os.Getenv("REDIS_URL"), *serveAddr, *trust); err != nil {
+	if err := run(os.Stdout, *redisAddr, os.Getenv("REDIS_URL"), *serveAddr, *trust, *rulesPath); err != nil {
 		fmt.Fprintln(os.Stderr, "ratelimit-demo:", err)
 		os.Exit(1)
 	}
 }
 
-func run(w io.Writer, redisAddr, redisURL, serveAddr, trust string) error {
+func run(w io.Writer, redisAddr, redisURL, serveAddr, trust, rulesPath string) error {
 	opt, where, err := clientOption(redisAddr, redisURL)
 	if err != nil {
 		return err
@@ -65,12 +79,40 @@ func run(w io.Writer, redisAddr, redisURL, serveAddr, trust string) error {
 		opt.PipelineMultiplex = -1
 	}
 	opt.DisableCache = true // the limiter reads nothing through the cache; miniredis has none
+	if rulesPath != "" && serveAddr == "" {
+		return errors.New("-rules goes with -serve: the story's rules are its own")
+	}
 	if serveAddr != "" {
 		proxies, err := parsePrefixes(trust)
 		if err != nil {
 			return err
 		}
-		return serve(w, opt, where, serveAddr, proxies)
+		return serve(w, opt, where, serveAddr, rulesPath, proxies)
+	}
+	var out *outage
+	switch {
+	case mr != nil:
+		o := stopMiniredis(mr)
+		out = &o
+	case len(opt.InitAddress) == 1 && opt.Sentinel.MasterSet == "":
+		// Your server is never stopped: the limiter reaches it through a
+		// proxy of the demo's, and the outage cuts the proxy.
+		p, err := newProxy(opt.InitAddress[0])
+		if err != nil {
+			return fmt.Errorf("connecting to %s: %w", where, err)
+		}
+		defer p.Close()
+		if opt.TLSConfig != nil && opt.TLSConfig.ServerName == "" {
+			host, _, _ := net.SplitHostPort(opt.InitAddress[0])
+			opt.TLSConfig = opt.TLSConfig.Clone()
+			opt.TLSConfig.ServerName = host // the certificate names the server, not the proxy
+		}
+		opt.InitAddress = []string{p.addr}
+		opt.ForceSingleClient = true
+		opt.PipelineMultiplex = -1 // as for miniredis, above
+		o := cutProxy(p)
+		out = &o
+		where += ", through a proxy of the demo's that acts 2 and 3 cut and mend (your server keeps running)"
 	}
 	opt.Dialer.Timeout = storyTimeout // a reconnection cannot hold calls up longer than one call may take
 	client, err := rueidis.NewClient(opt)
@@ -79,7 +121,7 @@ func run(w io.Writer, redisAddr, redisURL, serveAddr, trust string) error {
 	}
 	defer client.Close()
 	fmt.Fprintf(w, "Limits kept in %s; a fake clock makes every run print the same story.\n", where)
-	return story(w, client, mr)
+	return story(w, client, out)
 }
 
 // clientOption returns the client options for -redis or REDIS_URL (none:

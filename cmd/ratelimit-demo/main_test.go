@@ -17,6 +17,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
+	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
 	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/redis/rueidis"
 )
@@ -29,7 +31,7 @@ const golden = "testdata/story.golden"
 // every byte it prints.
 func TestStory(t *testing.T) {
 	var out bytes.Buffer
-	if err := run(&out, "", "", "", ""); err != nil {
+	if err := run(&out, "", "", "", "", ""); err != nil {
 		t.Fatal(err)
 	}
 	if *update {
@@ -46,11 +48,26 @@ func TestStory(t *testing.T) {
 	}
 }
 
-// TestStoryWithoutOutage runs the story as on a real Redis, which the demo
-// must not stop: act 1 only.
-func TestStoryWithoutOutage(t *testing.T) {
-	mr := miniredis.RunT(t)
-	c := newClient(t, mr.Addr())
+// storyOn returns the story as the demo tells it on a Redis it must not
+// stop, from its second line on: the embedded story's, with the outage
+// told as the cut of the demo's proxy.
+func storyOn(t *testing.T) string {
+	t.Helper()
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(want), "\n")
+	embedded, cut := stopMiniredis(nil), cutProxy(nil)
+	return strings.NewReplacer(embedded.title2, cut.title2, embedded.down, cut.down, embedded.title3, cut.title3).Replace(rest)
+}
+
+// playOnYourRedis plays the demo as `-redis addr` does, after leaving an
+// earlier run's state in that Redis, and checks every line but the first
+// (which names the address).
+func playOnYourRedis(t *testing.T, addr string) {
+	t.Helper()
+	c := newClient(t, addr)
 	// An earlier run's state must not leak into the story.
 	lim, err := ratelimit.New(c, storyOptions(ratelimittest.NewClock(storyStart)))
 	if err != nil {
@@ -62,7 +79,65 @@ func TestStoryWithoutOutage(t *testing.T) {
 	lim.Close()
 
 	var out bytes.Buffer
-	if err := story(&out, c, nil); err != nil {
+	if err := run(&out, addr, "", "", "", ""); err != nil {
+		t.Fatal(err)
+	}
+	first, rest, _ := strings.Cut(out.String(), "\n")
+	if !strings.Contains(first, "Redis at "+addr) || !strings.Contains(first, "your server keeps running") {
+		t.Errorf("first line %q: want it to name the server and say it keeps running", first)
+	}
+	if want := storyOn(t); rest != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", rest, want)
+	}
+	// The server was never stopped: the client made before the story
+	// still talks to it.
+	if err := c.Do(t.Context(), c.B().Ping().Build()).Error(); err != nil {
+		t.Fatalf("PING %s after the story: %v", addr, err)
+	}
+}
+
+// TestStoryOnYourRedis plays all three acts with -redis, on a miniredis
+// standing for your server: the outage cuts the demo's proxy, never the
+// server.
+func TestStoryOnYourRedis(t *testing.T) {
+	playOnYourRedis(t, miniredis.RunT(t).Addr())
+}
+
+// TestStoryOnRedisServer is TestStoryOnYourRedis on a real redis-server,
+// which must still run, the same process, after the story.
+func TestStoryOnRedisServer(t *testing.T) {
+	if !testkit.HaveRedis(t) {
+		t.Skip("needs redis-server")
+	}
+	srv := redistest.Start(t, redistest.Options{})
+	pid, err := srv.Do("INFO", "server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	playOnYourRedis(t, srv.Addr())
+	after, err := srv.Do("INFO", "server")
+	if !srv.Running() || err != nil || processID(after) == "" || processID(after) != processID(pid) {
+		t.Fatalf("redis-server after the story: running %v, process_id %q (before %q), %v", srv.Running(), processID(after), processID(pid), err)
+	}
+}
+
+// processID returns the process_id field of INFO server.
+func processID(info string) string {
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// TestStoryWithoutOutage: without a way to take Redis away (a Sentinel
+// URL, which the proxy cannot carry), the demo plays act 1 and says why it
+// stops.
+func TestStoryWithoutOutage(t *testing.T) {
+	mr := miniredis.RunT(t)
+	var out bytes.Buffer
+	if err := story(&out, newClient(t, mr.Addr()), nil); err != nil {
 		t.Fatal(err)
 	}
 	want, err := os.ReadFile(golden)
@@ -71,7 +146,8 @@ func TestStoryWithoutOutage(t *testing.T) {
 	}
 	_, act1, _ := strings.Cut(string(want), "\n")
 	act1, _, _ = strings.Cut(act1, "\n2. ")
-	act1 += "\nActs 2 and 3 stop and restart Redis; the demo does that only to its embedded miniredis, never to your server.\n"
+	act1 += "\nActs 2 and 3 take Redis away and give it back: the demo does that to its embedded miniredis,\n" +
+		"or by cutting a proxy of its own to a single Redis server; it cannot here, so it stops.\n"
 	if out.String() != act1 {
 		t.Fatalf("got:\n%s\nwant:\n%s", out.String(), act1)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -10,16 +11,35 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/httplimit"
+	"github.com/ratelimit-go/ratelimit/policy"
+	"github.com/ratelimit-go/ratelimit/rules"
 	"github.com/redis/rueidis"
 )
 
-// The shop's rules, one per route.
+// defaultRules is the rules file -serve reads without -rules: the
+// shop's rules, one per route, as the variables below write them
+// (TestDefaultRules checks that they agree).
+//
+//go:embed rules.yaml
+var defaultRules []byte
+
+// builtin is defaultRules, parsed: the rules newShop limits the routes by.
+var builtin, _ = rules.Parse(defaultRules)
+
+// shopRules names the rule of each route, in the order of the routes:
+// the rules a rules file must have (WatchOptions.Require).
+var shopRules = []string{flashSaleRule.Name, couponRule.Name, merchantRule.Name}
+
+// The shop's rules, one per route, as defaultRules writes them (without
+// its overrides).
 var (
 	// flashSaleRule protects the flash sale from overload: 100 orders in
 	// any 10 seconds, from everyone together.
@@ -38,18 +58,29 @@ var (
 // header the client may set to anything.
 const userHeader = "X-User-ID"
 
-// newShop returns the shop's routes, each limited by its rule. The handlers
-// know nothing of the limits: the middleware around them declares them.
+// newShop returns the shop's routes, each limited by its rule from the
+// default rules file.
 func newShop(lim *ratelimit.Limiter, ip httplimit.IPOptions) http.Handler {
+	return shopWith(lim, ip, builtin)
+}
+
+// shopWith returns the shop's routes, each limited by its rule from src,
+// asked at each request: a rules file that is reloaded changes the limits
+// from the next request. The handlers know nothing of the limits: the
+// middleware around them declares them.
+func shopWith(lim *ratelimit.Limiter, ip httplimit.IPOptions, src policy.RuleSource) http.Handler {
 	opts := httplimit.Options{DegradedHeader: true}
 	user := httplimit.User(func(r *http.Request) (string, bool) {
 		id := r.Header.Get(userHeader)
 		return id, id != ""
 	})
-	flashSale := httplimit.Limit(lim, flashSaleRule, httplimit.Global(),
+	route := func(name string, key httplimit.KeyFunc, opts httplimit.Options) func(http.Handler) http.Handler {
+		return httplimit.Stack(lim, []httplimit.Policy{{Rules: src, RuleName: name, Key: key}}, opts)
+	}
+	flashSale := route(flashSaleRule.Name, httplimit.Global(),
 		httplimit.Options{DegradedHeader: true, Message: "The flash sale is busy, try again in a few seconds."})
-	perUser := httplimit.Limit(lim, couponRule, user, opts)
-	perIP := httplimit.Limit(lim, merchantRule, httplimit.IP(ip), opts)
+	perUser := route(couponRule.Name, user, opts)
+	perIP := route(merchantRule.Name, httplimit.IP(ip), opts)
 
 	mux := http.NewServeMux()
 	mux.Handle("POST /flash-sale/orders", flashSale(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -70,8 +101,25 @@ func reply(w http.ResponseWriter, status int, body string) {
 	io.WriteString(w, body+"\n")
 }
 
-// serve runs the shop on addr until SIGINT or SIGTERM, on the real clock.
-func serve(w io.Writer, opt rueidis.ClientOption, where, addr string, proxies []netip.Prefix) error {
+// serve runs the shop on addr until SIGINT or SIGTERM, on the real clock,
+// with the rules of the file at rulesPath (the default rules when it is
+// ""), reloaded when the file changes. The inspection page listens on
+// loopback only.
+func serve(w io.Writer, opt rueidis.ClientOption, where, addr, rulesPath string, proxies []netip.Prefix) error {
+	rulesPath, cleanup, err := rulesFile(w, rulesPath)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	watcher, err := rules.Watch(rulesPath, rules.WatchOptions{
+		Require:  shopRules,
+		OnChange: func(s *rules.Set) { fmt.Fprintf(w, "rules: reloaded %s: %s\n", rulesPath, describeRules(s)) },
+		OnError:  func(err error) { fmt.Fprintf(w, "rules: refused, the rules in force stay: %v\n", err) },
+	})
+	if err != nil {
+		return err
+	}
+	defer watcher.Close()
 	// Dial sets the client's Dialer.Timeout to Options.Timeout (100ms), and
 	// serves from the local fallback until Redis can be reached.
 	lim, err := ratelimit.Dial(opt, ratelimit.Options{})
@@ -83,10 +131,20 @@ func serve(w io.Writer, opt rueidis.ClientOption, where, addr string, proxies []
 	if err != nil {
 		return err
 	}
+	inspectLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	srv := &http.Server{
-		Handler:           newShop(lim, httplimit.IPOptions{TrustedProxies: proxies}),
+		Handler:           shopWith(lim, httplimit.IPOptions{TrustedProxies: proxies}, watcher),
 		ReadHeaderTimeout: 5 * time.Second,
 	}
+	inspect := http.NewServeMux()
+	inspect.Handle("/limits/", http.StripPrefix("/limits", rules.Handler(watcher, lim)))
+	inspectSrv := &http.Server{Handler: inspect, ReadHeaderTimeout: 5 * time.Second}
+	fmt.Fprintf(w, "Rules from %s (%s).\nInspection page (loopback only): http://%s/limits/\n\n",
+		rulesPath, describeRules(watcher.Current()), inspectLn.Addr())
 	printTips(w, baseURL(ln.Addr(), addr), where, proxies)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -95,12 +153,51 @@ func serve(w io.Writer, opt rueidis.ClientOption, where, addr string, proxies []
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
+		inspectSrv.Shutdown(shutdown)
 		srv.Shutdown(shutdown)
 	}()
+	go inspectSrv.Serve(inspectLn)
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
+}
+
+// rulesFile returns the rules file to watch: path, or, when path is "",
+// a copy of the default rules in a new temporary directory, which it
+// prints so that the user can copy it, and which cleanup removes.
+func rulesFile(w io.Writer, path string) (string, func(), error) {
+	if path != "" {
+		return path, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "ratelimit-demo-")
+	if err != nil {
+		return "", nil, err
+	}
+	cleanup := func() { os.RemoveAll(dir) }
+	path = filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(path, defaultRules, 0o644); err != nil {
+		cleanup()
+		return "", nil, err
+	}
+	fmt.Fprintf(w, "No -rules: the default rules below, written to %s (edit it, or copy it and pass -rules).\n\n%s\n", path, defaultRules)
+	return path, cleanup, nil
+}
+
+// describeRules lists a Set's rules as their limits: "shop:coupon 3 per 1m0s, ...".
+func describeRules(s *rules.Set) string {
+	var b strings.Builder
+	for i, name := range s.Names() {
+		r, _ := s.Rule(name)
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %v", name, r.Limit)
+		if r.DryRun {
+			b.WriteString(" (dry run)")
+		}
+	}
+	return b.String()
 }
 
 // baseURL is the URL to try the server at: localhost unless addr names a

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/ratelimittest"
 	"github.com/redis/rueidis"
@@ -47,10 +46,11 @@ func storyOptions(clk ratelimit.Clock) ratelimit.Options {
 	}
 }
 
-// story plays the demo on client and writes it to w as tables. With mr,
-// the miniredis client talks to, it also stops and restarts Redis; with a
-// nil mr (a real server) it leaves out that part.
-func story(w io.Writer, client rueidis.Client, mr *miniredis.Miniredis) error {
+// story plays the demo on client and writes it to w as tables. With an
+// outage it also takes Redis away from the limiter and gives it back (acts
+// 2 and 3); without one (a Redis the demo cannot reach through a proxy of
+// its own) it plays act 1 only, and says so.
+func story(w io.Writer, client rueidis.Client, out *outage) error {
 	clk := ratelimittest.NewClock(storyStart)
 	opts := storyOptions(clk)
 	var path ratelimit.Path // where the last decision was made
@@ -79,17 +79,18 @@ func story(w io.Writer, client rueidis.Client, mr *miniredis.Miniredis) error {
 	if err := s.end(); err != nil {
 		return err
 	}
-	if mr == nil {
-		fmt.Fprintln(w, "\nActs 2 and 3 stop and restart Redis; the demo does that only to its embedded miniredis, never to your server.")
+	if out == nil {
+		fmt.Fprintln(w, "\nActs 2 and 3 take Redis away and give it back: the demo does that to its embedded miniredis,")
+		fmt.Fprintln(w, "or by cutting a proxy of its own to a single Redis server; it cannot here, so it stops.")
 		return nil
 	}
 
-	s.act("2. Redis goes down in the middle of bob's claims")
+	s.act(out.title2)
 	for i := range 3 {
 		s.call("bob", 10*time.Minute+time.Duration(i)*time.Second)
 	}
-	s.note("-- Redis stops --")
-	mr.Close()
+	s.note(out.down)
+	out.stop()
 	for i := 3; i < 6; i++ {
 		s.call("bob", 10*time.Minute+time.Duration(i)*time.Second)
 	}
@@ -102,8 +103,8 @@ func story(w io.Writer, client rueidis.Client, mr *miniredis.Miniredis) error {
 	fmt.Fprintln(w, "Redis reported (the hot-key shield), so a banned client costs no round trip, outage or not.")
 	fmt.Fprintln(w, "DECIDED BY says where each answer came from: redis, the shield, or the local fallback.")
 
-	s.act("3. Redis comes back")
-	if err := mr.Restart(); err != nil {
+	s.act(out.title3)
+	if err := out.start(); err != nil {
 		return err
 	}
 	if err := waitForRedis(ctx, lim); err != nil {

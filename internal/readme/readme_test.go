@@ -1,0 +1,148 @@
+package readme
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestREADME compiles README.md's blocks that belong to the core (see the
+// package documentation for the convention); grpclimit and otel compile
+// theirs in their own TestREADME.
+func TestREADME(t *testing.T) {
+	n, err := Compile("../..", ".", "../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatal("no Go block of README.md compiled in the core: the test checks nothing")
+	}
+}
+
+// TestREADMEModules requires every block of README.md to belong to a
+// module whose TestREADME compiles it.
+func TestREADMEModules(t *testing.T) {
+	markdown, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tested := map[string]bool{".": true, "grpclimit": true, "otel": true, "rules": true}
+	count := map[string]int{}
+	for _, b := range Blocks(markdown) {
+		mod, err := b.Module()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !tested[mod] {
+			t.Errorf("README.md:%d: the block belongs to module %s, whose tests do not compile README.md's blocks", b.Line, mod)
+		}
+		count[mod]++
+	}
+	for mod := range tested {
+		if count[mod] == 0 {
+			t.Errorf("README.md has no Go block for module %s", mod)
+		}
+	}
+}
+
+// TestBlocks reads the blocks of a Markdown file: their first line, their
+// code, and whether each is a whole file.
+func TestBlocks(t *testing.T) {
+	md := "# x\n\n```go\nfmt.Println(1)\n```\n\n```sh\nls\n```\n\n```go\npackage main\n\nfunc main() {}\n```\n"
+	blocks := Blocks([]byte(md))
+	if len(blocks) != 2 {
+		t.Fatalf("got %d blocks, want 2: %+v", len(blocks), blocks)
+	}
+	if b := blocks[0]; b.Line != 4 || b.Code != "fmt.Println(1)\n" || b.IsFile() {
+		t.Errorf("first block: %+v, file %v; want line 4, a fragment", b, b.IsFile())
+	}
+	if b := blocks[1]; b.Line != 12 || !b.IsFile() {
+		t.Errorf("second block: %+v, file %v; want line 12, a whole file", b, b.IsFile())
+	}
+}
+
+// TestModule finds the module of a block from the packages it uses.
+func TestModule(t *testing.T) {
+	for _, c := range []struct {
+		code, want string
+	}{
+		{"lim, _ := ratelimit.New(nil, ratelimit.Options{})\n_ = lim\n", "."},
+		{"_ = grpclimit.Methods{}\n", "grpclimit"},
+		{"m, _ := ratelimitotel.New(ratelimitotel.Options{MeterProvider: provider})\n_ = m\n", "otel"},
+		{"package main\n\nimport _ \"github.com/ratelimit-go/ratelimit/otel\"\n", "otel"},
+		{"package main\n\nimport _ \"github.com/ratelimit-go/ratelimit/httplimit\"\n", "."},
+	} {
+		got, err := Block{Line: 1, Code: c.code}.Module()
+		if err != nil || got != c.want {
+			t.Errorf("Module of %q = %q, %v; want %q", c.code, got, err, c.want)
+		}
+	}
+	if _, err := (Block{Line: 7, Code: "_ = grpclimit.Methods{}\n_ = ratelimitotel.Options{}\n"}).Module(); err == nil {
+		t.Error("a block that uses packages of two modules has a module")
+	}
+}
+
+// TestUndeclaredName refuses a fragment whose free name is in no table,
+// naming its line.
+func TestUndeclaredName(t *testing.T) {
+	_, err := Block{Line: 42, Code: "lim.Allow(ctx, rule, someKey)\n"}.Source("README.md", "p", "f")
+	if err == nil || !strings.Contains(err.Error(), "README.md:42") || !strings.Contains(err.Error(), `"someKey"`) {
+		t.Errorf("err = %v; want one naming README.md:42 and someKey", err)
+	}
+}
+
+// TestCompileReportsLine compiles a Markdown file with a block that
+// compiles and one that does not: the error names the broken line of the
+// Markdown file, and a file of good blocks compiles.
+func TestCompileReportsLine(t *testing.T) {
+	dir := t.TempDir()
+	good := "```go\nres, err := lim.Allow(ctx, rule, userID)\nif err != nil {\n\treturn err\n}\n_ = res.Allowed\n```\n"
+	bad := "```go\nlim.Allow(ctx, rule)\n```\n"
+	md := filepath.Join(dir, "README.md")
+	if err := os.WriteFile(md, []byte(good+"\n"+bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Compile("../..", ".", md)
+	if err == nil || !strings.Contains(err.Error(), "README.md:10") || strings.Contains(err.Error(), "README.md:2:") {
+		t.Fatalf("err = %v; want a compile error at README.md:10 only", err)
+	}
+	if err := os.WriteFile(md, []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := Compile("../..", ".", md); n != 1 || err != nil {
+		t.Fatalf("Compile of a good block = %d, %v; want 1, nil", n, err)
+	}
+}
+
+// TestCompileWholeFile compiles a block that is a whole command: its
+// binary is never written into the source tree.
+func TestCompileWholeFile(t *testing.T) {
+	dir := t.TempDir()
+	md := filepath.Join(dir, "README.md")
+	file := "```go\npackage main\n\nimport \"github.com/ratelimit-go/ratelimit\"\n\nfunc main() { _ = ratelimit.PerSecond(1) }\n```\n"
+	if err := os.WriteFile(md, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadDir("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := Compile("../..", ".", md); n != 1 || err != nil {
+		t.Fatalf("Compile of a whole file = %d, %v; want 1, nil", n, err)
+	}
+	after, err := os.ReadDir("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) {
+		t.Errorf("the repository's root held %d entries before the build and %d after", len(before), len(after))
+	}
+	broken := strings.Replace(file, "PerSecond(1)", "PerSecond()", 1)
+	if err := os.WriteFile(md, []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Compile("../..", ".", md); err == nil || !strings.Contains(err.Error(), "README.md:6") {
+		t.Errorf("err = %v; want a compile error at README.md:6", err)
+	}
+}
