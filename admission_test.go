@@ -247,12 +247,12 @@ func TestShedEventsCountOnRedisDecisions(t *testing.T) {
 	}
 	defer client.Close()
 	clk := &fixedClock{at: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
-	l, err := New(client, Options{Clock: clk, Timeout: 500 * time.Millisecond, HeartbeatInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	l, err := newUnstarted(client, Options{Clock: clk, Timeout: 500 * time.Millisecond, HeartbeatInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	l.wbPaused.Store(true) // the write-back comes last, when the test says
+	// The write-back (not started) comes last, when the test says.
 	g := l.conn.Load().breakers.all[0].gate.Load()
 	rule := Rule{Name: "sale", Limit: PerMinute(5)}
 	ctx := context.Background()
@@ -316,12 +316,11 @@ func TestShedEventsCountOnGroups(t *testing.T) {
 	}
 	defer client.Close()
 	clk := &fixedClock{at: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
-	l, err := New(client, Options{Clock: clk, Timeout: 500 * time.Millisecond, HeartbeatInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	l, err := newUnstarted(client, Options{Clock: clk, Timeout: 500 * time.Millisecond, HeartbeatInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	l.wbPaused.Store(true)
 	g := l.conn.Load().breakers.all[0].gate.Load()
 	loose := Rule{Name: "loose", Limit: PerMinute(10)}
 	tight := Rule{Name: "tight", Limit: PerMinute(2)}

@@ -26,6 +26,7 @@ func Dial(clientOpt rueidis.ClientOption, opts Options) (*Limiter, error) {
 		return nil, err
 	}
 	l.owned = true
+	l.startWriteBack()
 	clientOpt.DisableCache = true
 	if clientOpt.Dialer.Timeout == 0 {
 		clientOpt.Dialer.Timeout = l.set.Timeout

@@ -45,12 +45,12 @@ func (l *Limiter) heartbeats(conn *redisConn) {
 }
 
 // heartbeat announces the Limiter once and stores the live count Redis
-// returns; it reports whether it succeeded. A set younger than three
+// returns. A set younger than three
 // heartbeat periods (Redis lost it: a restart without persistence, a
 // failover) may not hold every live Limiter yet, so its count raises the
 // count last seen but never lowers it: an outage that starts then is met
 // with the share of the fleet as it was, not with the whole rate.
-func (l *Limiter) heartbeat(conn *redisConn, key string) bool {
+func (l *Limiter) heartbeat(conn *redisConn, key string) {
 	period := int64(l.set.HeartbeatInterval / time.Microsecond)
 	var live, age int64
 	// A heartbeat takes an admission slot only when one is to spare, unless
@@ -77,13 +77,12 @@ func (l *Limiter) heartbeat(conn *redisConn, key string) bool {
 	if err != nil {
 		l.log.log(logHeartbeat, slog.LevelDebug, "ratelimit: heartbeat failed; keeping the instance count last seen",
 			"instances", l.set.fleet.Load(), "err", err)
-		return false
+		return
 	}
 	if age < 3*period {
 		live = max(live, l.set.fleet.Load())
 	}
 	l.set.fleet.Store(max(1, live))
-	return true
 }
 
 // withdraw removes the Limiter from the instances set when it closes, so

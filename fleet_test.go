@@ -202,9 +202,7 @@ func TestHeartbeatNeverTakesTheLastSlot(t *testing.T) {
 	g := l.conn.Load().breakers.all[0].gate.Load()
 	limit := g.limit.Load()
 	g.inflight.Store(limit - 1) // one slot left: the live calls'
-	if l.heartbeat(l.conn.Load(), fleetKey("spare:")) {
-		t.Fatal("a heartbeat took the last free slot")
-	}
+	l.heartbeat(l.conn.Load(), fleetKey("spare:"))
 	if keys := mr.Keys(); len(keys) != 0 {
 		t.Fatalf("a heartbeat without a slot to spare reached Redis: %v", keys)
 	}
@@ -212,7 +210,8 @@ func TestHeartbeatNeverTakesTheLastSlot(t *testing.T) {
 		t.Fatalf("count after a shed heartbeat = %d, want the 1 last seen", n)
 	}
 	g.inflight.Store(limit - 2)
-	if !l.heartbeat(l.conn.Load(), fleetKey("spare:")) {
+	l.heartbeat(l.conn.Load(), fleetKey("spare:"))
+	if !mr.Exists(fleetKey("spare:")) {
 		t.Fatal("a heartbeat with two slots free was not sent")
 	}
 	if n := g.inflight.Load(); n != limit-2 {
@@ -262,10 +261,13 @@ func TestHeartbeatNotStarved(t *testing.T) {
 	g := l.conn.Load().breakers.all[0].gate.Load()
 	limit := g.limit.Load()
 	g.inflight.Store(limit - 1) // one slot left: the live calls'
-	if l.heartbeat(l.conn.Load(), fleetKey("starved:")) {
-		t.Fatal("a heartbeat took the last free slot")
+	mr.FlushAll()
+	l.heartbeat(l.conn.Load(), fleetKey("starved:"))
+	if mr.Exists(fleetKey("starved:")) || !l.heartbeatStarved.Load() {
+		t.Fatal("a heartbeat took the last free slot, or did not mark the Limiter starved")
 	}
-	if !l.heartbeat(l.conn.Load(), fleetKey("starved:")) {
+	l.heartbeat(l.conn.Load(), fleetKey("starved:"))
+	if !mr.Exists(fleetKey("starved:")) {
 		t.Fatal("the heartbeat after a skipped one did not take the slot left")
 	}
 	if l.heartbeatStarved.Load() {

@@ -41,7 +41,6 @@ type Limiter struct {
 	wbKick chan struct{} // wakes the write-back (see writeback.go)
 
 	heartbeatStarved atomic.Bool // the last heartbeat found no admission slot to spare
-	wbPaused         atomic.Bool // tests hold the write-back back
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -86,6 +85,19 @@ func (l *Limiter) newConn(c rueidis.Client) *redisConn {
 // (rueidis' default is 5s, longer than Options.Timeout); set it to about
 // Options.Timeout, as Dial does.
 func New(client rueidis.Client, opts Options) (*Limiter, error) {
+	l, err := newUnstarted(client, opts)
+	if err != nil {
+		return nil, err
+	}
+	if client != nil {
+		l.startWriteBack()
+	}
+	return l, nil
+}
+
+// newUnstarted is New without the write-back's goroutine (see
+// startWriteBack).
+func newUnstarted(client rueidis.Client, opts Options) (*Limiter, error) {
 	l, err := newLimiter(opts, client != nil)
 	if err != nil {
 		return nil, err
@@ -94,6 +106,16 @@ func New(client rueidis.Client, opts Options) (*Limiter, error) {
 		l.conn.Store(l.newConn(client))
 	}
 	return l, nil
+}
+
+// startWriteBack starts the goroutine that writes back what was decided
+// without Redis (see writeBackLoop); Close stops it.
+func (l *Limiter) startWriteBack() {
+	l.workers.Add(1)
+	go func() {
+		defer l.workers.Done()
+		l.writeBackLoop()
+	}()
 }
 
 func newLimiter(opts Options, remote bool) (*Limiter, error) {
@@ -119,14 +141,10 @@ func newLimiter(opts Options, remote bool) (*Limiter, error) {
 	}
 	l.local.owing.max = int64(set.WriteBackMax)
 	if remote {
-		l.workers.Add(2)
+		l.workers.Add(1)
 		go func() {
 			defer l.workers.Done()
 			l.changes.run(l.done, l.announce)
-		}()
-		go func() {
-			defer l.workers.Done()
-			l.writeBackLoop()
 		}()
 	}
 	return l, nil
@@ -459,6 +477,7 @@ func (l *Limiter) Close() {
 		l.closed.Store(true)
 		close(l.done)
 		l.workers.Wait()
+		l.logDroppedAtClose()
 		l.deadlines.stop()
 		if conn := l.conn.Load(); conn != nil && l.owned {
 			conn.client.Close()

@@ -520,12 +520,11 @@ func (l *Limiter) writeBackLoop() {
 		select {
 		case <-l.done:
 			l.logWriteBack(&logged)
-			l.logDroppedAtClose()
 			return
 		case <-l.wbKick:
 		case <-t.C:
 		}
-		if !l.wbPaused.Load() && (l.local.owing.debts.Load() > 0) {
+		if l.local.owing.debts.Load() > 0 {
 			for l.writeBack(ctx) {
 			}
 		}

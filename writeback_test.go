@@ -16,7 +16,7 @@ import (
 )
 
 // The write-back's unit tests run on miniredis and a fake clock, with the
-// Limiter's write-back goroutine held back (wbPaused): each test writes back
+// Limiter's write-back goroutine not started (newUnstarted): each test writes back
 // when it says so (flush), so every count is exact.
 
 // setClock is a fake clock the test moves.
@@ -55,8 +55,7 @@ func newWBEnv(t *testing.T, opts Options) *wbEnv {
 	}
 	t.Cleanup(client.Close)
 	e := &wbEnv{t: t, mr: mr, client: client, clk: &setClock{at: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}}
-	e.l = e.limiter(opts)
-	e.l.wbPaused.Store(true)
+	e.l = e.unstarted(opts)
 	return e
 }
 
@@ -64,12 +63,21 @@ func newWBEnv(t *testing.T, opts Options) *wbEnv {
 // process.
 func (e *wbEnv) limiter(opts Options) *Limiter {
 	e.t.Helper()
+	l := e.unstarted(opts)
+	l.startWriteBack()
+	return l
+}
+
+// unstarted returns another Limiter on the same Redis and clock whose
+// write-back runs only when the test calls it.
+func (e *wbEnv) unstarted(opts Options) *Limiter {
+	e.t.Helper()
 	opts.Clock = e.clk
 	opts.Timeout = 2 * time.Second
 	opts.TripAfter = 1
 	opts.ProbeAfter = 10 * time.Millisecond
 	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	l, err := New(e.client, opts)
+	l, err := newUnstarted(e.client, opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -404,7 +412,7 @@ func TestWriteBackInBackground(t *testing.T) {
 	rule := Rule{Name: "bg", Limit: PerMinute(5)}
 	e.refuse()
 	e.allow(e.l, rule, "k")
-	e.l.wbPaused.Store(false)
+	e.l.startWriteBack()
 	e.back()
 	deadline := time.Now().Add(10 * time.Second)
 	for e.l.Stats().WrittenBack != 1 {
