@@ -104,14 +104,8 @@ func (l *Limiter) takeBack(us []undo) {
 		if !u.onRedis {
 			continue
 		}
-		fourth, fifth := u.win, int64(0)
-		switch u.p.kind {
-		case GCRA:
-			fourth, fifth = u.p.wq, u.p.rq
-		case CalendarQuota:
-			fourth = u.p.start
-		}
-		args := []string{string(u.p.keyKind()), u.member, strconv.FormatInt(u.n, 10), strconv.FormatInt(fourth, 10), strconv.FormatInt(fifth, 10)}
+		fourth, fifth := u.p.alg.undoArgs(u.p, u.win)
+		args := []string{string(u.p.alg.letter()), u.member, strconv.FormatInt(u.n, 10), strconv.FormatInt(fourth, 10), strconv.FormatInt(fifth, 10)}
 		err := l.adminCall(context.Background(), u.conn, u.key, subject{"rule", u.k.rule}, fmt.Sprintf("taking back %d events", u.n),
 			func(ctx context.Context, c rueidis.Client) error {
 				return undoScript.exec(ctx, c, []string{u.key}, args).Error()

@@ -101,11 +101,11 @@ func newBreaker(name string, s *settings, changes *changeQueue) *breaker {
 		// The request functions return a *callError unwrapped, or nil.
 		IsSuccessful: func(err error) bool {
 			ce, ok := err.(*callError)
-			return err == nil || ok && ce.kind == misuse
+			return err == nil || ok && ce.cause == misuse
 		},
 		IsExcluded: func(err error) bool {
 			ce, ok := err.(*callError)
-			return ok && ce.kind == callerGone
+			return ok && ce.cause == callerGone
 		},
 	})
 	return b

@@ -85,3 +85,52 @@ func floorDiv(a, b int64) int64 {
 	}
 	return q
 }
+
+// counterKind is the approximate counter's algorithm (a SlidingLog rule
+// with Approximate): two fixed windows' counts in a Redis hash
+// (lua/counter.lua), a counter here.
+type counterKind struct{ windowKind }
+
+func (counterKind) name() string                              { return "sliding log" }
+func (counterKind) compile(r *Rule, _ *plan) string           { return checkWindow(r, false) }
+func (counterKind) letter() byte                              { return 'c' }
+func (counterKind) windowed() bool                            { return true }
+func (counterKind) grouped() (ok, plain bool)                 { return false, false }
+func (counterKind) dueFrom(p plan, now int64) int64           { return floorDiv(now, p.window) - 1 }
+func (counterKind) named() bool                               { return false }
+func (counterKind) undoArgs(_ plan, win int64) (int64, int64) { return win, 0 }
+
+// stamp: the index of the fixed window the event went into.
+func (counterKind) stamp(p plan, now int64) int64 { return floorDiv(now, p.window) }
+
+func (counterKind) script(penalize bool) *script {
+	if penalize {
+		return approxPenaltyScript
+	}
+	return approxScript
+}
+
+func (counterKind) args(p plan) (int64, int64, bool) { return p.window, 0, false }
+
+func (counterKind) meter(sh *localShard, k *lkey, h uint64, _ *plan, now int64, create bool) (meter, bool) {
+	if c := sh.counters.getOrAdd(k, h, now, create); c != nil {
+		return c, true
+	}
+	return nil, false
+}
+
+// unrecord takes events back from the current window only: once the
+// counter has moved on they no longer count as current (as lua/undo.lua).
+func (counterKind) unrecord(sh *localShard, k *lkey, h uint64, p *plan, now, n int64) {
+	if c := sh.counters.peek(k, h); c != nil && c.win == floorDiv(now, p.window) {
+		c.cur = max(0, c.cur-n)
+	}
+}
+
+func (counterKind) dropEmpty(sh *localShard, k *lkey, h uint64, _ int64) {
+	if c := sh.counters.peek(k, h); c != nil && c.cur == 0 && c.prev == 0 {
+		sh.counters.remove(k, h)
+	}
+}
+
+func (counterKind) forget(sh *localShard, k *lkey, h uint64) { sh.counters.remove(k, h) }

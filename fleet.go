@@ -68,7 +68,7 @@ func (l *Limiter) heartbeat(conn *redisConn, key string) {
 				return err
 			}
 			if len(reply) != 2 {
-				return &callError{kind: misuse, err: errors.New("unexpected heartbeat reply")}
+				return &callError{cause: misuse, err: errors.New("unexpected heartbeat reply")}
 			}
 			live, age = reply[0], reply[1]
 			return nil

@@ -1,5 +1,10 @@
 package ratelimit
 
+import (
+	"cmp"
+	"fmt"
+)
+
 // bucket is the local path's GCRA state of one key (Kind GCRA): the
 // theoretical arrival time TAT, the time at which the bucket is full again,
 // kept exactly as whole µs w plus r ticks of 1/rq µs (0 <= r < rq).
@@ -105,3 +110,82 @@ func gcd(a, b int64) int64 {
 	}
 	return a
 }
+
+// gcraKind is GCRA's algorithm (Kind GCRA): the TAT in a Redis string
+// (lua/gcra.lua), a bucket here.
+type gcraKind struct{}
+
+func (gcraKind) name() string                    { return "gcra" }
+func (gcraKind) capacity() string                { return "Burst" }
+func (gcraKind) timed() bool                     { return false }
+func (gcraKind) setTime(*plan, int64)            {}
+func (gcraKind) letter() byte                    { return 'g' }
+func (gcraKind) windowed() bool                  { return false }
+func (gcraKind) grouped() (ok, plain bool)       { return true, false }
+func (gcraKind) shieldMark(p plan) int64         { return p.emit }
+func (gcraKind) horizon(plan) int64              { return maxTime }
+func (gcraKind) stamp(_ plan, now int64) int64   { return now }
+func (gcraKind) dueFrom(p plan, now int64) int64 { return now - p.refill() + 1 }
+func (gcraKind) kept(p plan, _ int64) int64      { return 2 * p.refill() }
+func (gcraKind) named() bool                     { return false }
+
+func (gcraKind) compile(r *Rule, p *plan) string {
+	l := &r.Limit
+	if bad := checkWindow(r, true); bad != "" {
+		return bad
+	}
+	switch {
+	case l.Burst < 0:
+		return fmt.Sprintf("Burst %d is negative", l.Burst)
+	case l.Burst > maxRate:
+		return fmt.Sprintf("Burst %d is above %d", l.Burst, maxRate)
+	}
+	p.setGCRA(p.rate, int64(cmp.Or(l.Burst, l.Rate)))
+	if !p.exact() {
+		return fmt.Sprintf("a bucket of Burst %d at %d per %v is too large to keep exactly; lower Burst, or pick a Window and a Rate with a larger common divisor",
+			p.rate, l.Rate, l.Window)
+	}
+	return ""
+}
+
+func (gcraKind) script(penalize bool) *script {
+	if penalize {
+		return gcraPenaltyScript
+	}
+	return gcraScript
+}
+
+// args: wq and rq, the cost of an event in ticks and ticks per µs.
+func (gcraKind) args(p plan) (int64, int64, bool)        { return p.wq, p.rq, false }
+func (gcraKind) undoArgs(p plan, _ int64) (int64, int64) { return p.wq, p.rq }
+
+// degrade: the share scales the refill and the bucket alike.
+func (gcraKind) degrade(p *plan, s *settings) {
+	p.setGCRA(s.degradedRate(p.emit), s.degradedRate(p.rate))
+}
+
+func (gcraKind) meter(sh *localShard, k *lkey, h uint64, p *plan, now int64, create bool) (meter, bool) {
+	b := sh.buckets.getOrAdd(k, h, now, create)
+	if b == nil {
+		return nil, false
+	}
+	// A TAT kept for another Rate (the degraded share, a changed rule)
+	// keeps its whole µs; the remainder, under 1µs, is cut to fit, as
+	// lua/gcra.lua does.
+	b.wq, b.rq, b.burst, b.r = p.wq, p.rq, p.rate, min(b.r, p.rq-1)
+	return b, true
+}
+
+func (gcraKind) unrecord(sh *localShard, k *lkey, h uint64, _ *plan, _, n int64) {
+	if b := sh.buckets.peek(k, h); b != nil {
+		b.unrecord(n)
+	}
+}
+
+func (gcraKind) dropEmpty(sh *localShard, k *lkey, h uint64, now int64) {
+	if b := sh.buckets.peek(k, h); b != nil && b.reset(now, 0, false) == 0 {
+		sh.buckets.remove(k, h)
+	}
+}
+
+func (gcraKind) forget(sh *localShard, k *lkey, h uint64) { sh.buckets.remove(k, h) }

@@ -59,10 +59,14 @@ func (l *Limiter) decideGroup(ctx context.Context, group string, checks []Check)
 		return nil, PathNone, err
 	}
 	now := l.localNow() // the group's one reading of the clock
-	kinds := false      // the group holds a GCRA bucket or a quota
+	kinds := false      // the group needs group.lua's other kinds' pieces
 	for i := range g {
-		g[i].p.setPeriod(now)
-		kinds = kinds || g[i].p.kind != SlidingLog
+		p := &g[i].p
+		if p.alg.timed() {
+			p.setTime(now)
+		}
+		_, plain := p.alg.grouped()
+		kinds = kinds || !plain
 	}
 	conn := l.conn.Load()
 	if !l.remote || conn == nil {
@@ -87,12 +91,12 @@ func (l *Limiter) decideGroup(ctx context.Context, group string, checks []Check)
 		}
 		arr, err := resp.ToArray()
 		if err != nil || len(arr) == 0 || len(arr)%9 != 0 || len(arr) > 9*len(g) {
-			return &callError{kind: misuse, err: errors.New("unexpected script reply")}
+			return &callError{cause: misuse, err: errors.New("unexpected script reply")}
 		}
 		for i := 0; i < len(arr); i += 9 {
 			d, err := parseDecision(arr[i : i+9])
 			if err != nil {
-				return &callError{kind: misuse, err: err}
+				return &callError{cause: misuse, err: err}
 			}
 			ds = append(ds, d)
 		}
@@ -140,7 +144,7 @@ func (l *Limiter) compileGroup(group string, checks []Check) ([]groupPair, error
 		if err != nil {
 			return nil, err
 		}
-		if p.approx {
+		if ok, _ := p.alg.grouped(); !ok {
 			return nil, fmt.Errorf("%w: rule %q: approximate rules cannot be grouped", ErrInvalidRule, c.Rule.Name)
 		}
 		n := int64(max(c.N, 1))
@@ -166,7 +170,7 @@ func (l *Limiter) encodeGroup(g []groupPair, hds []held, now int64) (keys, args 
 	args = make([]string, 0, 2+17*len(g))
 	at := ""
 	for i := range g {
-		if l.set.Clock != nil || g[i].p.kind == CalendarQuota {
+		if l.set.Clock != nil || g[i].p.alg.timed() {
 			at = strconv.FormatInt(now, 10)
 		}
 	}
@@ -175,7 +179,7 @@ func (l *Limiter) encodeGroup(g []groupPair, hds []held, now int64) (keys, args 
 	for i := range g {
 		gp := &g[i]
 		var b strings.Builder
-		kind := gp.p.keyKind()
+		kind := gp.p.alg.letter()
 		writeKey(&b, l.set.KeyPrefix, gp.k, kind)
 		log := b.String()
 		b.Reset()
@@ -185,9 +189,9 @@ func (l *Limiter) encodeGroup(g []groupPair, hds []held, now int64) (keys, args 
 		writeKey(&b, l.set.KeyPrefix, gp.k, 'r')
 		keys = append(keys, log, pen, b.String())
 		pp := &gp.p.penalty
-		second, fifth, numeric := gp.p.scriptArgs()
+		second, fifth, byMember := gp.p.alg.args(gp.p)
 		id := member
-		if numeric {
+		if !byMember {
 			id = itoa(fifth)
 		}
 		hd := &hds[i]

@@ -26,19 +26,6 @@ const (
 	CalendarQuota
 )
 
-// String returns the kind's name: "sliding log", "gcra" or "calendar quota".
-func (k Kind) String() string {
-	switch k {
-	case SlidingLog:
-		return "sliding log"
-	case GCRA:
-		return "gcra"
-	case CalendarQuota:
-		return "calendar quota"
-	}
-	return fmt.Sprintf("Kind(%d)", int(k))
-}
-
 // Period is the calendar period of a CalendarQuota. The zero value is no
 // period, which only the other kinds take.
 type Period int

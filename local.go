@@ -186,39 +186,7 @@ func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek bool, owed
 // meter returns the record of k's events under p, creating it if asked
 // to. The caller holds sh.mu.
 func (sh *localShard) meter(k *lkey, h uint64, p *plan, now int64, create bool) (meter, bool) {
-	switch {
-	case p.kind == GCRA:
-		b := sh.buckets.getOrAdd(k, h, now, create)
-		if b == nil {
-			return nil, false
-		}
-		// A TAT kept for another Rate (the degraded share, a changed rule)
-		// keeps its whole µs; the remainder, under 1µs, is cut to fit, as
-		// lua/gcra.lua does.
-		b.wq, b.rq, b.burst, b.r = p.wq, p.rq, p.rate, min(b.r, p.rq-1)
-		return b, true
-	case p.kind == CalendarQuota:
-		q := sh.quotas.getOrAdd(k, h, now, create)
-		if q == nil {
-			return nil, false
-		}
-		q.at, q.end = p.start, p.end
-		return q, true
-	case p.approx:
-		c := sh.counters.getOrAdd(k, h, now, create)
-		if c == nil {
-			return nil, false
-		}
-		return c, true
-	}
-	lg := sh.logs.getAt(k, h, now)
-	if lg == nil {
-		if !create {
-			return nil, false
-		}
-		lg = sh.logs.add(k, h, newSlidingLog())
-	}
-	return lg, true
+	return p.meter(sh, k, h, now, create)
 }
 
 // findStrikes returns the penalty state of k, moving a ban that has ended
@@ -261,42 +229,16 @@ func (s *localStore) unrecord(k lkey, p *plan, now, n int64) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sh.forgetOwed(&k, h, p, now, n)
-	sh.unrecord(&k, h, p, now, n)
-}
-
-// unrecord takes back n events recorded in k's meter at now. The caller
-// holds sh.mu.
-func (sh *localShard) unrecord(k *lkey, h uint64, p *plan, now, n int64) {
-	switch p.kind {
-	case GCRA:
-		if b := sh.buckets.peek(k, h); b != nil {
-			b.unrecord(n)
-		}
-		return
-	case CalendarQuota:
-		if q := sh.quotas.peek(k, h); q != nil {
-			q.unrecord(p.start, n)
-		}
-		return
-	}
-	if p.approx {
-		if c := sh.counters.peek(k, h); c != nil && c.win == floorDiv(now, p.window) {
-			c.cur = max(0, c.cur-n)
-		}
-		return
-	}
-	if lg := sh.logs.peek(k, h); lg != nil {
-		lg.removeEvents(now, n)
-	}
+	p.unreserve(sh, &k, h, now, n, false)
 }
 
 // forgetOwn forgets k's own count, of every kind of meter. The caller
 // holds sh.mu.
 func (sh *localShard) forgetOwn(k *lkey, h uint64) {
-	sh.logs.remove(k, h)
-	sh.counters.remove(k, h)
-	sh.buckets.remove(k, h)
-	sh.quotas.remove(k, h)
+	kc := *k // the interface moves it to the heap: a copy, so that k stays where it is
+	for _, a := range algorithms {
+		a.forget(sh, &kc, h)
+	}
 }
 
 // reset forgets everything about k at now, what it owed Redis included

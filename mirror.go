@@ -52,8 +52,8 @@ func (s *localStore) hold(k lkey, p *plan, now, n int64, peek bool) held {
 		}
 	}
 	if sh.debts.n > 0 {
-		if d := sh.debtOf(&k, h); d != nil && d.p.keyKind() == p.keyKind() {
-			hd.owed = d.events.since(dueFrom(p, now))
+		if d := sh.debtOf(&k, h); d != nil && d.p.alg == p.alg {
+			hd.owed = d.events.since(p.alg.dueFrom(*p, now))
 		}
 	}
 	m, ok := sh.meter(&k, h, p, now, !peek)
@@ -98,25 +98,7 @@ func (s *localStore) release(k lkey, p *plan, now, n int64, hd *held) {
 // meter when that leaves it empty, so that calls Redis never allowed (or
 // never answered) leave no entries behind. The caller holds sh.mu.
 func (sh *localShard) unreserve(k *lkey, h uint64, p *plan, now, n int64) {
-	sh.unrecord(k, h, p, now, n)
-	switch {
-	case p.kind == GCRA:
-		if b := sh.buckets.peek(k, h); b != nil && b.reset(now, 0, false) == 0 {
-			sh.buckets.remove(k, h)
-		}
-	case p.kind == CalendarQuota:
-		if q := sh.quotas.peek(k, h); q != nil && q.n == 0 {
-			sh.quotas.remove(k, h)
-		}
-	case p.approx:
-		if c := sh.counters.peek(k, h); c != nil && c.cur == 0 && c.prev == 0 {
-			sh.counters.remove(k, h)
-		}
-	default:
-		if lg := sh.logs.peek(k, h); lg != nil && lg.total == 0 {
-			sh.logs.remove(k, h)
-		}
-	}
+	p.unreserve(sh, k, h, now, n, true)
 }
 
 // record copies a decision Redis made for n events of k into the local

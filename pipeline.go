@@ -42,11 +42,11 @@ func (s sent) mayHaveRun() bool {
 // `rule "coupon:claim"` or `group "user:42"`. It is two strings rather than
 // one formatted string, so that the hot path formats nothing.
 type subject struct {
-	kind string // "rule", "group"
+	what string // "rule", "group"
 	name string
 }
 
-func (s subject) String() string { return fmt.Sprintf("%s %q", s.kind, s.name) }
+func (s subject) String() string { return fmt.Sprintf("%s %q", s.what, s.name) }
 
 // viaRedis carries one Redis call through everything that stands between a
 // caller and Redis, in one place for every method that talks to Redis:
@@ -114,8 +114,8 @@ func (l *Limiter) carry(ctx context.Context, conn *redisConn, redisKey string, a
 		g.release(took, false, false)
 		return sent{path: PathLocal, b: b, cause: errBreakerOpen}, nil
 	}
-	g.release(took, ce.kind != callerGone, ce.kind == outage)
-	switch ce.kind {
+	g.release(took, ce.cause != callerGone, ce.cause == outage)
+	switch ce.cause {
 	case callerGone:
 		return sent{b: b}, ce.err
 	case misuse:

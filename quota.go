@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -99,3 +100,88 @@ func periodBounds(period Period, loc *time.Location, now int64) (start, end int6
 	}
 	return start, end
 }
+
+// quotaKind is the calendar quota's algorithm (Kind CalendarQuota): the
+// period and its count in Redis (lua/quota.lua), a quota here. The call's
+// time fixes its period.
+type quotaKind struct{}
+
+func (quotaKind) name() string                            { return "calendar quota" }
+func (quotaKind) capacity() string                        { return "Rate" }
+func (quotaKind) timed() bool                             { return true }
+func (quotaKind) letter() byte                            { return 'q' }
+func (quotaKind) windowed() bool                          { return false }
+func (quotaKind) grouped() (ok, plain bool)               { return true, false }
+func (quotaKind) degrade(*plan, *settings)                {}
+func (quotaKind) named() bool                             { return false }
+func (quotaKind) stamp(p plan, _ int64) int64             { return p.start }
+func (quotaKind) undoArgs(p plan, _ int64) (int64, int64) { return p.start, 0 }
+
+// setTime sets the bounds of the period that holds now.
+func (quotaKind) setTime(p *plan, now int64) { p.start, p.end = periodBounds(p.period, p.loc, now) }
+
+func (quotaKind) compile(r *Rule, p *plan) string {
+	l := &r.Limit
+	switch {
+	case l.Burst != 0:
+		return fmt.Sprintf("Burst %d is for GCRA only", l.Burst)
+	case l.Period < Day || l.Period > Month:
+		return fmt.Sprintf("unknown Period %d (Day, Week or Month)", int(l.Period))
+	case l.Window != 0:
+		return fmt.Sprintf("Window %v must be 0 for a calendar quota (its Period is the window)", l.Window)
+	}
+	p.period, p.loc = l.Period, l.Location
+	if p.loc == nil {
+		p.loc = time.UTC
+	}
+	return ""
+}
+
+func (quotaKind) script(penalize bool) *script {
+	if penalize {
+		return quotaPenaltyScript
+	}
+	return quotaScript
+}
+
+// args: the bounds of the call's period.
+func (quotaKind) args(p plan) (int64, int64, bool) { return p.start, p.end, false }
+
+// A rejection of one period never answers a call in the next.
+func (quotaKind) shieldMark(p plan) int64 { return p.start }
+func (quotaKind) horizon(p plan) int64    { return p.end }
+
+// dueFrom: events of a period that has ended no longer count.
+func (quotaKind) dueFrom(p plan, now int64) int64 {
+	start, _ := periodBounds(p.period, p.loc, now)
+	return start
+}
+
+// kept: until the period ends.
+func (quotaKind) kept(p plan, now int64) int64 {
+	_, end := periodBounds(p.period, p.loc, now)
+	return end - now
+}
+
+func (quotaKind) meter(sh *localShard, k *lkey, h uint64, p *plan, now int64, create bool) (meter, bool) {
+	q := sh.quotas.getOrAdd(k, h, now, create)
+	if q == nil {
+		return nil, false
+	}
+	q.at, q.end = p.start, p.end
+	return q, true
+}
+
+func (quotaKind) unrecord(sh *localShard, k *lkey, h uint64, p *plan, _, n int64) {
+	if q := sh.quotas.peek(k, h); q != nil {
+		q.unrecord(p.start, n)
+	}
+}
+
+func (quotaKind) dropEmpty(sh *localShard, k *lkey, h uint64, _ int64) {
+	if q := sh.quotas.peek(k, h); q != nil && q.n == 0 {
+		sh.quotas.remove(k, h)
+	}
+}
+
+func (quotaKind) forget(sh *localShard, k *lkey, h uint64) { sh.quotas.remove(k, h) }

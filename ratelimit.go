@@ -237,10 +237,10 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	// path decides at. Without a Clock the script reads Redis' TIME, and
 	// now is the process clock for the local paths.
 	now := l.localNow()
-	if p.kind == CalendarQuota {
+	if p.alg.timed() {
 		buf = *p
 		p = &buf
-		p.setPeriod(now)
+		p.setTime(now)
 	}
 	if u != nil {
 		*u = undo{k: k, p: *p, n: n}
@@ -264,9 +264,9 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 		sentN = 0
 	}
 	seq := l.seq.Add(1)
-	// A quota's period comes from the call's time, so the script decides
-	// at that time too, whatever the clock.
-	useNow := l.set.Clock != nil || p.kind == CalendarQuota
+	// A plan the call's time fixed (a quota's period) is decided at that
+	// time, whatever the clock.
+	useNow := l.set.Clock != nil || p.alg.timed()
 	ks, args := encodeCall(&keys, &argv, l.set.KeyPrefix, k, p, now, useNow, sentN, l.id, seq, &hd)
 	var d decision
 	s, err := l.viaRedis(ctx, conn, ks[0], subject{"rule", r.Name}, func(ctx context.Context, c rueidis.Client) (err error) {
@@ -294,40 +294,19 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 
 // invalidN is the error of a call for n events that can never fit under p.
 func (p *plan) invalidN(n int64, rule string) error {
-	what := "Rate"
-	if p.kind == GCRA {
-		what = "Burst"
-	}
-	return fmt.Errorf("%w: n = %d is outside 1..%d, the %s of rule %q", ErrInvalidN, n, p.rate, what, rule)
+	return fmt.Errorf("%w: n = %d is outside 1..%d, the %s of rule %q", ErrInvalidN, n, p.rate, p.alg.capacity(), rule)
 }
 
 // remoteDecide runs the rule's script for one call.
 func remoteDecide(ctx context.Context, c rueidis.Client, p *plan, keys []string, args []string) (decision, error) {
-	s := allowScript
-	if p.penalize {
-		s = penaltyScript
-	}
-	switch {
-	case p.kind == GCRA && p.penalize:
-		s = gcraPenaltyScript
-	case p.kind == GCRA:
-		s = gcraScript
-	case p.kind == CalendarQuota && p.penalize:
-		s = quotaPenaltyScript
-	case p.kind == CalendarQuota:
-		s = quotaScript
-	case p.approx && p.penalize:
-		s = approxPenaltyScript
-	case p.approx:
-		s = approxScript
-	}
+	s := p.alg.script(p.penalize)
 	resp := s.exec(ctx, c, keys, args)
 	if err := resp.Error(); err != nil {
 		return decision{}, err
 	}
 	d, err := parseReply(resp, p)
 	if err != nil {
-		return decision{}, &callError{kind: misuse, err: err}
+		return decision{}, &callError{cause: misuse, err: err}
 	}
 	return d, nil
 }
@@ -348,13 +327,6 @@ func (l *Limiter) withoutRedis(r *Rule, p *plan, k lkey, n int64, peek bool, s s
 		l.outages.Add(1)
 	}
 	rate := l.set.degradedRate(p.rate)
-	owed := p // what is decided here is owed to Redis under the rule itself
-	if p.kind == GCRA {
-		// The share scales the refill and the bucket alike.
-		dp := *p
-		dp.setGCRA(l.set.degradedRate(p.emit), rate)
-		p = &dp
-	}
 	policy := r.Degraded
 	if policy == DegradedDefault {
 		policy = l.set.Degraded
@@ -374,7 +346,11 @@ func (l *Limiter) withoutRedis(r *Rule, p *plan, k lkey, n int64, peek bool, s s
 		return Result{Limit: int(rate), RetryAfter: retry, Degraded: true}
 	}
 	u.at(now)
-	d := l.local.decide(k, p, rate, now, n, peek, owed, s.member)
+	// What is decided here is decided under the degraded share, and owed
+	// to Redis under the rule itself (p).
+	share := *p
+	share.degrade(&l.set)
+	d := l.local.decide(k, &share, rate, now, n, peek, p, s.member)
 	return d.result(rate, true)
 }
 

@@ -82,35 +82,6 @@ var (
 	resetScript = newScript(removesOnly, resetLua)
 )
 
-// keyKind is the letter that ends the Redis key of a plan's events: 'l'
-// for an exact log, 'c' for an approximate counter, 'g' for a GCRA bucket,
-// 'q' for a calendar quota (see redisKeys).
-func (p *plan) keyKind() byte {
-	switch {
-	case p.kind == GCRA:
-		return 'g'
-	case p.kind == CalendarQuota:
-		return 'q'
-	case p.approx:
-		return 'c'
-	}
-	return 'l'
-}
-
-// scriptArgs returns what allow.lua takes of a plan as ARGV[2] and ARGV[5]
-// beside rate and n: a log's or counter's window and member id, a
-// bucket's wq and rq, a quota period's start and end. For a log the member
-// is not a number: ok is false.
-func (p *plan) scriptArgs() (second, fifth int64, ok bool) {
-	switch p.kind {
-	case GCRA:
-		return p.wq, p.rq, true
-	case CalendarQuota:
-		return p.start, p.end, true
-	}
-	return p.window, 0, false
-}
-
 // The first lines a script is sent with to a server that takes them
 // (Redis 7 and later): a script that adds state is checked by Redis before
 // it runs, and refused whole with OOM at maxmemory (under noeviction), so
@@ -246,7 +217,7 @@ func encodeCall(keys *[3]string, args *[callArgs]string, prefix string, k lkey, 
 	}
 	var b strings.Builder
 	b.Grow(nk*one + len(id) + callArgs*24)
-	writeKey(&b, prefix, k, p.keyKind())
+	writeKey(&b, prefix, k, p.alg.letter())
 	writeKey(&b, prefix, k, 'p')
 	if nk == 3 {
 		writeKey(&b, prefix, k, 'r')
@@ -257,14 +228,14 @@ func encodeCall(keys *[3]string, args *[callArgs]string, prefix string, k lkey, 
 		b.Write(strconv.AppendInt(num[:0], now, 10))
 	}
 	ends[0] = b.Len()
-	second, fifth, numeric := p.scriptArgs()
+	second, fifth, byMember := p.alg.args(*p)
 	b.Write(strconv.AppendInt(num[:0], second, 10))
 	ends[1] = b.Len()
 	b.Write(strconv.AppendInt(num[:0], p.rate, 10))
 	ends[2] = b.Len()
 	b.Write(strconv.AppendInt(num[:0], n, 10))
 	ends[3] = b.Len()
-	if numeric {
+	if !byMember {
 		b.Write(strconv.AppendInt(num[:0], fifth, 10))
 	} else {
 		b.WriteString(id)
@@ -312,11 +283,12 @@ func parseReply(resp rueidis.RedisResult, p *plan) (decision, error) {
 	if p.penalize {
 		width = 9
 	}
-	if len(arr) != width+b2i(p.approx) {
+	windowed := p.alg.windowed()
+	if len(arr) != width+b2i(windowed) {
 		return decision{}, errors.New("unexpected script reply")
 	}
 	d, err := parseDecision(arr[:width])
-	if err == nil && p.approx {
+	if err == nil && windowed {
 		d.win, err = arr[width].AsInt64()
 	}
 	return d, err
@@ -382,8 +354,8 @@ const (
 
 // callError is a failed Redis call and how it counts.
 type callError struct {
-	kind failure
-	err  error
+	cause failure
+	err   error
 }
 
 func (e *callError) Error() string { return e.err.Error() }
@@ -418,12 +390,12 @@ func hasCode(codes []string, code string) bool {
 // classify says how err, from a call made under the caller's ctx, counts.
 func classify(ctx context.Context, err error) *callError {
 	if ctx.Err() != nil {
-		return &callError{kind: callerGone, err: ctx.Err()}
+		return &callError{cause: callerGone, err: ctx.Err()}
 	}
 	if re, ok := rueidis.IsRedisErr(err); ok && !hasCode(unavailableCodes, replyCode(re.Error())) {
-		return &callError{kind: misuse, err: err}
+		return &callError{cause: misuse, err: err}
 	}
-	return &callError{kind: outage, err: err}
+	return &callError{cause: outage, err: err}
 }
 
 // isAuthFailure reports whether err is an error reply that means the client

@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"cmp"
 	"fmt"
 	"time"
 )
@@ -67,8 +66,7 @@ type plan struct {
 	window   int64 // µs: Window (0 for a CalendarQuota)
 	penalty  penaltyPlan
 	penalize bool
-	approx   bool // Rule.Approximate
-	kind     Kind
+	alg      algorithm // the kind's (see kind.go)
 
 	// GCRA: Rate, and Window/Rate normalised (see bucket).
 	emit, wq, rq int64
@@ -83,9 +81,6 @@ type plan struct {
 // holds, with room for a clock gone backwards, stay exact as float64.
 const maxBucket = 1 << 52
 
-// logged reports whether the plan keeps an exact sliding log.
-func (p *plan) logged() bool { return p.kind == SlidingLog && !p.approx }
-
 // setGCRA sets the bucket's numbers for rate tokens per window and a
 // bucket of burst.
 func (p *plan) setGCRA(rate, burst int64) {
@@ -97,30 +92,9 @@ func (p *plan) setGCRA(rate, burst int64) {
 // ticks in Lua (see maxBucket) and within maxMicros.
 func (p *plan) exact() bool { return p.wq <= maxBucket/p.rate && p.rate*p.wq/p.rq <= maxMicros }
 
-// setPeriod sets the bounds of the quota's period that holds now.
-func (p *plan) setPeriod(now int64) {
-	if p.kind == CalendarQuota {
-		p.start, p.end = periodBounds(p.period, p.loc, now)
-	}
-}
-
 // compile checks r and converts it into a plan; it does not allocate unless
 // r is invalid.
 func (r *Rule) compile() (plan, error) {
-	if r.Penalty == nil && r.Name != "" && len(r.Name) <= MaxRuleNameLength &&
-		r.Limit.Rate >= 1 && r.Limit.Rate <= maxRate &&
-		r.Limit.Window >= time.Microsecond && r.Limit.Window < (maxMicros+1)*time.Microsecond &&
-		uint(r.Degraded) <= uint(DegradedDeny) && r.Limit.Period == 0 && r.Limit.Location == nil &&
-		(r.Kind == SlidingLog && r.Limit.Burst == 0 || r.Kind == GCRA && !r.Approximate && uint(r.Limit.Burst) <= maxRate) {
-		// The common cases, checked in one pass: the same checks as below.
-		p := plan{rate: int64(r.Limit.Rate), window: r.Limit.Window.Microseconds(), approx: r.Approximate, kind: r.Kind}
-		if r.Kind == SlidingLog {
-			return p, nil
-		}
-		if p.setGCRA(p.rate, int64(cmp.Or(r.Limit.Burst, r.Limit.Rate))); p.exact() {
-			return p, nil
-		}
-	}
 	switch {
 	case r.Name == "":
 		return plan{}, fmt.Errorf("%w: empty name", ErrInvalidRule)
@@ -130,33 +104,16 @@ func (r *Rule) compile() (plan, error) {
 		return plan{}, fmt.Errorf("%w: rule %q: Rate %d is below 1", ErrInvalidRule, r.Name, r.Limit.Rate)
 	case r.Limit.Rate > maxRate:
 		return plan{}, fmt.Errorf("%w: rule %q: Rate %d is above %d", ErrInvalidRule, r.Name, r.Limit.Rate, maxRate)
-	case r.Kind != CalendarQuota && r.Limit.Window < time.Microsecond:
-		return plan{}, fmt.Errorf("%w: rule %q: Window %v is shorter than 1µs", ErrInvalidRule, r.Name, r.Limit.Window)
-	case r.Limit.Window.Microseconds() > maxMicros:
-		return plan{}, fmt.Errorf("%w: rule %q: Window %v is too long", ErrInvalidRule, r.Name, r.Limit.Window)
 	case r.Degraded < DegradedDefault || r.Degraded > DegradedDeny:
 		return plan{}, fmt.Errorf("%w: rule %q: unknown Degraded policy %d", ErrInvalidRule, r.Name, r.Degraded)
 	}
-	if err := r.checkKind(); err != nil {
-		return plan{}, err
+	alg, bad := algorithmOf(r)
+	p := plan{rate: int64(r.Limit.Rate), window: r.Limit.Window.Microseconds(), alg: alg}
+	if bad == "" {
+		bad = p.compile(r)
 	}
-	p := plan{rate: int64(r.Limit.Rate), window: r.Limit.Window.Microseconds(), approx: r.Approximate, kind: r.Kind}
-	switch r.Kind {
-	case GCRA:
-		burst := int64(r.Limit.Burst)
-		if burst == 0 {
-			burst = p.rate
-		}
-		p.setGCRA(p.rate, burst)
-		if !p.exact() {
-			return plan{}, fmt.Errorf("%w: rule %q: a bucket of Burst %d at %d per %v is too large to keep exactly; lower Burst, or pick a Window and a Rate with a larger common divisor",
-				ErrInvalidRule, r.Name, burst, r.Limit.Rate, r.Limit.Window)
-		}
-	case CalendarQuota:
-		p.period, p.loc = r.Limit.Period, r.Limit.Location
-		if p.loc == nil {
-			p.loc = time.UTC
-		}
+	if bad != "" {
+		return plan{}, fmt.Errorf("%w: rule %q: %s", ErrInvalidRule, r.Name, bad)
 	}
 	if r.Penalty != nil {
 		pp, err := r.Penalty.compile()
@@ -166,38 +123,6 @@ func (r *Rule) compile() (plan, error) {
 		p.penalty, p.penalize = pp, true
 	}
 	return p, nil
-}
-
-// checkKind checks the fields that depend on the rule's Kind: each field
-// once, against the kind it belongs to.
-func (r *Rule) checkKind() error {
-	l := &r.Limit
-	quota := r.Kind == CalendarQuota
-	var bad string
-	switch {
-	case r.Kind < SlidingLog || r.Kind > CalendarQuota:
-		bad = fmt.Sprintf("unknown Kind %d", int(r.Kind))
-	case r.Approximate && r.Kind != SlidingLog:
-		bad = fmt.Sprintf("Approximate is for the sliding log only, not for %v", r.Kind)
-	case l.Burst != 0 && r.Kind != GCRA:
-		bad = fmt.Sprintf("Burst %d is for GCRA only", l.Burst)
-	case l.Burst < 0:
-		bad = fmt.Sprintf("Burst %d is negative", l.Burst)
-	case l.Burst > maxRate:
-		bad = fmt.Sprintf("Burst %d is above %d", l.Burst, maxRate)
-	case !quota && l.Period != 0:
-		bad = fmt.Sprintf("Period %v is for CalendarQuota only", l.Period)
-	case !quota && l.Location != nil:
-		bad = "Location is for CalendarQuota only"
-	case quota && (l.Period < Day || l.Period > Month):
-		bad = fmt.Sprintf("unknown Period %d (Day, Week or Month)", int(l.Period))
-	case quota && l.Window != 0:
-		bad = fmt.Sprintf("Window %v must be 0 for a calendar quota (its Period is the window)", l.Window)
-	}
-	if bad != "" {
-		return fmt.Errorf("%w: rule %q: %s", ErrInvalidRule, r.Name, bad)
-	}
-	return nil
 }
 
 // DegradedPolicy says how a rule is decided while Redis cannot be used.

@@ -10,9 +10,8 @@ package ratelimit
 type denial struct {
 	rate, window int64 // the rule it holds for
 	penalize     bool
-	approx       bool
-	kind         Kind
-	emit         int64 // GCRA: the Rate its bucket refills at; a quota: its period's start
+	alg          algorithm
+	mark         int64 // what else it must match of the plan (see algorithm.shieldMark)
 	banned       bool
 	since        int64 // when it was cached: a clock gone back behind it is not answered here
 	until        int64 // answered here while since <= now < until
@@ -46,13 +45,14 @@ func (sh *localShard) shield(k *lkey, h uint64, p *plan, now int64, d *decision,
 		until = min(until, now+shieldMax)
 	}
 	retryAt, resetAt := now+d.retry, now+d.reset
-	if p.kind == CalendarQuota && !d.banned {
-		// Redis measured from the call's time, not from receipt: the
-		// next period starts at the end of this one all the same.
-		until, retryAt, resetAt = min(until, p.end), min(retryAt, p.end), min(resetAt, p.end)
+	if !d.banned {
+		// Redis measured from the call's time, not from receipt: what
+		// ends at a fixed time (a quota's period) ends then all the same.
+		h := p.alg.horizon(*p)
+		until, retryAt, resetAt = min(until, h), min(retryAt, h), min(resetAt, h)
 	}
 	sh.denials.add(k, h, denial{
-		rate: p.rate, window: p.window, penalize: p.penalize, approx: p.approx, kind: p.kind, emit: p.shieldEmit(), banned: d.banned,
+		rate: p.rate, window: p.window, penalize: p.penalize, alg: p.alg, mark: p.alg.shieldMark(*p), banned: d.banned,
 		since: now, until: until, retryAt: retryAt, resetAt: resetAt,
 		violations: d.violations, forgetAt: now + d.memoryLeft,
 	})
@@ -71,8 +71,8 @@ func (s *localStore) shielded(k lkey, p *plan, now int64) (decision, bool) {
 	if e == nil {
 		return decision{}, false
 	}
-	if now >= e.until || now < e.since || e.rate != p.rate || e.window != p.window || e.penalize != p.penalize || e.approx != p.approx ||
-		e.kind != p.kind || e.emit != p.shieldEmit() {
+	if now >= e.until || now < e.since || e.rate != p.rate || e.window != p.window || e.penalize != p.penalize ||
+		e.alg != p.alg || e.mark != p.alg.shieldMark(*p) {
 		sh.denials.remove(&k, h)
 		return decision{}, false
 	}
@@ -84,17 +84,4 @@ func (s *localStore) shielded(k lkey, p *plan, now int64) (decision, bool) {
 		}
 	}
 	return d, true
-}
-
-// shieldEmit is what else a cached rejection must match of the plan: the
-// refill rate of a GCRA bucket, the period of a quota (a rejection of one
-// period never answers a call in the next).
-func (p *plan) shieldEmit() int64 {
-	switch p.kind {
-	case GCRA:
-		return p.emit
-	case CalendarQuota:
-		return p.start
-	}
-	return 0
 }

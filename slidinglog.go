@@ -305,3 +305,52 @@ func (l *slidingLog) reset(now, window int64, justAdded bool) int64 {
 }
 
 func (l *slidingLog) add(now, _, n int64) { l.addEvents(now, n) }
+
+// slidingKind is the exact sliding log's algorithm (Kind SlidingLog): a
+// ZSET of events in Redis (lua/window.lua), a slidingLog here.
+type slidingKind struct{ windowKind }
+
+func (slidingKind) name() string                              { return "sliding log" }
+func (slidingKind) compile(r *Rule, _ *plan) string           { return checkWindow(r, false) }
+func (slidingKind) letter() byte                              { return 'l' }
+func (slidingKind) windowed() bool                            { return false }
+func (slidingKind) grouped() (ok, plain bool)                 { return true, true }
+func (slidingKind) stamp(_ plan, now int64) int64             { return now }
+func (slidingKind) dueFrom(p plan, now int64) int64           { return now - p.window + 1 }
+func (slidingKind) named() bool                               { return true }
+func (slidingKind) undoArgs(_ plan, win int64) (int64, int64) { return win, 0 }
+
+func (slidingKind) script(penalize bool) *script {
+	if penalize {
+		return penaltyScript
+	}
+	return allowScript
+}
+
+// args: the window, and the call's member id.
+func (slidingKind) args(p plan) (int64, int64, bool) { return p.window, 0, true }
+
+func (slidingKind) meter(sh *localShard, k *lkey, h uint64, _ *plan, now int64, create bool) (meter, bool) {
+	lg := sh.logs.getAt(k, h, now)
+	if lg == nil {
+		if !create {
+			return nil, false
+		}
+		lg = sh.logs.add(k, h, newSlidingLog())
+	}
+	return lg, true
+}
+
+func (slidingKind) unrecord(sh *localShard, k *lkey, h uint64, _ *plan, now, n int64) {
+	if lg := sh.logs.peek(k, h); lg != nil {
+		lg.removeEvents(now, n)
+	}
+}
+
+func (slidingKind) dropEmpty(sh *localShard, k *lkey, h uint64, _ int64) {
+	if lg := sh.logs.peek(k, h); lg != nil && lg.total == 0 {
+		sh.logs.remove(k, h)
+	}
+}
+
+func (slidingKind) forget(sh *localShard, k *lkey, h uint64) { sh.logs.remove(k, h) }

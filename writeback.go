@@ -88,57 +88,16 @@ type named struct {
 	member string
 }
 
-// stamp is what an event allowed at now is owed under: its time for an
-// exact log and a GCRA bucket, the index of its fixed window for an
-// approximate counter, the start of its period (set by plan.setPeriod from
-// the call's time) for a calendar quota.
-func stamp(p *plan, now int64) int64 {
-	switch {
-	case p.kind == CalendarQuota:
-		return p.start
-	case p.approx:
-		return floorDiv(now, p.window)
-	}
-	return now
-}
-
-// dueFrom is the oldest stamp still worth writing back at now: events
-// stamped earlier no longer count in Redis (out of the window, in a fixed
-// window before the previous one, refilled: a full bucket's time ago, or
-// in a period that has ended).
-func dueFrom(p *plan, now int64) int64 {
-	switch {
-	case p.kind == GCRA:
-		return now - p.refill() + 1
-	case p.kind == CalendarQuota:
-		start, _ := periodBounds(p.period, p.loc, now)
-		return start
-	case p.approx:
-		return floorDiv(now, p.window) - 1
-	}
-	return now - p.window + 1
-}
-
 // refill is how long an empty GCRA bucket takes to fill, in whole µs
 // (Burst × Window/Rate, rounded up): an event's cost has flowed out of
 // the bucket that long after it.
 func (p *plan) refill() int64 { return ceilDiv(p.rate*p.wq, p.rq) }
 
-// kept is how long what p's state holds at now can still count, in µs: two
-// windows (two full buckets for GCRA), and for a quota until its period
-// ends. Redis remembers a write-back batch that long (so that a replay
-// cannot change what its events count in), and a Reset's time (so that
-// every process' own count of the pair before it is void).
-func (p *plan) kept(now int64) int64 {
-	switch {
-	case p.kind == GCRA:
-		return 2 * p.refill()
-	case p.kind == CalendarQuota:
-		_, end := periodBounds(p.period, p.loc, now)
-		return end - now
-	}
-	return 2 * p.window
-}
+// kept is how long what p's state holds at now can still count, in µs
+// (see algorithm.kept). Redis remembers a write-back batch that long (so
+// that a replay cannot change what its events count in), and a Reset's
+// time (so that every process' own count of the pair before it is void).
+func (p *plan) kept(now int64) int64 { return p.alg.kept(*p, now) }
 
 // kept is how long Redis remembers a batch cut at now (see
 // lua/writeback.lua), in µs: what its plan keeps, and longer while the
@@ -191,7 +150,7 @@ func (sh *localShard) debtOf(k *lkey, h uint64) *debt {
 func (sh *localShard) owe(k *lkey, h uint64, p *plan) *debt {
 	if e := sh.debts.get(k, h); e != nil { // and to the front
 		d := *e
-		if d.p.keyKind() != p.keyKind() || d.p.window != p.window || d.p.period != p.period {
+		if d.p.alg != p.alg || d.p.window != p.window || d.p.period != p.period {
 			// The rule changed under the same name: its stamps mean
 			// something else now.
 			sh.dropEvents(d, d.events.total)
@@ -238,9 +197,9 @@ func (sh *localShard) dropEvents(d *debt, n int64) int64 {
 // always holds). The caller holds sh.mu.
 func (sh *localShard) oweEvents(k *lkey, h uint64, p *plan, now, n int64, member string) {
 	d := sh.owe(k, h, p)
-	d.events.addEvents(stamp(p, now), n)
-	if member != "" && p.keyKind() == 'l' {
-		d.named = append(d.named, named{at: stamp(p, now), n: n, member: member})
+	d.events.addEvents(p.alg.stamp(*p, now), n)
+	if member != "" && p.alg.named() {
+		d.named = append(d.named, named{at: p.alg.stamp(*p, now), n: n, member: member})
 	}
 	over := sh.owing.events.Add(n) - sh.owing.max
 	for e := sh.debts.tail; e != nil && over > 0; {
@@ -284,8 +243,8 @@ func (sh *localShard) oweReset(k *lkey, h uint64, p *plan, now int64) {
 // forgetOwed takes n events allowed at now back from k's debt (AllowAll's
 // undo). The caller holds sh.mu.
 func (sh *localShard) forgetOwed(k *lkey, h uint64, p *plan, now, n int64) {
-	if d := sh.debtOf(k, h); d != nil && d.p.keyKind() == p.keyKind() {
-		sh.owing.events.Add(-d.events.subtract([]event{{at: stamp(p, now), n: n}}))
+	if d := sh.debtOf(k, h); d != nil && d.p.alg == p.alg {
+		sh.owing.events.Add(-d.events.subtract([]event{{at: p.alg.stamp(*p, now), n: n}}))
 	}
 }
 
@@ -322,10 +281,10 @@ func (s *localStore) cut(i int, now int64, newID func() string) []*batch {
 		prev := e.prev
 		d := e.v
 		before := d.events.total
-		d.events.drop(dueFrom(&d.p, now) - 1)
+		d.events.drop(d.p.alg.dueFrom(d.p, now) - 1)
 		sh.owing.events.Add(d.events.total - before)
 		if len(d.named) > 0 {
-			due := dueFrom(&d.p, now)
+			due := d.p.alg.dueFrom(d.p, now)
 			d.named = slices.DeleteFunc(d.named, func(nm named) bool { return nm.at < due })
 		}
 		if d.violations > 0 && (!d.p.penalize || now-d.lastViolation >= d.p.penalty.memory) {
@@ -464,7 +423,7 @@ func (s *localStore) dropAll() {
 // args returns the arguments of lua/writeback.lua for b, cut at now.
 func (b *batch) args(now int64) []string {
 	args := make([]string, 16, 16+2*len(b.events)+3*len(b.named))
-	args[0] = string(b.p.keyKind())
+	args[0] = string(b.p.alg.letter())
 	args[1] = b.id
 	args[2] = itoa(b.p.window)
 	args[3] = itoa((b.kept(now)+999)/1000 + 1000)
@@ -476,10 +435,12 @@ func (b *batch) args(now int64) []string {
 	args[9] = itoa(b.lastViolation)
 	args[10] = itoa(b.p.penalty.memory)
 	args[11] = itoa(now)
-	args[12] = itoa(dueFrom(&b.p, now))
+	args[12] = itoa(b.p.alg.dueFrom(b.p, now))
 	p := b.p
-	p.setPeriod(now) // a quota's period at the writer's time
-	second, fifth, _ := p.scriptArgs()
+	if p.alg.timed() {
+		p.setTime(now) // a quota's period at the writer's time
+	}
+	second, fifth, _ := p.alg.args(p)
 	args[13], args[14] = itoa(second), itoa(fifth)
 	// The anonymous events first: each stamp's events less its named ones.
 	anon := make(map[int64]int64, len(b.named))

@@ -3,8 +3,6 @@ package policy
 import (
 	"strconv"
 	"time"
-
-	"github.com/ratelimit-go/ratelimit"
 )
 
 // Names of the fields Format writes, as HTTP header fields. gRPC metadata
@@ -169,9 +167,5 @@ func (o *Outcome) window() time.Duration {
 	if o.Window != 0 {
 		return o.Window
 	}
-	if o.Rule.Kind == ratelimit.CalendarQuota {
-		start, end := o.Rule.Limit.PeriodAt(time.Now())
-		return end.Sub(start)
-	}
-	return o.Rule.Limit.Window
+	return windowAt(o.Rule.Limit, time.Now())
 }

@@ -112,14 +112,19 @@ func Walk(ctx context.Context, l *ratelimit.Limiter, entries []Entry, dst []Outc
 	return dst, nil
 }
 
-// window returns the window of rule at l's time: its Window, or a calendar
-// quota's current period.
+// window returns the window of rule at l's time (see windowAt).
 func window(l *ratelimit.Limiter, rule ratelimit.Rule) time.Duration {
-	if rule.Kind != ratelimit.CalendarQuota {
-		return rule.Limit.Window
+	return windowAt(rule.Limit, l.Now())
+}
+
+// windowAt returns the window of limit at t: the calendar period that
+// holds t for a limit with a Period (PeriodAt says which), its Window
+// otherwise.
+func windowAt(limit ratelimit.Limit, t time.Time) time.Duration {
+	if start, end := limit.PeriodAt(t); !start.IsZero() {
+		return end.Sub(start)
 	}
-	start, end := rule.Limit.PeriodAt(l.Now())
-	return end.Sub(start)
+	return limit.Window
 }
 
 // named returns e with its Name defaulted to its Rule's.
