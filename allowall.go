@@ -25,7 +25,8 @@ type Check struct {
 //
 // It returns the Results of the pairs asked: all of them when the request
 // is allowed, up to and including the denying one otherwise; the request is
-// allowed when the last Result is. An error stops the walk the same way
+// allowed when the last Result is. The Results of pairs whose events were
+// taken back say so: their Remaining counts those events as left. An error stops the walk the same way
 // and takes back what was recorded.
 //
 // Taking back is best effort: while Redis cannot be used, events recorded
@@ -46,12 +47,12 @@ func (l *Limiter) AllowAll(ctx context.Context, checks []Check) ([]Result, error
 		}
 		res, err := l.decide(ctx, &c.Rule, c.Key, n, false, &undos[i])
 		if err != nil {
-			l.takeBack(undos[:i])
+			l.takeBack(undos[:i], results[:i])
 			return results, err
 		}
 		results = append(results, res)
 		if !res.Allowed {
-			l.takeBack(undos[:i])
+			l.takeBack(undos[:i], results[:i])
 			return results, nil
 		}
 		if res.DryRun {
@@ -93,11 +94,20 @@ func (u *undo) onRedisCall(conn *redisConn, key string, id string, seq uint64, w
 	}
 }
 
-// takeBack removes the events the allowed calls of us recorded. It asks
-// Redis without waiting on a caller's context: the request is over.
-func (l *Limiter) takeBack(us []undo) {
+// takeBack removes the events the allowed calls of us recorded, and
+// counts them as left again in their results rs, if not nil: a Remaining that counts
+// them, and no ResetAfter for a state they alone filled. It asks Redis
+// without waiting on a caller's context: the request is over.
+func (l *Limiter) takeBack(us []undo, rs []Result) {
 	for i := range us {
 		u := &us[i]
+		if rs != nil && (u.local || u.onRedis) {
+			r := &rs[i]
+			r.Remaining = min(r.Remaining+int(u.n), r.Limit)
+			if r.Remaining == r.Limit {
+				r.ResetAfter = 0
+			}
+		}
 		if u.local {
 			l.local.unrecord(u.k, &u.p, u.now, u.n)
 		}

@@ -248,7 +248,7 @@ func (l *Limiter) groupWithoutRedis(checks []Check, g []groupPair, s sent, now i
 		}
 		results = append(results, res)
 		if !res.Allowed {
-			l.takeBack(undos[:i])
+			l.takeBack(undos[:i], nil) // a group answers as Redis does: each pair as it decided
 			break
 		}
 	}

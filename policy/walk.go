@@ -89,17 +89,8 @@ func Walk(ctx context.Context, l *ratelimit.Limiter, entries []Entry, dst []Outc
 		checks = append(checks, ratelimit.Check{Rule: entries[i].Rule, Key: entries[i].Key})
 	}
 	results, err := l.AllowAll(ctx, checks)
-	undone := err != nil || (len(results) > 0 && !results[len(results)-1].Allowed)
 	for i := range results {
 		res := results[i]
-		if undone && res.Allowed && !res.DryRun {
-			// The request's event was taken back: it left the quota as it
-			// was, and a window that held only it is empty again.
-			res.Remaining = min(res.Remaining+1, res.Limit)
-			if res.Remaining == res.Limit {
-				res.ResetAfter = 0
-			}
-		}
 		dst = append(dst, Outcome{Entry: named(entries[i]), Window: window(l, entries[i].Rule), Result: res})
 	}
 	if err != nil {
