@@ -218,9 +218,7 @@ func (l *Limiter) groupResults(checks []Check, g []groupPair, ds []decision, hds
 		l.local.record(g[i].k, &g[i].p, now, at, g[i].n, false, &mirrored, &hds[i], -1)
 		d.count = mirrored.count
 		results[i] = d.result(g[i].p.rate, false)
-		if checks[i].Rule.DryRun && !results[i].Allowed {
-			results[i].Allowed, results[i].DryRun = true, true
-		}
+		results[i].dryRun(checks[i].Rule.DryRun)
 	}
 	return results
 }
@@ -242,9 +240,8 @@ func (l *Limiter) groupWithoutRedis(checks []Check, g []groupPair, s sent, now i
 		gp := &g[i]
 		undos[i] = undo{k: gp.k, p: gp.p, n: gp.n}
 		res := l.withoutRedis(&checks[i].Rule, &gp.p, gp.k, gp.n, false, s, &undos[i], now)
-		if checks[i].Rule.DryRun && !res.Allowed {
-			res.Allowed, res.DryRun = true, true
-			undos[i] = undo{}
+		if res.dryRun(checks[i].Rule.DryRun) {
+			undos[i] = undo{} // a dry run's rejection recorded nothing
 		}
 		results = append(results, res)
 		if !res.Allowed {

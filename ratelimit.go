@@ -202,8 +202,8 @@ func (l *Limiter) decide(ctx context.Context, r *Rule, key string, n int64, peek
 		start = time.Now()
 	}
 	res, path, err := l.route(ctx, r, key, n, peek, u)
-	if r.DryRun && err == nil && !res.Allowed {
-		res.Allowed, res.DryRun = true, true
+	if err == nil {
+		res.dryRun(r.DryRun)
 	}
 	if hook != nil {
 		hook(Decision{Rule: *r, Key: key, N: int(n), Peek: peek, Result: res, Err: err, Path: path, Took: time.Since(start)})

@@ -53,3 +53,13 @@ type Result struct {
 	// would have been.
 	DryRun bool
 }
+
+// dryRun turns a rejection into a dry run's allowance when the rule is in
+// dry run (dry), and reports whether it did.
+func (r *Result) dryRun(dry bool) bool {
+	if !dry || r.Allowed {
+		return false
+	}
+	r.Allowed, r.DryRun = true, true
+	return true
+}
