@@ -1,14 +1,54 @@
 package ratelimit_test
 
+// The Limiter's own tests: its behaviour on every backend without a
+// server (the conformance suite), its Options checked by New, and every
+// method's answer to a nil context.
+
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/conformance"
 	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
+
+// TestConformance runs the behaviour suite (internal/conformance) on the
+// backends that need no server: the local limiter and an in-process
+// miniredis. reliability/ runs the same suite on a real redis-server and a
+// Redis Cluster.
+func TestConformance(t *testing.T) {
+	conformance.Run(t, conformance.Local(), conformance.Miniredis())
+}
+
+// TestInvalidOptions: New refuses Options it cannot honour, with an error
+// wrapping ErrInvalidOptions.
+func TestInvalidOptions(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts ratelimit.Options
+	}{
+		{"negative Timeout", ratelimit.Options{Timeout: -1}},
+		{"negative TripAfter", ratelimit.Options{TripAfter: -1}},
+		{"negative ProbeAfter", ratelimit.Options{ProbeAfter: -1}},
+		{"negative LocalCapacity", ratelimit.Options{LocalCapacity: -1}},
+		{"brace in KeyPrefix", ratelimit.Options{KeyPrefix: "app{1}:"}},
+		{"unknown Degraded", ratelimit.Options{Degraded: 9}},
+		{"share above 1", ratelimit.Options{DegradedShare: 1.5}},
+		{"negative share", ratelimit.Options{DegradedShare: -0.5}},
+		{"NaN share", ratelimit.Options{DegradedShare: math.NaN()}},
+		{"negative LogInterval", ratelimit.Options{LogInterval: -1}},
+		{"negative WriteBackMax", ratelimit.Options{WriteBackMax: -1}},
+		{"HeartbeatInterval under 10ms", ratelimit.Options{HeartbeatInterval: time.Millisecond}},
+	} {
+		if l, err := ratelimit.New(nil, c.opts); !errors.Is(err, ratelimit.ErrInvalidOptions) || l != nil {
+			t.Errorf("New with %s: %v, %v; want nil, ErrInvalidOptions", c.name, l, err)
+		}
+	}
+}
 
 // TestNilContext: every method that takes a context answers a nil one with
 // ErrNilContext, on the local path and on Redis alike, and records nothing.
