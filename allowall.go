@@ -116,7 +116,7 @@ func (l *Limiter) takeBack(us []undo, rs []Result) {
 		}
 		fourth, fifth := u.p.alg.undoArgs(u.p, u.win)
 		args := []string{string(u.p.alg.letter()), u.member, strconv.FormatInt(u.n, 10), strconv.FormatInt(fourth, 10), strconv.FormatInt(fifth, 10)}
-		err := l.adminCall(context.Background(), u.conn, u.key, subject{"rule", u.k.rule}, fmt.Sprintf("taking back %d events", u.n),
+		err := l.sendWithoutFallback(context.Background(), u.conn, u.key, subject{"rule", u.k.rule}, fmt.Sprintf("taking back %d events", u.n), false,
 			func(ctx context.Context, c rueidis.Client) error {
 				return undoScript.exec(ctx, c, []string{u.key}, args).Error()
 			})

@@ -47,7 +47,7 @@ func (l *Limiter) Ban(ctx context.Context, rule Rule, key string, d time.Duratio
 		at = strconv.FormatInt(now, 10)
 	}
 	args := []string{at, strconv.FormatInt(d.Microseconds(), 10)}
-	err = l.adminCall(ctx, l.conn.Load(), keys[1], subject{"rule", rule.Name}, fmt.Sprintf("ban of key %q: banned locally only", key),
+	err = l.sendWithoutFallback(ctx, l.conn.Load(), keys[1], subject{"rule", rule.Name}, fmt.Sprintf("ban of key %q: banned locally only", key), false,
 		func(ctx context.Context, c rueidis.Client) error {
 			return banScript.exec(ctx, c, keys[1:2], args).Error()
 		})

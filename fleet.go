@@ -57,11 +57,8 @@ func (l *Limiter) heartbeat(conn *redisConn, key string) {
 	// the last one found none: then it waits for one as a call does, so
 	// that load never starves it for long enough that the other instances
 	// trim this one and enlarge their shares.
-	call := l.backgroundCall
-	if l.heartbeatStarved.Load() {
-		call = l.adminCall
-	}
-	err := call(context.Background(), conn, key, subject{"heartbeat", key}, "announcing the limiter",
+	spare := !l.heartbeatStarved.Load()
+	err := l.sendWithoutFallback(context.Background(), conn, key, subject{"heartbeat", key}, "announcing the limiter", spare,
 		func(ctx context.Context, c rueidis.Client) error {
 			reply, err := fleetScript.exec(ctx, c, []string{key, key + ":born"}, []string{l.id, itoa(period)}).AsIntSlice()
 			if err != nil {

@@ -84,7 +84,7 @@ func (l *Limiter) decideGroup(ctx context.Context, group string, checks []Check)
 		script = groupKindsScript
 	}
 	var ds []decision
-	s, err := l.viaRedis(ctx, conn, keys[0], subject{"group", group}, func(ctx context.Context, c rueidis.Client) error {
+	s, err := l.send(ctx, conn, keys[0], subject{"group", group}, false, func(ctx context.Context, c rueidis.Client) error {
 		resp := script.exec(ctx, c, keys, args)
 		if err := resp.Error(); err != nil {
 			return err

@@ -48,29 +48,25 @@ type subject struct {
 
 func (s subject) String() string { return fmt.Sprintf("%s %q", s.what, s.name) }
 
-// viaRedis carries one Redis call through everything that stands between a
-// caller and Redis, in one place for every method that talks to Redis:
-// the connection (nil before Dial has connected), the circuit breaker in
-// front of redisKey, admission control for the key's master (see gate), the
+// send carries one Redis call through everything that stands between a
+// caller and Redis, in one place for every call the Limiter makes: the
+// connection (nil before Dial has connected), the circuit breaker in front
+// of redisKey, admission control for the key's master (see gate), the
 // call's deadline (Options.Timeout or the caller's earlier one), the
 // classification of its failure, and the logging of failures. run makes the
 // call on c under the deadline's ctx; a failure it returns is classified
-// here (see classify).
+// here (see classify). With spare, the call is admitted only when admission
+// control has a slot to spare (see gate.acquireSpare), and is otherwise not
+// sent (PathShed), without waiting: the Limiter's own background work never
+// takes the last slot from a caller.
 //
-// viaRedis returns a sent with path PathRedis when run succeeded; a sent
-// with another path when the call must be decided without Redis; or an
-// error: the caller's ctx.Err() when the caller's context ended, or an
-// ErrRedis for a reply that means misuse (logged as an error). What to do
-// without Redis is the caller's: decide locally, or report ErrUnavailable.
-func (l *Limiter) viaRedis(ctx context.Context, conn *redisConn, redisKey string, about subject, run func(ctx context.Context, c rueidis.Client) error) (sent, error) {
-	return l.carry(ctx, conn, redisKey, about, false, run)
-}
-
-// carry is viaRedis for callers and for background work: with spare, the
-// call is admitted only when admission control has a slot to spare (see
-// gate.acquireSpare), and is otherwise not sent (PathShed), without
-// waiting.
-func (l *Limiter) carry(ctx context.Context, conn *redisConn, redisKey string, about subject, spare bool, run func(ctx context.Context, c rueidis.Client) error) (sent, error) {
+// send returns a sent with path PathRedis when run succeeded; a sent with
+// another path when the call must be decided without Redis; or an error:
+// the caller's ctx.Err() when the caller's context ended, or an ErrRedis
+// for a reply that means misuse (logged as an error). What to do without
+// Redis is the caller's: decide locally, or report ErrUnavailable (see
+// sendWithoutFallback).
+func (l *Limiter) send(ctx context.Context, conn *redisConn, redisKey string, about subject, spare bool, run func(ctx context.Context, c rueidis.Client) error) (sent, error) {
 	if conn == nil {
 		return sent{path: PathLocal, cause: errNotConnected}, nil
 	}
@@ -149,21 +145,14 @@ func (l *Limiter) callContext(ctx context.Context) context.Context {
 	return l.deadlines.context()
 }
 
-// adminCall runs one call of a method that has no local substitute on
-// Redis (Reset, Ban, taking events back) through the pipeline. It returns
-// nil, the caller's ctx.Err(), an ErrRedis for a reply that means misuse,
-// or an error wrapping ErrUnavailable that says what was not done (what)
-// and why.
-func (l *Limiter) adminCall(ctx context.Context, conn *redisConn, redisKey string, about subject, what string, run func(context.Context, rueidis.Client) error) error {
-	s, err := l.viaRedis(ctx, conn, redisKey, about, run)
-	return onRedisOnly(s, err, about, what)
-}
-
-// onRedisOnly turns how a call through the pipeline ended into the error of
-// a call that has no local substitute: nil when it was made on Redis, the
-// pipeline's error, or an error wrapping ErrUnavailable that says what was
-// not done and why.
-func onRedisOnly(s sent, err error, about subject, what string) error {
+// sendWithoutFallback sends one call that has no local substitute (Reset,
+// Ban, taking events back, the heartbeat) through the pipeline (see send).
+// It returns nil, the caller's ctx.Err(), an ErrRedis for a reply that
+// means misuse, or an error wrapping ErrUnavailable that says what was not
+// done (what) and why (Redis cannot be used, or, with spare, no slot was
+// to spare: errShed).
+func (l *Limiter) sendWithoutFallback(ctx context.Context, conn *redisConn, redisKey string, about subject, what string, spare bool, run func(context.Context, rueidis.Client) error) error {
+	s, err := l.send(ctx, conn, redisKey, about, spare, run)
 	switch {
 	case err != nil:
 		return err
@@ -171,14 +160,4 @@ func onRedisOnly(s sent, err error, about subject, what string) error {
 		return fmt.Errorf("%w: %s: %s: %w", ErrUnavailable, about, what, s.cause)
 	}
 	return nil
-}
-
-// backgroundCall runs one call of the Limiter's own background work (the
-// heartbeat) through the pipeline, admitted only with an admission slot to
-// spare, so that it never takes the last one from a live call. It returns
-// nil, an ErrRedis for a reply that means misuse, or an error wrapping
-// ErrUnavailable (Redis cannot be used, or no slot was to spare: errShed).
-func (l *Limiter) backgroundCall(ctx context.Context, conn *redisConn, redisKey string, about subject, what string, run func(context.Context, rueidis.Client) error) error {
-	s, err := l.carry(ctx, conn, redisKey, about, true, run)
-	return onRedisOnly(s, err, about, what)
 }

@@ -269,7 +269,7 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	useNow := l.set.Clock != nil || p.alg.timed()
 	ks, args := encodeCall(&keys, &argv, l.set.KeyPrefix, k, p, now, useNow, sentN, l.id, seq, &hd)
 	var d decision
-	s, err := l.viaRedis(ctx, conn, ks[0], subject{"rule", r.Name}, func(ctx context.Context, c rueidis.Client) (err error) {
+	s, err := l.send(ctx, conn, ks[0], subject{"rule", r.Name}, false, func(ctx context.Context, c rueidis.Client) (err error) {
 		d, err = remoteDecide(ctx, c, p, ks, args)
 		return err
 	})
@@ -434,7 +434,7 @@ func (l *Limiter) Reset(ctx context.Context, rule Rule, key string) error {
 	}
 	keys := redisKeys(l.set.KeyPrefix, k)
 	args := []string{itoa(now), itoa((p.kept(now) + 999) / 1000)}
-	err = l.adminCall(ctx, l.conn.Load(), keys[0], subject{"rule", rule.Name}, fmt.Sprintf("reset of key %q: redis may still hold the old state", key),
+	err = l.sendWithoutFallback(ctx, l.conn.Load(), keys[0], subject{"rule", rule.Name}, fmt.Sprintf("reset of key %q: redis may still hold the old state", key), false,
 		func(ctx context.Context, c rueidis.Client) error {
 			return resetScript.exec(ctx, c, keys[:], args).Error()
 		})

@@ -555,7 +555,7 @@ func (l *Limiter) sendBatch(ctx context.Context, conn *redisConn, b *batch, now 
 	keys := redisKeys(l.set.KeyPrefix, b.k)
 	all := []string{keys[0], keys[1], keys[2], batchKey(l.set.KeyPrefix, b.k, b.id), keys[3], keys[4], keys[5]}
 	args := b.args(now)
-	s, err := l.carry(ctx, conn, all[0], subject{"rule", b.k.rule}, true, func(ctx context.Context, c rueidis.Client) error {
+	s, err := l.send(ctx, conn, all[0], subject{"rule", b.k.rule}, true, func(ctx context.Context, c rueidis.Client) error {
 		return writeBackScript.exec(ctx, c, all, args).Error()
 	})
 	switch {
