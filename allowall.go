@@ -45,7 +45,7 @@ func (l *Limiter) AllowAll(ctx context.Context, checks []Check) ([]Result, error
 		if n == 0 {
 			n = 1
 		}
-		res, err := l.decide(ctx, &c.Rule, c.Key, n, false, &undos[i])
+		res, err := l.ask(ctx, &c.Rule, c.Key, n, false, &undos[i])
 		if err != nil {
 			l.takeBack(undos[:i], results[:i])
 			return results, err
@@ -87,9 +87,9 @@ func (u *undo) at(now int64) {
 // onRedisCall notes that Redis decided the call under seq (an approximate
 // rule's events in window win), and that the
 // decision was mirrored locally at mirrored. u may be nil.
-func (u *undo) onRedisCall(conn *redisConn, key string, id string, seq uint64, win, mirrored int64) {
+func (u *undo) onRedisCall(l *Limiter, conn *redisConn, key string, seq uint64, win, mirrored int64) {
 	if u != nil {
-		u.conn, u.key, u.member, u.win, u.onRedis = conn, key, id+strconv.FormatUint(seq, 10), win, true
+		u.conn, u.key, u.member, u.win, u.onRedis = conn, key, l.member(seq), win, true
 		u.at(mirrored)
 	}
 }

@@ -33,7 +33,7 @@ func (l *Limiter) AllowGroup(ctx context.Context, group string, checks []Check) 
 	if hook != nil {
 		start = time.Now()
 	}
-	results, path, err := l.decideGroup(ctx, group, checks)
+	results, path, err := l.routeGroup(ctx, group, checks)
 	if hook != nil {
 		took := time.Since(start)
 		for i := range results {
@@ -48,9 +48,9 @@ func (l *Limiter) AllowGroup(ctx context.Context, group string, checks []Check) 
 	return results, err
 }
 
-// decideGroup decides a group on Redis, or without Redis as AllowAll
+// routeGroup decides a group on Redis, or without Redis as AllowAll
 // would, and says where.
-func (l *Limiter) decideGroup(ctx context.Context, group string, checks []Check) ([]Result, Path, error) {
+func (l *Limiter) routeGroup(ctx context.Context, group string, checks []Check) ([]Result, Path, error) {
 	if err := l.usable(ctx); err != nil {
 		return nil, PathNone, err
 	}
@@ -175,7 +175,7 @@ func (l *Limiter) encodeGroup(g []groupPair, hds []held, now int64) (keys, args 
 		}
 	}
 	args = append(args, at, strconv.Itoa(len(g)))
-	member = l.id + strconv.FormatUint(l.seq.Add(1), 10)
+	member = l.member(l.seq.Add(1))
 	for i := range g {
 		gp := &g[i]
 		var b strings.Builder

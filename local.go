@@ -97,7 +97,7 @@ func (s *localStore) at(k *lkey) (*localShard, uint64) {
 	return &s.shards[(h>>32)&s.mask], h
 }
 
-// decide makes one decision at now for n events (peek: for one, recording
+// admit makes one decision without Redis at now for n events (peek: for one, recording
 // nothing) under rate, the rule's rate or its degraded share. A request that
 // can never fit under rate (n > rate) is rejected without a violation: it is
 // the degraded share's doing, not the caller's. owed, when not nil, says
@@ -105,7 +105,7 @@ func (s *localStore) at(k *lkey) (*localShard, uint64) {
 // violations and bans it counts, are also owed to Redis under owed, the
 // rule's own plan (p may be its degraded share; see writeback.go), under
 // member when the call may have run on Redis under it ("" otherwise).
-func (s *localStore) decide(k lkey, p *plan, rate, now, n int64, peek bool, owed *plan, member string) decision {
+func (s *localStore) admit(k lkey, p *plan, rate, now, n int64, peek bool, owed *plan, member string) decision {
 	sh, h := s.at(&k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()

@@ -170,7 +170,7 @@ func (l *Limiter) announce(c BreakerChange) {
 // Allow reports whether one event for key may happen now under rule, and
 // records it if so. It is AllowN(ctx, rule, key, 1).
 func (l *Limiter) Allow(ctx context.Context, rule Rule, key string) (Result, error) {
-	return l.decide(ctx, &rule, key, 1, false, nil)
+	return l.ask(ctx, &rule, key, 1, false, nil)
 }
 
 // AllowN reports whether n events for key may happen now under rule, and
@@ -183,19 +183,19 @@ func (l *Limiter) Allow(ctx context.Context, rule Rule, key string) (Result, err
 // overloaded Redis is no error: the call is decided by Options.Degraded and
 // the Result is Degraded.
 func (l *Limiter) AllowN(ctx context.Context, rule Rule, key string, n int) (Result, error) {
-	return l.decide(ctx, &rule, key, int64(n), false, nil)
+	return l.ask(ctx, &rule, key, int64(n), false, nil)
 }
 
 // Peek reports what Allow would answer now, recording nothing and counting
 // no violation. Its Remaining is Rate - count.
 func (l *Limiter) Peek(ctx context.Context, rule Rule, key string) (Result, error) {
-	return l.decide(ctx, &rule, key, 1, true, nil)
+	return l.ask(ctx, &rule, key, 1, true, nil)
 }
 
-// decide makes one decision, applies the rule's dry run and reports the
+// ask makes one decision (see route), applies the rule's dry run and reports the
 // decision to Options.OnDecision. When u is not nil it learns what the call
 // recorded (see AllowAll).
-func (l *Limiter) decide(ctx context.Context, r *Rule, key string, n int64, peek bool, u *undo) (Result, error) {
+func (l *Limiter) ask(ctx context.Context, r *Rule, key string, n int64, peek bool, u *undo) (Result, error) {
 	hook := l.set.OnDecision
 	var start time.Time
 	if hook != nil {
@@ -270,7 +270,7 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	ks, args := encodeCall(&keys, &argv, l.set.KeyPrefix, k, p, now, useNow, sentN, l.id, seq, &hd)
 	var d decision
 	s, err := l.send(ctx, conn, ks[0], subject{"rule", r.Name}, false, func(ctx context.Context, c rueidis.Client) (err error) {
-		d, err = remoteDecide(ctx, c, p, ks, args)
+		d, err = redisDecision(ctx, c, p, ks, args)
 		return err
 	})
 	if err != nil || s.path != PathRedis {
@@ -281,24 +281,29 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	}
 	if s.path != PathRedis {
 		if s.mayHaveRun() && !peek {
-			s.member = l.id + strconv.FormatUint(seq, 10)
+			s.member = l.member(seq)
 		}
 		return l.withoutRedis(r, p, k, n, peek, s, u, now), s.path, nil
 	}
 	l.local.record(k, p, now, l.receivedAt(now), n, peek, &d, &hd, int64(l.set.ShieldMax/time.Microsecond))
 	if d.allowed && !peek {
-		u.onRedisCall(conn, ks[0], l.id, seq, d.win, now)
+		u.onRedisCall(l, conn, ks[0], seq, d.win, now)
 	}
 	return d.result(p.rate, false), PathRedis, nil
 }
+
+// member returns the member id of the Limiter's call numbered seq: unique
+// across processes (the Limiter's random id) and calls (seq, from l.seq).
+// encodeCall writes the same bytes without building the string.
+func (l *Limiter) member(seq uint64) string { return l.id + strconv.FormatUint(seq, 10) }
 
 // invalidN is the error of a call for n events that can never fit under p.
 func (p *plan) invalidN(n int64, rule string) error {
 	return fmt.Errorf("%w: n = %d is outside 1..%d, the %s of rule %q", ErrInvalidN, n, p.rate, p.alg.capacity(), rule)
 }
 
-// remoteDecide runs the rule's script for one call.
-func remoteDecide(ctx context.Context, c rueidis.Client, p *plan, keys []string, args []string) (decision, error) {
+// redisDecision runs the rule's script for one call.
+func redisDecision(ctx context.Context, c rueidis.Client, p *plan, keys []string, args []string) (decision, error) {
 	s := p.alg.script(p.penalize)
 	resp := s.exec(ctx, c, keys, args)
 	if err := resp.Error(); err != nil {
@@ -318,7 +323,7 @@ func remoteDecide(ctx context.Context, c rueidis.Client, p *plan, keys []string,
 func (l *Limiter) withoutRedis(r *Rule, p *plan, k lkey, n int64, peek bool, s sent, u *undo, now int64) Result {
 	if !l.remote {
 		u.at(now)
-		d := l.local.decide(k, p, p.rate, now, n, peek, nil, "")
+		d := l.local.admit(k, p, p.rate, now, n, peek, nil, "")
 		return d.result(p.rate, false)
 	}
 	if s.path == PathShed {
@@ -350,7 +355,7 @@ func (l *Limiter) withoutRedis(r *Rule, p *plan, k lkey, n int64, peek bool, s s
 	// to Redis under the rule itself (p).
 	share := *p
 	share.degrade(&l.set)
-	d := l.local.decide(k, &share, rate, now, n, peek, p, s.member)
+	d := l.local.admit(k, &share, rate, now, n, peek, p, s.member)
 	return d.result(rate, true)
 }
 

@@ -531,7 +531,7 @@ func (l *Limiter) writeBack(ctx context.Context) (more bool) {
 		return false
 	}
 	now := l.localNow()
-	newID := func() string { return l.id + "w" + strconv.FormatUint(l.seq.Add(1), 10) }
+	newID := func() string { return l.member(l.seq.Add(1)) + "w" }
 	for i := range l.local.shards {
 		bs := l.local.cut(i, now, newID)
 		for j, b := range bs {
