@@ -2,12 +2,8 @@ package ratelimit
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
 	"time"
-
-	"github.com/redis/rueidis"
 )
 
 // Ban bans key under rule for d, by hand: through the same penalty state
@@ -19,40 +15,26 @@ import (
 // and returns an error wrapping ErrUnavailable: Redis does not know of it
 // until the write-back brings it there (see Options.WriteBackMax).
 func (l *Limiter) Ban(ctx context.Context, rule Rule, key string, d time.Duration) error {
-	if err := l.usable(ctx); err != nil {
-		return err
-	}
-	p, err := rule.compile()
-	if err != nil {
-		return err
-	}
-	switch {
-	case !p.penalize:
-		return fmt.Errorf("%w: rule %q has no Penalty", ErrInvalidBan, rule.Name)
-	case d < time.Microsecond || d.Microseconds() > maxMicros:
-		return fmt.Errorf("%w: a ban of %v", ErrInvalidBan, d)
-	}
-	k, err := localKey(rule.Name, key)
-	if err != nil {
-		return err
-	}
-	now := l.localNow()
-	l.local.ban(k, now, d.Microseconds())
-	if !l.remote {
-		return nil
-	}
-	keys := redisKeys(l.set.KeyPrefix, k)
-	var at string
-	if l.set.Clock != nil {
-		at = strconv.FormatInt(now, 10)
-	}
-	args := []string{at, strconv.FormatInt(d.Microseconds(), 10)}
-	err = l.sendWithoutFallback(ctx, l.conn.Load(), keys[1], subject{"rule", rule.Name}, fmt.Sprintf("ban of key %q: banned locally only", key), false,
-		func(ctx context.Context, c rueidis.Client) error {
-			return banScript.exec(ctx, c, keys[1:2], args).Error()
-		})
-	if errors.Is(err, ErrUnavailable) {
-		l.local.oweBan(k, &p, now+d.Microseconds())
-	}
-	return err
+	ban := d.Microseconds()
+	return l.byHand(ctx, &rule, key, handChange{
+		what: fmt.Sprintf("ban of key %q: banned locally only", key),
+		check: func(p *plan) error {
+			switch {
+			case !p.penalize:
+				return fmt.Errorf("%w: rule %q has no Penalty", ErrInvalidBan, rule.Name)
+			case d < time.Microsecond || ban > maxMicros:
+				return fmt.Errorf("%w: a ban of %v", ErrInvalidBan, d)
+			}
+			return nil
+		},
+		local: func(k lkey, _ *plan, now int64) { l.local.ban(k, now, ban) },
+		redis: func(keys *[6]string, _ *plan, now int64) (*script, []string, []string) {
+			var at string
+			if l.set.Clock != nil {
+				at = itoa(now)
+			}
+			return banScript, keys[1:2], []string{at, itoa(ban)}
+		},
+		owe: func(k lkey, p *plan, now int64) { l.local.oweBan(k, p, now+ban) },
+	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -421,32 +420,14 @@ func (d *decision) result(limit int64, degraded bool) Result {
 // state until the write-back applies the Reset there, before anything
 // decided after it (see Options.WriteBackMax).
 func (l *Limiter) Reset(ctx context.Context, rule Rule, key string) error {
-	if err := l.usable(ctx); err != nil {
-		return err
-	}
-	p, err := rule.compile()
-	if err != nil {
-		return err
-	}
-	k, err := localKey(rule.Name, key)
-	if err != nil {
-		return err
-	}
-	now := l.localNow()
-	l.local.reset(k, &p, now)
-	if !l.remote {
-		return nil
-	}
-	keys := redisKeys(l.set.KeyPrefix, k)
-	args := []string{itoa(now), itoa((p.kept(now) + 999) / 1000)}
-	err = l.sendWithoutFallback(ctx, l.conn.Load(), keys[0], subject{"rule", rule.Name}, fmt.Sprintf("reset of key %q: redis may still hold the old state", key), false,
-		func(ctx context.Context, c rueidis.Client) error {
-			return resetScript.exec(ctx, c, keys[:], args).Error()
-		})
-	if errors.Is(err, ErrUnavailable) {
-		l.local.oweReset(k, &p, now)
-	}
-	return err
+	return l.byHand(ctx, &rule, key, handChange{
+		what:  fmt.Sprintf("reset of key %q: redis may still hold the old state", key),
+		local: l.local.reset,
+		redis: func(keys *[6]string, p *plan, now int64) (*script, []string, []string) {
+			return resetScript, keys[:], []string{itoa(now), itoa((p.kept(now) + 999) / 1000)}
+		},
+		owe: l.local.oweReset,
+	})
 }
 
 // Close withdraws the Limiter's announcement to the fleet (best effort,
