@@ -75,6 +75,7 @@ type undo struct {
 	member  string // the call's member id
 	win     int64  // approximate rule: the window Redis recorded the events in
 	onRedis bool   // Redis decided the call: its events are in Redis too
+	lease   bool   // the call is an Acquire (see lease.go)
 }
 
 // at notes that the call decided locally at now. u may be nil.

@@ -95,7 +95,7 @@ func (counterKind) name() string                              { return "sliding 
 func (counterKind) compile(r *Rule, _ *plan) string           { return checkWindow(r, false) }
 func (counterKind) letter() byte                              { return 'c' }
 func (counterKind) windowed() bool                            { return true }
-func (counterKind) grouped() (ok, plain bool)                 { return false, false }
+func (counterKind) grouped() (string, bool)                   { return "approximate rules cannot be grouped", false }
 func (counterKind) dueFrom(p plan, now int64) int64           { return floorDiv(now, p.window) - 1 }
 func (counterKind) named() bool                               { return false }
 func (counterKind) undoArgs(_ plan, win int64) (int64, int64) { return win, 0 }

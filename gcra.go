@@ -121,7 +121,8 @@ func (gcraKind) timed() bool                     { return false }
 func (gcraKind) setTime(*plan, int64)            {}
 func (gcraKind) letter() byte                    { return 'g' }
 func (gcraKind) windowed() bool                  { return false }
-func (gcraKind) grouped() (ok, plain bool)       { return true, false }
+func (gcraKind) grouped() (string, bool)         { return "", false }
+func (gcraKind) leased() bool                    { return false }
 func (gcraKind) shieldMark(p plan) int64         { return p.emit }
 func (gcraKind) horizon(plan) int64              { return maxTime }
 func (gcraKind) stamp(_ plan, now int64) int64   { return now }

@@ -144,8 +144,8 @@ func (l *Limiter) compileGroup(group string, checks []Check) ([]groupPair, error
 		if err != nil {
 			return nil, err
 		}
-		if ok, _ := p.alg.grouped(); !ok {
-			return nil, fmt.Errorf("%w: rule %q: approximate rules cannot be grouped", ErrInvalidRule, c.Rule.Name)
+		if why, _ := p.alg.grouped(); why != "" {
+			return nil, fmt.Errorf("%w: rule %q: %s", ErrInvalidRule, c.Rule.Name, why)
 		}
 		n := int64(max(c.N, 1))
 		if c.N < 0 || n > p.rate {

@@ -46,9 +46,14 @@ type algorithm interface {
 	// windowed reports whether the script's reply ends with the fixed
 	// window its events went into (decision.win).
 	windowed() bool
-	// grouped reports whether AllowGroup takes the kind, and whether
-	// group.lua needs the other kinds' pieces for it (see groupScriptFor).
-	grouped() (ok, plain bool)
+	// grouped says why AllowGroup does not take the kind ("" when it
+	// does), and whether group.lua needs no other kind's pieces for it.
+	grouped() (why string, plain bool)
+	// leased reports whether the kind hands out leases (see Acquire): the
+	// rate methods refuse it, its rejections are never cached (a release
+	// may free a slot at any moment), and its events are always recorded
+	// under their lease's id.
+	leased() bool
 
 	// degrade sets what the degraded share scales of p beside its rate.
 	degrade(p *plan, s *settings)
@@ -83,10 +88,11 @@ var kinds = [...]algorithm{
 	SlidingLog:    slidingKind{},
 	GCRA:          gcraKind{},
 	CalendarQuota: quotaKind{},
+	Concurrency:   concurrencyKind{},
 }
 
 // algorithms is every kind's algorithm, the approximate counter's included.
-var algorithms = [...]algorithm{slidingKind{}, counterKind{}, gcraKind{}, quotaKind{}}
+var algorithms = [...]algorithm{slidingKind{}, counterKind{}, gcraKind{}, quotaKind{}, concurrencyKind{}}
 
 // algorithmOf returns the algorithm of r's Kind, or what is wrong.
 func algorithmOf(r *Rule) (algorithm, string) {
@@ -101,7 +107,8 @@ func algorithmOf(r *Rule) (algorithm, string) {
 	return kinds[r.Kind], ""
 }
 
-// String returns the kind's name: "sliding log", "gcra" or "calendar quota".
+// String returns the kind's name: "sliding log", "gcra", "calendar quota"
+// or "concurrency".
 func (k Kind) String() string {
 	if k >= 0 && int(k) < len(kinds) {
 		return kinds[k].name()
@@ -120,6 +127,7 @@ func (windowKind) shieldMark(plan) int64      { return 0 }
 func (windowKind) horizon(plan) int64         { return maxTime }
 func (windowKind) kept(p plan, _ int64) int64 { return 2 * p.window }
 func (windowKind) capacity() string           { return "Rate" }
+func (windowKind) leased() bool               { return false }
 
 // checkWindow checks the fields of a rule whose Limit is a Rate per Window:
 // Window, and no Burst, Period or Location unless burst says Burst is its.
@@ -153,6 +161,8 @@ func (p *plan) meter(sh *localShard, k *lkey, h uint64, now int64, create bool) 
 	switch a := p.alg.(type) {
 	case slidingKind:
 		return a.meter(sh, k, h, p, now, create)
+	case concurrencyKind:
+		return a.meter(sh, k, h, p, now, create)
 	case counterKind:
 		return a.meter(sh, k, h, p, now, create)
 	case gcraKind:
@@ -169,6 +179,12 @@ func (p *plan) meter(sh *localShard, k *lkey, h uint64, now int64, create bool) 
 func (p *plan) unreserve(sh *localShard, k *lkey, h uint64, now, n int64, drop bool) {
 	switch a := p.alg.(type) {
 	case slidingKind:
+		a.unrecord(sh, k, h, p, now, n)
+		if drop {
+			a.dropEmpty(sh, k, h, now)
+		}
+		return
+	case concurrencyKind:
 		a.unrecord(sh, k, h, p, now, n)
 		if drop {
 			a.dropEmpty(sh, k, h, now)
@@ -228,6 +244,8 @@ func (p *plan) degrade(s *settings) {
 func (p *plan) compile(r *Rule) string {
 	switch a := p.alg.(type) {
 	case slidingKind:
+		return a.compile(r, p)
+	case concurrencyKind:
 		return a.compile(r, p)
 	case counterKind:
 		return a.compile(r, p)

@@ -24,6 +24,14 @@ const (
 	// week from Monday, month) in Limit.Location, periods starting at local
 	// midnight, daylight-saving days of 23 or 25 hours included.
 	CalendarQuota
+	// Concurrency allows at most Limit.Rate leases held at once per key:
+	// Limiter.Acquire takes one, Lease.Release gives it back, and a lease
+	// neither released nor renewed (Lease.Renew) expires Limit.Window
+	// (its TTL, at least 100ms) after it was taken or last renewed. Burst,
+	// Period and Location must be zero, and Approximate false. The rate
+	// methods (Allow, AllowN, Wait, AllowAll, AllowGroup) refuse it: a
+	// slot must be given back. See README, Concurrency limits.
+	Concurrency
 )
 
 // Period is the calendar period of a CalendarQuota. The zero value is no

@@ -261,3 +261,34 @@ func (s *localStore) oweReset(k lkey, p *plan, now int64) {
 	defer sh.mu.Unlock()
 	sh.oweReset(&k, h, p, now)
 }
+
+// release1 takes back the one event of a lease recorded for k at at (see
+// lease.go), forgets it among what k owes Redis, under its id member, and
+// drops the shield's rejection of k.
+func (s *localStore) release1(k lkey, p *plan, at int64, member string) {
+	sh, h := s.at(&k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.forgetOwed(&k, h, p, at, 1)
+	sh.forgetNamed(&k, h, member)
+	p.unreserve(sh, &k, h, at, 1, true)
+	sh.denials.remove(&k, h) // a ban's cached rejection holds a count the release lowered
+}
+
+// renew moves the event of a lease recorded for k at from to to (Renew),
+// and, with owe, owes it to Redis at to under its id member, in place of
+// what k owed of it.
+func (s *localStore) renew(k lkey, p *plan, from, to int64, member string, owe bool) {
+	sh, h := s.at(&k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	p.unreserve(sh, &k, h, from, 1, false)
+	if m, ok := p.meter(sh, &k, h, to, true); ok {
+		m.add(to, p.window, 1)
+	}
+	sh.forgetOwed(&k, h, p, from, 1)
+	sh.forgetNamed(&k, h, member)
+	if owe {
+		sh.oweEvents(&k, h, p, to, 1, member)
+	}
+}

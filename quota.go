@@ -111,7 +111,8 @@ func (quotaKind) capacity() string                        { return "Rate" }
 func (quotaKind) timed() bool                             { return true }
 func (quotaKind) letter() byte                            { return 'q' }
 func (quotaKind) windowed() bool                          { return false }
-func (quotaKind) grouped() (ok, plain bool)               { return true, false }
+func (quotaKind) grouped() (string, bool)                 { return "", false }
+func (quotaKind) leased() bool                            { return false }
 func (quotaKind) degrade(*plan, *settings)                {}
 func (quotaKind) named() bool                             { return false }
 func (quotaKind) stamp(p plan, _ int64) int64             { return p.start }

@@ -41,6 +41,8 @@ type Limiter struct {
 
 	heartbeatStarved atomic.Bool // the last heartbeat found no admission slot to spare
 
+	leases leaseSet // the leases handed out (see lease.go)
+
 	closed    atomic.Bool
 	closeOnce sync.Once
 	done      chan struct{}  // closed by Close
@@ -228,6 +230,12 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	if n < 1 || n > p.rate {
 		return Result{}, PathNone, p.invalidN(n, r.Name)
 	}
+	if u != nil && u.lease && !p.alg.leased() {
+		return Result{}, PathNone, fmt.Errorf("%w: rule %q is a %v rule: Acquire takes a Concurrency rule", ErrInvalidRule, r.Name, r.Kind)
+	}
+	if p.alg.leased() && !peek && (u == nil || !u.lease) {
+		return Result{}, PathNone, fmt.Errorf("%w: rule %q is a concurrency rule: take a slot with Acquire, and give it back with Release", ErrInvalidRule, r.Name)
+	}
 	k, err := localKey(r.Name, key)
 	if err != nil {
 		return Result{}, PathNone, err
@@ -242,11 +250,16 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 		p.setTime(now)
 	}
 	if u != nil {
-		*u = undo{k: k, p: *p, n: n}
+		*u = undo{k: k, p: *p, n: n, lease: u.lease}
 	}
 	conn := l.conn.Load()
 	if conn == nil {
-		return l.withoutRedis(r, p, k, n, peek, sent{path: PathLocal}, u, now), PathLocal, nil
+		s := sent{path: PathLocal}
+		if l.remote && p.alg.leased() && !peek {
+			s.member = l.member(l.seq.Add(1)) // Dial has not connected yet: see below
+			u.member = s.member
+		}
+		return l.withoutRedis(r, p, k, n, peek, s, u, now), PathLocal, nil
 	}
 	if n == 1 && l.set.ShieldMax >= 0 {
 		if d, ok := l.local.shielded(k, p, now); ok {
@@ -279,8 +292,13 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 		return Result{}, PathRedis, err
 	}
 	if s.path != PathRedis {
-		if s.mayHaveRun() && !peek {
+		if (s.mayHaveRun() || p.alg.leased()) && !peek {
+			// A lease is written back under its own id, so that its
+			// Renew and Release find it in Redis.
 			s.member = l.member(seq)
+			if u != nil {
+				u.member = s.member
+			}
 		}
 		return l.withoutRedis(r, p, k, n, peek, s, u, now), s.path, nil
 	}
@@ -421,8 +439,11 @@ func (d *decision) result(limit int64, degraded bool) Result {
 // decided after it (see Options.WriteBackMax).
 func (l *Limiter) Reset(ctx context.Context, rule Rule, key string) error {
 	return l.byHand(ctx, &rule, key, handChange{
-		what:  fmt.Sprintf("reset of key %q: redis may still hold the old state", key),
-		local: l.local.reset,
+		what: fmt.Sprintf("reset of key %q: redis may still hold the old state", key),
+		local: func(k lkey, p *plan, now int64) {
+			l.local.reset(k, p, now)
+			l.leases.lose(k)
+		},
 		redis: func(keys *[6]string, p *plan, now int64) (*script, []string, []string) {
 			return resetScript, keys[:], []string{itoa(now), itoa((p.kept(now) + 999) / 1000)}
 		},
@@ -437,6 +458,7 @@ func (l *Limiter) Reset(ctx context.Context, rule Rule, key string) error {
 func (l *Limiter) Close() {
 	l.closeOnce.Do(func() {
 		l.closed.Store(true)
+		l.releaseLeases()
 		close(l.done)
 		l.workers.Wait()
 		l.logDroppedAtClose()

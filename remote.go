@@ -50,6 +50,8 @@ var (
 	fleetLua string
 	//go:embed lua/reset.lua
 	resetLua string
+	//go:embed lua/renew.lua
+	renewLua string
 )
 
 // A rule without penalty runs a script without the ladder: every piece a
@@ -80,6 +82,8 @@ var (
 	// a few bytes: it runs at maxmemory too, so an operator can free
 	// memory.
 	resetScript = newScript(removesOnly, resetLua)
+	// renewScript renews a lease (see lease.go).
+	renewScript = newScript(addsState, nowLua+renewLua)
 )
 
 // The first lines a script is sent with to a server that takes them

@@ -36,6 +36,8 @@ func (sh *localShard) shield(k *lkey, h uint64, p *plan, now int64, d *decision,
 	switch {
 	case d.banned:
 		until = now + d.banLeft
+	case p.alg.leased():
+		return // a release may free a slot at any moment
 	case !p.penalize:
 		until = now + d.retry
 	default:

@@ -314,7 +314,7 @@ func (slidingKind) name() string                              { return "sliding 
 func (slidingKind) compile(r *Rule, _ *plan) string           { return checkWindow(r, false) }
 func (slidingKind) letter() byte                              { return 'l' }
 func (slidingKind) windowed() bool                            { return false }
-func (slidingKind) grouped() (ok, plain bool)                 { return true, true }
+func (slidingKind) grouped() (string, bool)                   { return "", true }
 func (slidingKind) stamp(_ plan, now int64) int64             { return now }
 func (slidingKind) dueFrom(p plan, now int64) int64           { return now - p.window + 1 }
 func (slidingKind) named() bool                               { return true }

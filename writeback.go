@@ -248,6 +248,19 @@ func (sh *localShard) forgetOwed(k *lkey, h uint64, p *plan, now, n int64) {
 	}
 }
 
+// forgetNamed forgets the named event of member among what k owes. The
+// caller holds sh.mu.
+func (sh *localShard) forgetNamed(k *lkey, h uint64, member string) {
+	if member == "" {
+		return
+	}
+	if d := sh.debtOf(k, h); d != nil {
+		if i := slices.IndexFunc(d.named, func(nm named) bool { return nm.member == member }); i >= 0 {
+			d.named = slices.Delete(d.named, i, i+1)
+		}
+	}
+}
+
 // resetDebt forgets k's debt for a Reset at now: what it owed was made
 // before the Reset. When a batch of it is on its way, Redis may apply it
 // after the Reset; the Reset is then owed itself, so that it is applied
@@ -487,6 +500,11 @@ func (l *Limiter) writeBackLoop() {
 		}
 		if l.local.owing.debts.Load() > 0 {
 			for l.writeBack(ctx) {
+			}
+		}
+		if l.leases.owing() {
+			for _, u := range l.leases.takeOwed() {
+				l.dropLease(ctx, &u)
 			}
 		}
 		l.logWriteBack(&logged)

@@ -1,0 +1,37 @@
+package ratelimit
+
+import (
+	"fmt"
+	"time"
+)
+
+// MinLeaseTTL is the shortest Window a Concurrency rule takes: the TTL of
+// a lease, which Hold renews every third of it.
+const MinLeaseTTL = 100 * time.Millisecond
+
+// concurrencyKind is the algorithm of Kind Concurrency: the leases of a
+// pair are the sliding log's events, each under its lease's id, and a
+// lease lives one Window from when it was taken or last renewed. So the
+// log's count is the leases held, its retry the earliest expiry and its
+// reset the latest, and every path the exact log takes (Redis' script,
+// the local meter, the mirror, the write-back, undo) serves leases as it
+// is: Release is undo, Renew moves the lease's event to now (see
+// lease.go). Its leases are kept where a sliding log of the same rule name
+// keeps its events (the key letter 'l'): a rule's state is its name's.
+type concurrencyKind struct{ slidingKind }
+
+func (concurrencyKind) name() string { return "concurrency" }
+func (concurrencyKind) leased() bool { return true }
+func (concurrencyKind) grouped() (string, bool) {
+	return "a concurrency rule cannot be grouped: use Acquire, and give the slot back with Release", false
+}
+
+func (concurrencyKind) compile(r *Rule, _ *plan) string {
+	if bad := checkWindow(r, false); bad != "" {
+		return bad
+	}
+	if r.Limit.Window < MinLeaseTTL {
+		return fmt.Sprintf("Window %v, a lease's TTL, is shorter than %v", r.Limit.Window, MinLeaseTTL)
+	}
+	return ""
+}

@@ -1,0 +1,105 @@
+package ratelimit
+
+import "sync"
+
+// leaseSet is what a Limiter knows of the leases it handed out: the ones
+// held (Close releases them, a Reset loses them), the releases Redis could
+// not take yet (the write-back's loop sends them once it can), and a signal
+// that a lease was released (AcquireWait wakes on it).
+type leaseSet struct {
+	mu   sync.Mutex
+	held map[*Lease]struct{}
+	owed []undo        // releases Redis has not taken yet, oldest first
+	wake chan struct{} // closed, and replaced, when a lease is released
+}
+
+// maxOwedReleases bounds the releases kept for Redis: past it the oldest
+// are dropped, and their leases expire in Redis at their TTL.
+const maxOwedReleases = 100_000
+
+func (s *leaseSet) add(le *Lease) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held == nil {
+		s.held = make(map[*Lease]struct{})
+	}
+	s.held[le] = struct{}{}
+}
+
+func (s *leaseSet) remove(le *Lease) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.held, le)
+}
+
+// all returns the leases held.
+func (s *leaseSet) all() []*Lease {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Lease, 0, len(s.held))
+	for le := range s.held {
+		out = append(out, le)
+	}
+	return out
+}
+
+// lose marks the leases of pair k lost, as a Reset of it does; the Reset
+// has cleared what the local store counted of them.
+func (s *leaseSet) lose(k lkey) {
+	for _, le := range s.all() {
+		if le.u.k != k {
+			continue
+		}
+		le.mu.Lock()
+		le.done = true
+		le.mu.Unlock()
+		s.remove(le)
+	}
+	s.signal()
+}
+
+// owe keeps a release for Redis.
+func (s *leaseSet) owe(u undo) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.owed) >= maxOwedReleases {
+		s.owed = s.owed[1:]
+	}
+	s.owed = append(s.owed, u)
+}
+
+// owing reports whether releases wait for Redis.
+func (s *leaseSet) owing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.owed) > 0
+}
+
+// takeOwed returns the releases kept for Redis, and forgets them.
+func (s *leaseSet) takeOwed() []undo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.owed
+	s.owed = nil
+	return out
+}
+
+// freed returns a channel closed when a lease is next released.
+func (s *leaseSet) freed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.wake == nil {
+		s.wake = make(chan struct{})
+	}
+	return s.wake
+}
+
+// signal wakes those waiting on freed.
+func (s *leaseSet) signal() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.wake != nil {
+		close(s.wake)
+		s.wake = nil
+	}
+}
