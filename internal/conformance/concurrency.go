@@ -14,11 +14,11 @@ import (
 type leaseOp int
 
 const (
-	acquire leaseOp = iota // Acquire; the lease, when granted, is numbered in order from 0
-	release                // Release of lease i
-	renew                  // Renew of lease i
-	leasePeek              // Peek
-	leaseReset             // Reset
+	acquire    leaseOp = iota // Acquire; the lease, when granted, is numbered in order from 0
+	release                   // Release of lease i
+	renew                     // Renew of lease i
+	leasePeek                 // Peek
+	leaseReset                // Reset
 )
 
 // leaseStep is one call of a concurrency case at an exact time since
