@@ -1,0 +1,229 @@
+package ratelimit_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
+)
+
+// leaseBackends are the limiters the lease tests run on, in real time:
+// Hold renews on the limiter's clock.
+func leaseBackends(t *testing.T) map[string]func(opts ratelimit.Options) *ratelimit.Limiter {
+	return map[string]func(opts ratelimit.Options) *ratelimit.Limiter{
+		"local": func(opts ratelimit.Options) *ratelimit.Limiter { return testkit.NewLimiter(t, nil, opts) },
+		"miniredis": func(opts ratelimit.Options) *ratelimit.Limiter {
+			mr := miniredis.RunT(t)
+			return testkit.NewLimiter(t, testkit.NewClient(t, mr.Addr()), opts)
+		},
+	}
+}
+
+func slots(name string, n int, ttl time.Duration) ratelimit.Rule {
+	return ratelimit.Rule{Name: name, Kind: ratelimit.Concurrency, Limit: ratelimit.Limit{Rate: n, Window: ttl}}
+}
+
+// free returns the free slots of key under rule.
+func free(t *testing.T, l *ratelimit.Limiter, rule ratelimit.Rule, key string) int {
+	t.Helper()
+	r, err := l.Peek(context.Background(), rule, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Remaining
+}
+
+// TestHold: Hold runs fn holding a slot and gives it back when fn returns
+// or panics; it refuses without running fn when no slot is free; a lease
+// lost while fn runs cancels fn's context and Hold's error says so; and it
+// leaves no goroutine behind.
+func TestHold(t *testing.T) {
+	for name, newLimiter := range leaseBackends(t) {
+		t.Run(name, func(t *testing.T) {
+			l := newLimiter(ratelimit.Options{Timeout: time.Second})
+			ctx := context.Background()
+			rule := slots("hold", 1, 150*time.Millisecond)
+
+			ran := false
+			res, err := l.Hold(ctx, rule, "k", func(ctx context.Context) error {
+				ran = true
+				if n := free(t, l, rule, "k"); n != 0 {
+					t.Errorf("free slots while fn holds the only one = %d, want 0", n)
+				}
+				// Outlive several TTLs: the renewals keep the lease.
+				time.Sleep(400 * time.Millisecond)
+				if n := free(t, l, rule, "k"); n != 0 {
+					t.Errorf("free slots after 400ms of a 150ms lease held by Hold = %d, want 0", n)
+				}
+				return ctx.Err()
+			})
+			if err != nil || !res.Allowed || !ran {
+				t.Fatalf("Hold = %+v, %v (fn ran: %v)", res, err, ran)
+			}
+			if n := free(t, l, rule, "k"); n != 1 {
+				t.Fatalf("free slots after Hold = %d, want 1", n)
+			}
+
+			// No slot: fn does not run.
+			le, _, err := l.Acquire(ctx, rule, "k")
+			if err != nil || le == nil {
+				t.Fatalf("Acquire = %v, %v", le, err)
+			}
+			res, err = l.Hold(ctx, rule, "k", func(context.Context) error {
+				t.Error("fn ran without a slot")
+				return nil
+			})
+			if err != nil || res.Allowed || res.RetryAfter <= 0 {
+				t.Fatalf("Hold without a free slot = %+v, %v; want the rejection", res, err)
+			}
+			if err := le.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			// A panic in fn gives the slot back, and goes on.
+			func() {
+				defer func() {
+					if recover() == nil {
+						t.Error("the panic did not reach Hold's caller")
+					}
+				}()
+				l.Hold(ctx, rule, "k", func(context.Context) error { panic("boom") })
+			}()
+			if n := free(t, l, rule, "k"); n != 1 {
+				t.Fatalf("free slots after fn panicked = %d, want 1", n)
+			}
+
+			// A Reset frees the slot: the next renewal finds the lease lost,
+			// and fn's context ends.
+			res, err = l.Hold(ctx, rule, "k", func(ctx context.Context) error {
+				if err := l.Reset(context.Background(), rule, "k"); err != nil {
+					t.Error(err)
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(5 * time.Second):
+					return errors.New("fn's context did not end when the lease was lost")
+				}
+			})
+			if !errors.Is(err, ratelimit.ErrLeaseLost) || !errors.Is(err, context.Canceled) {
+				t.Fatalf("Hold whose lease was lost = %+v, %v; want ErrLeaseLost joined with fn's context.Canceled", res, err)
+			}
+
+			testkit.Eventually(t, "Hold's goroutines gone", func() bool { return !holdRunning() })
+		})
+	}
+}
+
+// TestAcquireWait: a waiter gets the slot a release frees, at once, and
+// gives up with ctx's error when none frees in time.
+func TestAcquireWait(t *testing.T) {
+	for name, newLimiter := range leaseBackends(t) {
+		t.Run(name, func(t *testing.T) {
+			l := newLimiter(ratelimit.Options{Timeout: time.Second})
+			ctx := context.Background()
+			rule := slots("wait", 1, time.Minute)
+			held, _, err := l.Acquire(ctx, rule, "k")
+			if err != nil || held == nil {
+				t.Fatalf("Acquire = %v, %v", held, err)
+			}
+			short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			if le, res, err := l.AcquireWait(short, rule, "k"); le != nil || !errors.Is(err, context.DeadlineExceeded) || res.Allowed {
+				t.Fatalf("AcquireWait with no slot freed in time = %v, %+v, %v; want DeadlineExceeded", le, res, err)
+			}
+			got := make(chan *ratelimit.Lease)
+			go func() {
+				le, _, err := l.AcquireWait(ctx, rule, "k")
+				if err != nil {
+					t.Error(err)
+				}
+				got <- le
+			}()
+			time.Sleep(20 * time.Millisecond)
+			released := time.Now()
+			if err := held.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case le := <-got:
+				if le == nil {
+					t.Fatal("AcquireWait returned no lease")
+				}
+				t.Logf("the waiter got the slot %v after the release", time.Since(released))
+				le.Release(ctx)
+			case <-time.After(5 * time.Second):
+				t.Fatal("the waiter did not get the freed slot")
+			}
+		})
+	}
+}
+
+// TestLeaseDegradedAndDryRun: under DegradedAllow an acquire without Redis
+// gets a lease that records nothing; a rule in dry run always gets a
+// lease, recorded only when it fits; Close releases what the Limiter holds.
+func TestLeaseDegradedAndDryRun(t *testing.T) {
+	ctx := context.Background()
+	mr := miniredis.RunT(t)
+	l := testkit.NewLimiter(t, testkit.NewClient(t, mr.Addr()), ratelimit.Options{Timeout: time.Second})
+
+	dry := slots("dry", 1, time.Minute)
+	dry.DryRun = true
+	first, r1, err := l.Acquire(ctx, dry, "k")
+	if err != nil || first == nil || r1.DryRun {
+		t.Fatalf("first dry-run Acquire = %v, %+v, %v", first, r1, err)
+	}
+	second, r2, err := l.Acquire(ctx, dry, "k")
+	if err != nil || second == nil || !r2.DryRun || !r2.Allowed {
+		t.Fatalf("second dry-run Acquire = %v, %+v, %v; want a lease reported as dry run", second, r2, err)
+	}
+	if err := second.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := free(t, l, dry, "k"); n != 0 {
+		t.Fatalf("free after releasing the dry run's extra lease = %d, want 0 (the first still holds)", n)
+	}
+
+	// Close releases the first lease in Redis.
+	held, _, err := l.Acquire(ctx, slots("closed", 2, time.Minute), "k")
+	if err != nil || held == nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	for _, k := range mr.Keys() {
+		if m, err := mr.ZMembers(k); err == nil && len(m) > 0 {
+			t.Errorf("after Close %s still holds %v", k, m)
+		}
+	}
+	if err := held.Release(ctx); !errors.Is(err, ratelimit.ErrClosed) {
+		t.Errorf("Release after Close = %v, want ErrClosed", err)
+	}
+
+	// DegradedAllow: Redis gone, a lease that records nothing.
+	open := testkit.NewLimiter(t, testkit.NewClient(t, mr.Addr()), ratelimit.Options{Timeout: 200 * time.Millisecond, Degraded: ratelimit.DegradedAllow})
+	mr.Close()
+	le, res, err := open.Acquire(ctx, slots("open", 1, time.Minute), "k")
+	if err != nil || le == nil || !res.Degraded {
+		t.Fatalf("Acquire under DegradedAllow without Redis = %v, %+v, %v", le, res, err)
+	}
+	if err := le.Renew(ctx); err != nil {
+		t.Errorf("Renew of a lease that records nothing = %v", err)
+	}
+	if err := le.Release(ctx); err != nil {
+		t.Errorf("Release of a lease that records nothing = %v", err)
+	}
+}
+
+// holdRunning reports whether a goroutine of Hold's (its renewals, or the
+// waits they sleep in) is still running.
+func holdRunning() bool {
+	buf := make([]byte, 1<<20)
+	stacks := string(buf[:runtime.Stack(buf, true)])
+	return strings.Contains(stacks, "ratelimit.(*Lease).keep") || strings.Contains(stacks, "ratelimit.(*Limiter).Hold")
+}
