@@ -6,7 +6,7 @@
 //
 //	rules:
 //	  - name: shop:coupon          # required, unique
-//	    kind: sliding-log          # sliding-log (default) | approximate | gcra | calendar-quota
+//	    kind: sliding-log          # sliding-log (default) | approximate | gcra | calendar-quota | concurrency
 //	    rate: 3                    # required
 //	    window: 1m                 # sliding-log, approximate, gcra (required there)
 //	    dry_run: false
@@ -32,8 +32,8 @@
 //	    period: day                # calendar-quota only: day | week | month (required there)
 //	    location: Europe/Berlin    # calendar-quota only (default UTC)
 //
-// Durations are Go durations (500ms, 1m, 24h). The concurrency kind is
-// refused, naming the kind, until the library has it.
+// Durations are Go durations (500ms, 1m, 24h). A concurrency rule's
+// window is its leases' TTL (see ratelimit.Concurrency).
 //
 // # Strictness
 //

@@ -19,18 +19,13 @@ type kindSpec struct {
 }
 
 // kinds lists the values of a rule's kind field. A nil spec is a kind the
-// format names but this version of the library cannot enforce yet: the
-// concurrency kind (issue 20) becomes
-//
-//	"concurrency": {kind: ratelimit.Concurrency, window: true},
-//
-// when it lands.
+// format names but this version of the library cannot enforce yet.
 var kinds = map[string]*kindSpec{
 	"sliding-log":    {kind: ratelimit.SlidingLog, window: true},
 	"approximate":    {kind: ratelimit.SlidingLog, approximate: true, window: true},
 	"gcra":           {kind: ratelimit.GCRA, window: true, burst: true},
 	"calendar-quota": {kind: ratelimit.CalendarQuota, period: true},
-	"concurrency":    nil,
+	"concurrency":    {kind: ratelimit.Concurrency, window: true},
 }
 
 // defaultKind is the kind of a rule without a kind field.

@@ -90,6 +90,7 @@ var Free = map[string]string{
 	"coupon":    "ratelimit.Rule",
 	"page":      "ratelimit.Rule",
 	"clientOpt": "rueidis.ClientOption",
+	"runExport": "func(context.Context) error",
 
 	"mux":             "*http.ServeMux",
 	"next":            "http.Handler",

@@ -1,0 +1,90 @@
+package reliability_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
+)
+
+// TestFaultLeasesAcrossRestart: leases held while redis-server is killed
+// and restarted without persistence (it loses every lease). During the
+// outage renewals extend the leases in the process, an acquire takes a slot
+// in the process (counting the leases held from before) and a release
+// frees one. After the restart the live holders' renewals keep working (a
+// lease Redis lost is put back), the lease taken during the outage is in
+// Redis under its own id, another instance gets no more than the slots
+// left, and once every holder releases Redis holds no lease.
+func TestFaultLeasesAcrossRestart(t *testing.T) {
+	if !testkit.HaveRedis(t) {
+		t.Skip("needs redis-server")
+	}
+	srv := redistest.Start(t, redistest.Options{})
+	var logs testkit.SyncBuffer
+	opts := testkit.OutageOptions(nil, &logs, nil)
+	opts.KeyPrefix = "leases:"
+	opts.HeartbeatInterval = -1 // one instance alone: its degraded share is N
+	l := testkit.NewLimiter(t, testkit.NewClient(t, srv.Addr()), opts)
+	ctx := context.Background()
+	rule := ratelimit.Rule{Name: "exports", Kind: ratelimit.Concurrency, Limit: ratelimit.Limit{Rate: 3, Window: 20 * time.Second}}
+	acquire := func(l *ratelimit.Limiter, degraded bool) *ratelimit.Lease {
+		t.Helper()
+		le, res, err := l.Acquire(ctx, rule, "tenant")
+		if err != nil || le == nil || res.Degraded != degraded {
+			t.Fatalf("Acquire = %v, %+v, %v; want a lease, Degraded %v", le, res, err, degraded)
+		}
+		return le
+	}
+	a, b := acquire(l, false), acquire(l, false)
+
+	srv.Kill()
+	for i, le := range []*ratelimit.Lease{a, b} {
+		if err := le.Renew(ctx); err != nil {
+			t.Fatalf("Renew of lease %d while Redis is down = %v; want it extended in the process", i, err)
+		}
+	}
+	c := acquire(l, true)
+	if le, res, err := l.Acquire(ctx, rule, "tenant"); le != nil || err != nil || res.Allowed {
+		t.Fatalf("a fourth Acquire while Redis is down = %v, %+v, %v; want refused: the process holds 3", le, res, err)
+	}
+	if err := b.Release(ctx); err != nil {
+		t.Fatalf("Release while Redis is down = %v", err)
+	}
+
+	srv.Restart()
+	testkit.Eventually(t, "deciding on redis again", func() bool {
+		r, err := l.Peek(ctx, rule, "tenant")
+		return err == nil && !r.Degraded
+	})
+	testkit.Eventually(t, "the write-back done", func() bool { return l.Stats().WriteBackPending == 0 })
+	for i, le := range []*ratelimit.Lease{a, c} {
+		if err := le.Renew(ctx); err != nil {
+			t.Fatalf("Renew of live lease %d after the restart = %v", i, err)
+		}
+	}
+	log, _ := layoutKeys(opts.KeyPrefix, rule.Name, "tenant")
+	if got := mustInt(t, srv, "ZCARD", log); got != 2 {
+		t.Fatalf("ZCARD %s after the restart and the renewals = %d, want the 2 live leases", log, got)
+	}
+
+	// Another instance sees the 2 leases held: one slot is left.
+	other := testkit.NewLimiter(t, testkit.NewClient(t, srv.Addr()), opts)
+	d := acquire(other, false)
+	if le, res, err := other.Acquire(ctx, rule, "tenant"); le != nil || err != nil || res.Allowed {
+		t.Fatalf("another instance's second Acquire = %v, %+v, %v; want refused: 3 are held", le, res, err)
+	}
+	for _, le := range []*ratelimit.Lease{a, c, d} {
+		if err := le.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := mustInt(t, srv, "ZCARD", log); got != 0 {
+		t.Fatalf("ZCARD %s after every release = %d, want 0", log, got)
+	}
+	if r, err := other.Peek(ctx, rule, "tenant"); err != nil || r.Remaining != 3 {
+		t.Fatalf("Peek after every release = %+v, %v; want 3 free", r, err)
+	}
+}
