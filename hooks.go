@@ -115,6 +115,15 @@ type Stats struct {
 	// is 0 before any heartbeat succeeded, and always for a local-only
 	// Limiter or one whose HeartbeatInterval is negative.
 	Instances int
+	// LeasesHeld is the number of leases of Concurrency rules this Limiter
+	// handed out that are neither released nor known lost (see Acquire;
+	// a lease that records nothing is not counted). LeaseReleases,
+	// LeaseRenewals and LeasesLost count, since the Limiter was made, the
+	// releases, the successful renewals and the leases found lost (a
+	// renewal after their TTL, or a Reset). Every Acquire is a Decision
+	// (see Options.OnDecision).
+	LeasesHeld                               int
+	LeaseReleases, LeaseRenewals, LeasesLost uint64
 }
 
 // Stats returns a snapshot of the Limiter's local state. It locks each
@@ -137,6 +146,8 @@ func (l *Limiter) Stats() Stats {
 	s.WrittenBack, s.WriteBackDropped = l.local.owing.written.Load(), l.local.owing.dropped.Load()
 	s.WriteBackPending = int(l.local.owing.events.Load())
 	s.Instances = int(l.set.fleet.Load())
+	s.LeasesHeld = l.leases.len()
+	s.LeaseReleases, s.LeaseRenewals, s.LeasesLost = l.leases.released.Load(), l.leases.renewed.Load(), l.leases.lost.Load()
 	if conn := l.conn.Load(); conn != nil {
 		s.Connected = true
 		answered, failed := false, false

@@ -94,6 +94,7 @@ func (le *Lease) release(ctx context.Context) {
 	}
 	l := le.l
 	l.leases.remove(le)
+	l.leases.released.Add(1)
 	u := &le.u
 	l.local.release1(u.k, &u.p, u.now, u.member)
 	if l.remote {
@@ -178,6 +179,7 @@ func (le *Lease) Renew(ctx context.Context) error {
 		l.local.renew(u.k, &u.p, u.now, now, u.member, l.remote)
 	}
 	u.now, le.expires = now, now+u.p.window
+	l.leases.renewed.Add(1)
 	return nil
 }
 
@@ -186,6 +188,7 @@ func (le *Lease) Renew(ctx context.Context) error {
 func (le *Lease) lose(now int64, why string) error {
 	le.done = true
 	le.l.leases.remove(le)
+	le.l.leases.lost.Add(1)
 	le.l.local.release1(le.u.k, &le.u.p, le.u.now, le.u.member)
 	return fmt.Errorf("%w: rule %q: %s", ErrLeaseLost, le.u.k.rule, why)
 }

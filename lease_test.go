@@ -117,6 +117,10 @@ func TestHold(t *testing.T) {
 			}
 
 			testkit.Eventually(t, "Hold's goroutines gone", func() bool { return !holdRunning() })
+			if s := l.Stats(); s.LeasesHeld != 0 || s.LeaseReleases < 3 || s.LeaseRenewals < 2 || s.LeasesLost != 1 {
+				t.Errorf("Stats after the Holds: held %d, releases %d, renewals %d, lost %d; want 0, at least 3, at least 2, 1",
+					s.LeasesHeld, s.LeaseReleases, s.LeaseRenewals, s.LeasesLost)
+			}
 		})
 	}
 }

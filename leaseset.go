@@ -1,6 +1,9 @@
 package ratelimit
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // leaseSet is what a Limiter knows of the leases it handed out: the ones
 // held (Close releases them, a Reset loses them), the releases Redis could
@@ -11,6 +14,15 @@ type leaseSet struct {
 	held map[*Lease]struct{}
 	owed []undo        // releases Redis has not taken yet, oldest first
 	wake chan struct{} // closed, and replaced, when a lease is released
+
+	released, renewed, lost atomic.Uint64 // since the Limiter was made (see Stats)
+}
+
+// len returns the number of leases held.
+func (s *leaseSet) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.held)
 }
 
 // maxOwedReleases bounds the releases kept for Redis: past it the oldest
@@ -51,7 +63,10 @@ func (s *leaseSet) lose(k lkey) {
 			continue
 		}
 		le.mu.Lock()
-		le.done = true
+		if !le.done {
+			le.done = true
+			s.lost.Add(1)
+		}
 		le.mu.Unlock()
 		s.remove(le)
 	}

@@ -38,6 +38,8 @@
 //	ratelimit.connected          gauge      {limiter}   -
 //	ratelimit.redis.in_use       gauge      {limiter}   -
 //	ratelimit.fleet.instances    gauge      {instance}  -
+//	ratelimit.leases.held        gauge      {lease}     -
+//	ratelimit.leases.events      counter    {lease}     op (released, renewed, lost)
 //
 // ratelimit.decisions counts the calls of Allow and AllowN that returned no
 // error, one per call whatever its n. A Peek records nothing and counts no

@@ -127,6 +127,10 @@ func Example_prometheus() {
 	// ratelimit_decisions_total{degraded="true",dry_run="false",outcome="allowed",rule="coupon:claim"} 1
 	// ratelimit_errors_total{error_type="invalid_key",rule="coupon:claim"} 1
 	// ratelimit_fleet_instances 0
+	// ratelimit_leases_events_total{op="lost"} 0
+	// ratelimit_leases_events_total{op="released"} 0
+	// ratelimit_leases_events_total{op="renewed"} 0
+	// ratelimit_leases_held 0
 	// ratelimit_local_entries{kind="ban"} 1
 	// ratelimit_local_entries{kind="bucket"} 0
 	// ratelimit_local_entries{kind="counter"} 0

@@ -71,12 +71,15 @@ type Metrics struct {
 	writeBack    metric.Int64ObservableCounter
 	wbPending    metric.Int64ObservableGauge
 	instances    metric.Int64ObservableGauge
+	leasesHeld   metric.Int64ObservableGauge
+	leaseEvents  metric.Int64ObservableCounter
 
 	// Prepared measurement options, so that the hot path allocates nothing.
 	pathOpts   [numPaths][]metric.RecordOption
 	changeOpts [numStates][]metric.AddOption
 	kindOpts   [numKinds][]metric.ObserveOption
 	wbOpts     [2][]metric.ObserveOption // written, dropped
+	leaseOpts  [3][]metric.ObserveOption // released, renewed, lost
 
 	maxRules int
 	rules    atomic.Pointer[map[string]*ruleAttrs] // copied on write under rulesMu
@@ -156,10 +159,18 @@ func New(opts Options) (*Metrics, error) {
 		metric.WithUnit("{instance}"),
 		metric.WithDescription("Live limiters under an observed limiter's key prefix, as its last heartbeat counted (the most over the observed limiters): the N of the degraded share Rate / N."))
 	check(err)
+	m.leasesHeld, err = meter.Int64ObservableGauge("ratelimit.leases.held",
+		metric.WithUnit("{lease}"),
+		metric.WithDescription("Leases of Concurrency rules the observed limiters hold now (ratelimit.Stats.LeasesHeld)."))
+	check(err)
+	m.leaseEvents, err = meter.Int64ObservableCounter("ratelimit.leases.events",
+		metric.WithUnit("{lease}"),
+		metric.WithDescription("Leases released, renewed or found lost (op released, renewed, lost); acquires are decisions (ratelimit.decisions)."))
+	check(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("ratelimitotel: %w", err)
 	}
-	if _, err := meter.RegisterCallback(m.observe, m.breakersOpen, m.localEntries, m.shielded, m.connected, m.redisInUse, m.writeBack, m.wbPending, m.instances); err != nil {
+	if _, err := meter.RegisterCallback(m.observe, m.breakersOpen, m.localEntries, m.shielded, m.connected, m.redisInUse, m.writeBack, m.wbPending, m.instances, m.leasesHeld, m.leaseEvents); err != nil {
 		return nil, fmt.Errorf("ratelimitotel: %w", err)
 	}
 
@@ -174,6 +185,9 @@ func New(opts Options) (*Metrics, error) {
 	for k := range m.kindOpts {
 		m.kindOpts[k] = []metric.ObserveOption{metric.WithAttributeSet(
 			attribute.NewSet(attribute.String("kind", kindNames[k])))}
+	}
+	for i, op := range []string{"released", "renewed", "lost"} {
+		m.leaseOpts[i] = []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("op", op)))}
 	}
 	for i, outcome := range []string{"written", "dropped"} {
 		m.wbOpts[i] = []metric.ObserveOption{metric.WithAttributeSet(
@@ -280,6 +294,10 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		sum.WrittenBack += s.WrittenBack
 		sum.WriteBackDropped += s.WriteBackDropped
 		sum.WriteBackPending += s.WriteBackPending
+		sum.LeasesHeld += s.LeasesHeld
+		sum.LeaseReleases += s.LeaseReleases
+		sum.LeaseRenewals += s.LeaseRenewals
+		sum.LeasesLost += s.LeasesLost
 		if s.Connected {
 			connected++
 		}
@@ -302,6 +320,10 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	o.ObserveInt64(m.writeBack, int64(sum.WriteBackDropped), m.wbOpts[1]...)
 	o.ObserveInt64(m.wbPending, int64(sum.WriteBackPending))
 	o.ObserveInt64(m.instances, instances)
+	o.ObserveInt64(m.leasesHeld, int64(sum.LeasesHeld))
+	o.ObserveInt64(m.leaseEvents, int64(sum.LeaseReleases), m.leaseOpts[0]...)
+	o.ObserveInt64(m.leaseEvents, int64(sum.LeaseRenewals), m.leaseOpts[1]...)
+	o.ObserveInt64(m.leaseEvents, int64(sum.LeasesLost), m.leaseOpts[2]...)
 	return nil
 }
 

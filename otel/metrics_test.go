@@ -280,6 +280,11 @@ func TestDecisions(t *testing.T) {
 		"ratelimit.writeback.events {event} outcome=written": 0,
 		"ratelimit.writeback.events {event} outcome=dropped": 0,
 		"ratelimit.writeback.pending {event} ":               2,
+		// No Concurrency rule.
+		"ratelimit.leases.held {lease} ":              0,
+		"ratelimit.leases.events {lease} op=released": 0,
+		"ratelimit.leases.events {lease} op=renewed":  0,
+		"ratelimit.leases.events {lease} op=lost":     0,
 	}
 	assertPoints(t, collect(t, reader), want)
 
@@ -293,7 +298,7 @@ func TestDecisions(t *testing.T) {
 	for k := range want {
 		if strings.HasPrefix(k, "ratelimit.breaker.open ") || strings.HasPrefix(k, "ratelimit.connected ") || strings.HasPrefix(k, "ratelimit.redis.in_use ") || strings.HasPrefix(k, "ratelimit.fleet.instances ") ||
 			strings.HasPrefix(k, "ratelimit.local.entries ") || strings.HasPrefix(k, "ratelimit.shield.entries ") ||
-			strings.HasPrefix(k, "ratelimit.writeback.") {
+			strings.HasPrefix(k, "ratelimit.writeback.") || strings.HasPrefix(k, "ratelimit.leases.") {
 			delete(want, k)
 		}
 	}
@@ -375,6 +380,10 @@ func TestObserveAddsUpLimiters(t *testing.T) {
 			"ratelimit.writeback.events {event} outcome=dropped": 0,
 			"ratelimit.writeback.pending {event} ":               0,
 			"ratelimit.fleet.instances {instance} ":              0,
+			"ratelimit.leases.held {lease} ":                     0,
+			"ratelimit.leases.events {lease} op=released":        0,
+			"ratelimit.leases.events {lease} op=renewed":         0,
+			"ratelimit.leases.events {lease} op=lost":            0,
 		}
 	}
 	stopA := m.Observe(a)
