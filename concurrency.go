@@ -35,3 +35,11 @@ func (concurrencyKind) compile(r *Rule, _ *plan) string {
 	}
 	return ""
 }
+
+// Leases reports whether r hands out leases (Kind Concurrency): its slots
+// are taken with Acquire, Hold or AcquireWait and given back with
+// Lease.Release, and the rate methods refuse it. An invalid Kind has none.
+func (r Rule) Leases() bool {
+	a, bad := algorithmOf(&r)
+	return bad == "" && a.leased()
+}

@@ -86,6 +86,9 @@ type Options struct {
 	// BanMessage is the message of a banned caller's denial. The default
 	// is DefaultBanMessage.
 	BanMessage string
+	// ConcurrencyMessage is the message of a call refused by a
+	// concurrency policy. The default is DefaultConcurrencyMessage.
+	ConcurrencyMessage string
 	// NoKey says what happens to a call a KeyFunc cannot key. The default
 	// is NoKeyDeny.
 	NoKey NoKeyPolicy
@@ -121,6 +124,14 @@ type Options struct {
 // recorded. Put the policy most likely to deny first, and a denied call
 // rarely records anything.
 //
+// A policy with a Concurrency rule (see ratelimit.Rule.Leases) bounds the
+// calls in progress rather than their rate: it is asked after every rate
+// policy allowed the call, takes a slot held while the handler runs (a
+// stream's whole life), and gives it back when the handler returns, also
+// when it panics. A call it refuses fails with codes.ResourceExhausted and
+// opts.ConcurrencyMessage, with RetryInfo (until the earliest lease would
+// expire) and QuotaFailure as for a rate.
+//
 // Every limited call sends the HeaderPolicy and HeaderRateLimit header
 // metadata, with one item per enforced policy asked, denied or not; a
 // client reads them with grpc.Header. Their values are httplimit's header
@@ -150,7 +161,7 @@ type Options struct {
 func UnaryServerInterceptor(l *ratelimit.Limiter, methods Methods, opts Options) grpc.UnaryServerInterceptor {
 	g := newGuard(l, methods, opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		md, err := g.decide(ctx, info.FullMethod)
+		md, held, err := g.decide(ctx, info.FullMethod)
 		if md != nil {
 			// It fails only before the call's header is sent, which it
 			// cannot have been yet, or outside a server's call.
@@ -158,6 +169,9 @@ func UnaryServerInterceptor(l *ratelimit.Limiter, methods Methods, opts Options)
 		}
 		if err != nil {
 			return nil, err
+		}
+		if held != nil {
+			defer policy.Release(context.WithoutCancel(ctx), held)
 		}
 		return handler(ctx, req)
 	}
@@ -171,12 +185,15 @@ func UnaryServerInterceptor(l *ratelimit.Limiter, methods Methods, opts Options)
 func StreamServerInterceptor(l *ratelimit.Limiter, methods Methods, opts Options) grpc.StreamServerInterceptor {
 	g := newGuard(l, methods, opts)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		md, err := g.decide(ss.Context(), info.FullMethod)
+		md, held, err := g.decide(ss.Context(), info.FullMethod)
 		if md != nil {
 			_ = ss.SetHeader(md) // as in UnaryServerInterceptor
 		}
 		if err != nil {
 			return err
+		}
+		if held != nil {
+			defer policy.Release(context.WithoutCancel(ss.Context()), held)
 		}
 		return handler(srv, ss)
 	}
@@ -318,15 +335,17 @@ func (g *guard) policies(fullMethod string) []Policy {
 const skip = ""
 
 // decide asks the policies of fullMethod about the call in ctx. It returns
-// the header metadata to send (nil when no policy was asked) and nil, or
-// the status error the call fails with.
-func (g *guard) decide(ctx context.Context, fullMethod string) (metadata.MD, error) {
+// the header metadata to send (nil when no policy was asked), and the
+// outcomes whose concurrency slots the call holds until its handler
+// returns (nil when none does) with a nil error, or the status error the
+// call fails with.
+func (g *guard) decide(ctx context.Context, fullMethod string) (metadata.MD, []policy.Outcome, error) {
 	if g.err != nil {
-		return nil, g.fail(ctx, fullMethod, g.err)
+		return nil, nil, g.fail(ctx, fullMethod, g.err)
 	}
 	policies := g.policies(fullMethod)
 	if len(policies) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var entryBuf [4]policy.Entry
 	entries := entryBuf[:0]
@@ -335,9 +354,9 @@ func (g *guard) decide(ctx context.Context, fullMethod string) (metadata.MD, err
 		k, err := g.key(ctx, fullMethod, p)
 		if err != nil {
 			if errors.Is(err, ErrNoKey) {
-				return nil, status.Error(g.opts.NoKeyCode, NoKeyMessage)
+				return nil, nil, status.Error(g.opts.NoKeyCode, NoKeyMessage)
 			}
-			return nil, g.fail(ctx, fullMethod, fmt.Errorf("grpclimit: policy %q: %w", p.Name, err))
+			return nil, nil, g.fail(ctx, fullMethod, fmt.Errorf("grpclimit: policy %q: %w", p.Name, err))
 		}
 		if k == skip {
 			continue
@@ -345,24 +364,37 @@ func (g *guard) decide(ctx context.Context, fullMethod string) (metadata.MD, err
 		rule := p.Rule
 		if p.Rules != nil {
 			if rule, err = policy.Lookup(p.Rules, p.RuleName, k); err != nil {
-				return nil, g.fail(ctx, fullMethod, fmt.Errorf("grpclimit: policy %q: %w", p.Name, err))
+				return nil, nil, g.fail(ctx, fullMethod, fmt.Errorf("grpclimit: policy %q: %w", p.Name, err))
 			}
 		}
 		entries = append(entries, policy.Entry{Name: p.Name, Rule: rule, Key: k})
 	}
 	if len(entries) == 0 { // every policy skipped by NoKeyAllow
-		return nil, nil
+		return nil, nil, nil
 	}
 	var outBuf [4]policy.Outcome
 	outcomes, err := policy.Walk(ctx, g.lim, entries, outBuf[:0])
 	if err != nil {
-		return nil, g.fail(ctx, fullMethod, fmt.Errorf("grpclimit: %w", err))
+		return nil, nil, g.fail(ctx, fullMethod, fmt.Errorf("grpclimit: %w", err))
 	}
 	md := fields(outcomes, g.opts.DegradedHeader)
 	if d, denied := policy.Denial(outcomes); denied {
-		return md, denial(d, &g.opts)
+		return md, nil, denial(d, &g.opts)
 	}
-	return md, nil
+	return md, holding(outcomes), nil
+}
+
+// holding returns the outcomes of outcomes that hold a slot of a
+// concurrency policy (see policy.Outcome.Lease), in a slice of their own;
+// nil when none does.
+func holding(outcomes []policy.Outcome) []policy.Outcome {
+	var held []policy.Outcome
+	for _, o := range outcomes {
+		if o.Lease != nil {
+			held = append(held, o)
+		}
+	}
+	return held
 }
 
 // key returns the key of the call under p: skip for a policy that

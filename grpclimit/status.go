@@ -24,6 +24,9 @@ const (
 	// DefaultBanMessage is the message of a banned caller's denial when
 	// Options.BanMessage is "" (httplimit's).
 	DefaultBanMessage = httplimit.DefaultBanMessage
+	// DefaultConcurrencyMessage is the message of a concurrency policy's
+	// denial when Options.ConcurrencyMessage is "" (httplimit's).
+	DefaultConcurrencyMessage = httplimit.DefaultConcurrencyMessage
 	// NoKeyMessage is the message of a call refused because it could not be
 	// keyed (see NoKeyDeny).
 	NoKeyMessage = "This method is rate limited per caller, and the call does not say who is calling."
@@ -44,9 +47,13 @@ func denial(d *policy.Outcome, o *Options) error {
 	msg := cmp.Or(o.Message, DefaultMessage)
 	name := policy.Encode(d.Name)
 	desc := fmt.Sprintf("quota %q exceeded: %v", name, d.Rule.Limit)
-	if d.Result.Banned {
+	switch {
+	case d.Result.Banned:
 		msg = cmp.Or(o.BanMessage, DefaultBanMessage)
 		desc = fmt.Sprintf("quota %q: banned for repeated violations", name)
+	case d.Rule.Leases():
+		msg = cmp.Or(o.ConcurrencyMessage, DefaultConcurrencyMessage)
+		desc = fmt.Sprintf("quota %q: %d calls in progress, the most it allows", name, d.Rule.Limit.Rate)
 	}
 	st := status.New(codes.ResourceExhausted, msg)
 	withDetails, err := st.WithDetails(

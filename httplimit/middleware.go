@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -64,6 +65,10 @@ type Options struct {
 	// BanMessage is the detail of a banned client's problem body. The
 	// default is DefaultBanMessage.
 	BanMessage string
+	// ConcurrencyMessage is the detail of the problem body of a request
+	// refused by a concurrency policy. The default is
+	// DefaultConcurrencyMessage.
+	ConcurrencyMessage string
 	// LegacyHeaders adds X-RateLimit-Limit, X-RateLimit-Remaining and
 	// X-RateLimit-Reset (seconds until more quota, not a timestamp) for
 	// clients that predate the draft. The default is off.
@@ -118,6 +123,14 @@ func Limit(l *ratelimit.Limiter, rule ratelimit.Rule, key KeyFunc, opts Options)
 // best effort: while Redis cannot be used, events recorded on Redis stay
 // recorded. Put the policy most likely to deny first, and a denied request
 // rarely records anything.
+//
+// A policy with a Concurrency rule (see ratelimit.Rule.Leases) bounds the
+// requests in progress rather than their rate: it is asked after every
+// rate policy allowed the request, takes a slot held while the wrapped
+// handler serves the request, and gives it back when the handler returns,
+// also when it panics. Its RateLimit fields' w is the leases' TTL (the
+// rule's Window), r the slots free. A request it refuses gets 429 with
+// Retry-After and a problem body of type ProblemConcurrencyExceeded.
 //
 // Every response carries the RateLimit-Policy and RateLimit fields with one
 // item per enforced policy asked; a policy in dry run is never listed
@@ -265,6 +278,9 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 		return
 	}
+	// The slots of concurrency policies are held while next serves the
+	// request, and given back when it returns or panics.
+	defer policy.Release(context.WithoutCancel(r.Context()), outcomes)
 	next.ServeHTTP(w, r)
 }
 

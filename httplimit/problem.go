@@ -18,6 +18,13 @@ const (
 	// ProblemAbnormalUsage is the type of a denial of a banned key: the
 	// client broke a policy so often that its penalty banned it.
 	ProblemAbnormalUsage = "https://iana.org/assignments/http-problem-types#abnormal-usage-detected"
+	// ProblemConcurrencyExceeded is the type of a denial by a policy
+	// with a Concurrency rule: as many of the client's requests as the
+	// policy allows are in progress. The status is 429, as for a quota:
+	// the client's own cap is reached, not the server's capacity (which
+	// 503 would say), and the client may retry once one of its requests
+	// has finished.
+	ProblemConcurrencyExceeded = "https://pkg.go.dev/github.com/ratelimit-go/ratelimit/httplimit#ProblemConcurrencyExceeded"
 	// ProblemNoKey is the type of the refusal of a request that a KeyFunc
 	// could not key (see NoKeyDeny).
 	ProblemNoKey = "https://pkg.go.dev/github.com/ratelimit-go/ratelimit/httplimit#ErrNoKey"
@@ -29,6 +36,9 @@ const (
 	DefaultMessage = "Too many requests, try again later."
 	// DefaultBanMessage is the detail of a ban when Options.BanMessage is "".
 	DefaultBanMessage = "Too many requests: this client is blocked for a while, try again later."
+	// DefaultConcurrencyMessage is the detail of a concurrency policy's
+	// denial when Options.ConcurrencyMessage is "".
+	DefaultConcurrencyMessage = "Too many requests in progress: try again when one has finished."
 )
 
 // problem is an RFC 9457 problem details object.
@@ -62,6 +72,15 @@ func denialProblem(d *policy.Outcome, opts *Options) problem {
 			Title:            "Request not satisfied due to detection of abnormal request pattern",
 			Status:           http.StatusTooManyRequests,
 			Detail:           cmp.Or(opts.BanMessage, DefaultBanMessage),
+			ViolatedPolicies: []string{policy.Encode(d.Name)},
+		}
+	}
+	if d.Rule.Leases() {
+		return problem{
+			Type:             ProblemConcurrencyExceeded,
+			Title:            "Too many requests of this client are in progress",
+			Status:           http.StatusTooManyRequests,
+			Detail:           cmp.Or(opts.ConcurrencyMessage, DefaultConcurrencyMessage),
 			ViolatedPolicies: []string{policy.Encode(d.Name)},
 		}
 	}

@@ -37,8 +37,14 @@ type Outcome struct {
 	// Result is the Limiter's answer. When a later policy denied the
 	// request, the event this policy recorded was taken back: Remaining
 	// counts it as left, and ResetAfter is 0 when the window is empty
-	// again.
+	// again. For a concurrency policy (see ratelimit.Rule.Leases) it is
+	// Acquire's: Remaining is the slots free, and Window the leases' TTL.
 	Result ratelimit.Result
+	// Lease is the slot a concurrency policy holds for the request when it
+	// allowed it: give it back with Release once the request is done. It
+	// is nil for every other policy, and when the walk was denied or
+	// failed (Walk gave the slots back).
+	Lease *ratelimit.Lease
 }
 
 // Seconds returns the t of o: for a denial, or the denial a policy in dry
@@ -71,6 +77,13 @@ func Denial(outcomes []Outcome) (*Outcome, bool) {
 // Remaining of their Outcomes counts the request's event as left. A policy
 // in dry run never denies. The request is allowed when the last Outcome is.
 //
+// Concurrency policies (see ratelimit.Rule.Leases) are asked last, in
+// their order, once every rate policy allowed the request: each takes a
+// slot with Acquire, held in its Outcome's Lease until Release. When one
+// has no free slot, the slots taken before it are given back and it is the
+// denial; the rate policies' events stay recorded (the request passed
+// them).
+//
 // An error stops the walk the same way and takes back what was recorded:
 // it names the policy that failed and wraps the Limiter's error
 // ([ratelimit.ErrInvalidRule], [ratelimit.ErrInvalidKey] for an empty key,
@@ -84,23 +97,66 @@ func Walk(ctx context.Context, l *ratelimit.Limiter, entries []Entry, dst []Outc
 		return dst, nil
 	}
 	var buf [4]ratelimit.Check
+	var rates, slots [4]int
+	rate, slot := rates[:0], slots[:0]
 	checks := buf[:0]
 	for i := range entries {
+		if entries[i].Rule.Leases() {
+			slot = append(slot, i)
+			continue
+		}
+		rate = append(rate, i)
 		checks = append(checks, ratelimit.Check{Rule: entries[i].Rule, Key: entries[i].Key})
 	}
-	results, err := l.AllowAll(ctx, checks)
-	for i := range results {
-		res := results[i]
-		dst = append(dst, Outcome{Entry: named(entries[i]), Window: window(l, entries[i].Rule), Result: res})
-	}
-	if err != nil {
-		name := "?"
-		if i := len(results); i < len(entries) {
-			name = named(entries[i]).Name
+	if len(checks) > 0 {
+		results, err := l.AllowAll(ctx, checks)
+		for i := range results {
+			e := &entries[rate[i]]
+			dst = append(dst, Outcome{Entry: named(*e), Window: window(l, e.Rule), Result: results[i]})
 		}
-		return dst, fmt.Errorf("policy %q: %w", name, err)
+		if err != nil {
+			name := "?"
+			if i := len(results); i < len(rate) {
+				name = named(entries[rate[i]]).Name
+			}
+			return dst, fmt.Errorf("policy %q: %w", name, err)
+		}
+		if !results[len(results)-1].Allowed {
+			return dst, nil
+		}
+	}
+	held := len(dst)
+	for _, i := range slot {
+		e := &entries[i]
+		le, res, err := l.Acquire(ctx, e.Rule, e.Key)
+		if err != nil {
+			Release(context.WithoutCancel(ctx), dst[held:])
+			return dst, fmt.Errorf("policy %q: %w", named(*e).Name, err)
+		}
+		dst = append(dst, Outcome{Entry: named(*e), Window: window(l, e.Rule), Result: res, Lease: le})
+		if !res.Allowed {
+			Release(context.WithoutCancel(ctx), dst[held:])
+			return dst, nil
+		}
 	}
 	return dst, nil
+}
+
+// Release gives back the slots the concurrency policies of outcomes hold
+// (see Outcome.Lease), once their request is done, and clears their Lease.
+// It is safe to call more than once. The slots are free at once; a release
+// Redis cannot take now is made later (see ratelimit.Lease.Release).
+func Release(ctx context.Context, outcomes []Outcome) error {
+	var errs []error
+	for i := range outcomes {
+		if le := outcomes[i].Lease; le != nil {
+			outcomes[i].Lease = nil
+			if err := le.Release(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("policy %q: %w", outcomes[i].Name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // window returns the window of rule at l's time (see windowAt).
