@@ -88,3 +88,99 @@ func TestFaultLeasesAcrossRestart(t *testing.T) {
 		t.Fatalf("Peek after every release = %+v, %v; want 3 free", r, err)
 	}
 }
+
+// TestFaultLeasesFleetOutage: four limiters (instances of one application,
+// each with its own client and heartbeat) share a Concurrency rule of
+// N = 8 and hold one lease each when redis-server is killed. During the
+// outage each takes slots in its process up to its share, ceil(N / 4) = 2,
+// counting the lease it held: the fleet holds 8, within README's bound
+// N + instances - 1 plus what it held before. After a restart without
+// persistence every live holder's renewal works (Redis lost the leases;
+// the renewals put them back), no new lease is granted while 8 are held,
+// and once every holder releases no slot stays taken.
+func TestFaultLeasesFleetOutage(t *testing.T) {
+	if !testkit.HaveRedis(t) {
+		t.Skip("needs redis-server")
+	}
+	const instances, n = 4, 8
+	srv := redistest.Start(t, redistest.Options{})
+	var logs testkit.SyncBuffer
+	opts := testkit.OutageOptions(nil, &logs, nil)
+	opts.KeyPrefix = "fleetleases:"
+	opts.HeartbeatInterval = 100 * time.Millisecond
+	var ls []*ratelimit.Limiter
+	for range instances {
+		ls = append(ls, testkit.NewLimiter(t, testkit.NewClient(t, srv.Addr()), opts))
+	}
+	testkit.Eventually(t, "every limiter counts the fleet", func() bool {
+		for _, l := range ls {
+			if l.Stats().Instances != instances {
+				return false
+			}
+		}
+		return true
+	})
+	ctx := context.Background()
+	rule := ratelimit.Rule{Name: "exports", Kind: ratelimit.Concurrency, Limit: ratelimit.Limit{Rate: n, Window: 20 * time.Second}}
+	held := make([][]*ratelimit.Lease, instances)
+	for i, l := range ls {
+		le, res, err := l.Acquire(ctx, rule, "tenant")
+		if err != nil || le == nil || res.Degraded {
+			t.Fatalf("limiter %d: Acquire before the outage = %v, %+v, %v", i, le, res, err)
+		}
+		held[i] = append(held[i], le)
+	}
+
+	srv.Kill()
+	total := 0
+	for i, l := range ls {
+		for {
+			le, res, err := l.Acquire(ctx, rule, "tenant")
+			if err != nil {
+				t.Fatalf("limiter %d: Acquire during the outage = %v", i, err)
+			}
+			if le == nil {
+				break
+			}
+			if !res.Degraded {
+				t.Fatalf("limiter %d: a lease decided on a killed Redis: %+v", i, res)
+			}
+			held[i] = append(held[i], le)
+		}
+		total += len(held[i])
+	}
+	if bound := n + instances - 1 + instances; total > bound {
+		t.Fatalf("the fleet holds %d leases during the outage, more than README's bound %d", total, bound)
+	}
+	t.Logf("during the outage the fleet holds %d leases (N = %d, %d instances)", total, n, instances)
+
+	srv.Restart()
+	for i, l := range ls {
+		testkit.Eventually(t, "deciding on redis again", func() bool {
+			r, err := l.Peek(ctx, rule, "tenant")
+			return err == nil && !r.Degraded
+		})
+		testkit.Eventually(t, "the write-back done", func() bool { return l.Stats().WriteBackPending == 0 })
+		for j, le := range held[i] {
+			if err := le.Renew(ctx); err != nil {
+				t.Fatalf("limiter %d lease %d: Renew after the restart = %v", i, j, err)
+			}
+		}
+	}
+	for i, l := range ls {
+		if le, res, err := l.Acquire(ctx, rule, "tenant"); le != nil || err != nil || res.Allowed {
+			t.Fatalf("limiter %d: Acquire after the recovery with %d held = %v, %+v, %v; want refused", i, total, le, res, err)
+		}
+	}
+	for _, hs := range held {
+		for _, le := range hs {
+			if err := le.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	log, _ := layoutKeys(opts.KeyPrefix, rule.Name, "tenant")
+	if got := mustInt(t, srv, "ZCARD", log); got != 0 {
+		t.Fatalf("ZCARD %s after every release = %d, want 0", log, got)
+	}
+}
