@@ -36,7 +36,7 @@ var builtin, _ = rules.Parse(defaultRules)
 
 // shopRules names the rule of each route, in the order of the routes:
 // the rules a rules file must have (WatchOptions.Require).
-var shopRules = []string{flashSaleRule.Name, couponRule.Name, merchantRule.Name}
+var shopRules = []string{flashSaleRule.Name, couponRule.Name, merchantRule.Name, exportRule.Name}
 
 // The shop's rules, one per route, as defaultRules writes them (without
 // its overrides).
@@ -51,7 +51,14 @@ var (
 	// merchantRule slows scrapers down: 5 merchant pages a second per
 	// client IP (per /64 for IPv6).
 	merchantRule = ratelimit.Rule{Name: "shop:merchant", Limit: ratelimit.PerSecond(5)}
+	// exportRule bounds how many order exports a user runs at once: 2;
+	// an export's slot lives 30 seconds unless renewed (the middleware
+	// holds it while the export runs, and gives it back when it ends).
+	exportRule = ratelimit.Rule{Name: "shop:export", Kind: ratelimit.Concurrency, Limit: ratelimit.Limit{Rate: 2, Window: 30 * time.Second}}
 )
+
+// exportTakes is how long an order export runs in this demo.
+var exportTakes = 3 * time.Second
 
 // userHeader carries the user id in this demo. A real shop takes the user
 // from its authentication (a session, a verified token), never from a
@@ -81,6 +88,7 @@ func shopWith(lim *ratelimit.Limiter, ip httplimit.IPOptions, src policy.RuleSou
 		httplimit.Options{DegradedHeader: true, Message: "The flash sale is busy, try again in a few seconds."})
 	perUser := route(couponRule.Name, user, opts)
 	perIP := route(merchantRule.Name, httplimit.IP(ip), opts)
+	exports := route(exportRule.Name, user, opts)
 
 	mux := http.NewServeMux()
 	mux.Handle("POST /flash-sale/orders", flashSale(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -91,6 +99,13 @@ func shopWith(lim *ratelimit.Limiter, ip httplimit.IPOptions, src policy.RuleSou
 	})))
 	mux.Handle("GET /merchants/{id}", perIP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusOK, `{"merchant":`+strconv.Quote(r.PathValue("id"))+`,"name":"Noodle House"}`)
+	})))
+	mux.Handle("POST /exports", exports(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(exportTakes): // the export's work
+			reply(w, http.StatusOK, `{"export":"done","user":`+strconv.Quote(r.Header.Get(userHeader))+`}`)
+		case <-r.Context().Done(): // the client left, or the slot was lost
+		}
 	})))
 	return mux
 }
@@ -192,7 +207,11 @@ func describeRules(s *rules.Set) string {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "%s %v", name, r.Limit)
+		if r.Leases() {
+			fmt.Fprintf(&b, "%s %d at once (leases of %v)", name, r.Limit.Rate, r.Limit.Window)
+		} else {
+			fmt.Fprintf(&b, "%s %v", name, r.Limit)
+		}
 		if r.DryRun {
 			b.WriteString(" (dry run)")
 		}
@@ -230,6 +249,9 @@ func printTips(w io.Writer, base, where string, proxies []netip.Prefix) {
 
   # No user: refused with 403, never counted in a bucket all anonymous requests share
   curl -i -X POST %[1]s/coupons/claim
+
+  # Exports: at most 2 running at once per user (the 3rd, while two run, gets 429)
+  for i in 1 2 3; do curl -s -o /dev/null -w '%%{http_code}\n' -X POST -H '%[3]s: alice' %[1]s/exports & done; wait
 
   # Merchant pages: 5 a second per client IP (the 6th gets 429)
   for i in $(seq 6); do curl -s -o /dev/null -w '%%{http_code}\n' %[1]s/merchants/42; done
