@@ -104,7 +104,7 @@ func (p *Penalty) compile() (penaltyPlan, error) {
 }
 
 // banLength returns how long a key's next ban lasts after bans remembered
-// bans, as lua/strikes.lua's ban_length computes it: repeated products, not
+// bans, as lua/penalty.lua's penalty.violate computes it: repeated products, not
 // a power, so both paths round alike.
 func (p *penaltyPlan) banLength(bans int64) int64 {
 	d := float64(p.banFor)
@@ -118,7 +118,7 @@ func (p *penaltyPlan) banLength(bans int64) int64 {
 
 // strikes is the penalty state of one key, as the local path keeps it; the
 // remote path keeps the same four numbers in a Redis hash (see
-// lua/strikes.lua).
+// lua/penalty.lua).
 type strikes struct {
 	violations int64 // as of last
 	last       int64 // µs of the last violation

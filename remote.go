@@ -2,88 +2,145 @@ package ratelimit
 
 import (
 	"context"
-	_ "embed"
+	"embed"
 	"errors"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"text/template"
 
 	"github.com/redis/rueidis"
 )
 
-// The scripts are composed when the package loads from pieces that each
-// hold one idea (see lua/): the call's time (now.lua), the exact log
-// (window.lua), the approximate counter (counter.lua), the GCRA bucket
-// (gcra.lua), the calendar quota (quota.lua), what undo and the write-back
-// change in those two outside a decision (adjust.lua), the penalty ladder
-// (strikes.lua) and the one decision of a (rule, key) pair over any of them
-// (decide.lua), followed by an entry piece that reads the script's keys and
-// arguments.
+// The scripts are composed when the package loads, from pieces that each
+// hold one idea (lua/): the call's time (now.lua), a key's expiry
+// (ttl.lua), each kind of meter (sliding.lua, counter.lua, gcra.lua,
+// quota.lua), the penalty ladder (penalty.lua) and one pair's decision over
+// any of them (decide.lua); and the entries that read a script's keys and
+// arguments (allow.lua, group.lua, ban.lua, undo.lua, writeback.lua,
+// fleet.lua, reset.lua).
+//
+// How they compose: every file in lua/ is a text/template file whose
+// pieces are named templates, {{define "name"}} ... {{end}}, in Lua; a
+// file's header (the text outside its pieces) documents them and is never
+// put in a script. A piece puts another in with {{template "name" x}}; x
+// is either a Lua expression as a string (the key to read, the µs to keep,
+// the time now is read from) or the script's variant. {{kind "piece" .}}
+// puts in the piece of the variant's kind, <kind>.piece (sliding.count for
+// a sliding log), so a script never asks at run time what kind it decides;
+// {{if .Penalty}} leaves the ladder out of a rule without one. Pieces
+// share locals by name (decide.lua lists them). The result is one flat
+// body per variant: pieces are text, not functions, because every function
+// a script defines costs Redis a closure on every call (about 770
+// instructions, BENCHMARKS.md); a script defines only a function it calls
+// more than once a call (gcra_div). Blank lines are dropped.
+//
+// The clock (a time in ARGV[1], or Redis' TIME) is left to run time: it
+// costs a string comparison and a test or two per call, while a variant
+// per clock would double the scripts a server caches and every client
+// loads.
 var (
-	//go:embed lua/now.lua
-	nowLua string
-	//go:embed lua/window.lua
-	windowLua string
-	//go:embed lua/counter.lua
-	counterLua string
-	//go:embed lua/strikes.lua
-	strikesLua string
-	//go:embed lua/decide.lua
-	decideLua string
-	//go:embed lua/allow.lua
-	allowLua string
-	//go:embed lua/gcra.lua
-	gcraLua string
-	//go:embed lua/quota.lua
-	quotaLua string
-	//go:embed lua/adjust.lua
-	adjustLua string
-	//go:embed lua/group.lua
-	groupLua string
-	//go:embed lua/ban.lua
-	banLua string
-	//go:embed lua/undo.lua
-	undoLua string
-	//go:embed lua/writeback.lua
-	writeBackLua string
-	//go:embed lua/fleet.lua
-	fleetLua string
-	//go:embed lua/reset.lua
-	resetLua string
-	//go:embed lua/renew.lua
-	renewLua string
+	//go:embed lua/*.lua
+	luaFiles  embed.FS
+	luaPieces = parsePieces()
 )
 
+// variant is what one composition of a script is for: the kind of its
+// meter ("sliding", "counter", "gcra" or "quota"), whether the rule has a
+// penalty, whether the decision is one of a group's (it records nothing
+// itself), whether a group holds other kinds than sliding logs, and the
+// Lua expressions of the arguments allow.lua takes as ARGV[2] and ARGV[5].
+type variant struct {
+	Kind          string
+	Penalty       bool
+	Group         bool
+	Kinds         bool
+	Second, Fifth string
+}
+
+// parsePieces parses lua/ with the functions its pieces use: kind (the
+// variant's kind's piece) and rule (a group's variant for one kind).
+func parsePieces() *template.Template {
+	t := template.New("lua")
+	t.Funcs(template.FuncMap{
+		"kind": func(piece string, v variant) (string, error) {
+			var b strings.Builder
+			err := t.ExecuteTemplate(&b, v.Kind+"."+piece, v)
+			return b.String(), err
+		},
+		"rule": func(kind string, penalty bool) variant {
+			return variant{Kind: kind, Penalty: penalty, Group: true, Second: "ARGV[a + 1]", Fifth: "ARGV[a + 4]"}
+		},
+	})
+	return template.Must(t.ParseFS(luaFiles, "lua/*.lua"))
+}
+
+// compose returns the script of entry for v: the flat body, without its
+// blank lines, each line indented anew by the blocks it is in (a piece's
+// lines are indented as in its file, wherever it is put). No piece holds a
+// string that spans lines, so only whitespace outside strings changes.
+func compose(entry string, v variant) string {
+	var b strings.Builder
+	if err := luaPieces.ExecuteTemplate(&b, entry, v); err != nil {
+		panic("ratelimit: composing " + entry + ": " + err.Error())
+	}
+	var out strings.Builder
+	depth := 0
+	for _, l := range strings.Split(b.String(), "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" {
+			continue
+		}
+		first, _, _ := strings.Cut(l, " ")
+		opens := strings.HasSuffix(l, " then") || strings.HasSuffix(l, " do") || first == "do" ||
+			strings.HasSuffix(l, ")") && strings.Contains(l, "function ") || first == "else"
+		if first == "end" || first == "else" || first == "elseif" {
+			depth--
+		}
+		out.WriteString(strings.Repeat("  ", max(depth, 0)) + l + "\n")
+		if opens || first == "elseif" {
+			depth++
+		}
+	}
+	return out.String()
+}
+
+// allowVariant is allow.lua's variant for a rule of kind, with or without
+// a penalty.
+func allowVariant(kind string, penalty bool) variant {
+	return variant{Kind: kind, Penalty: penalty, Second: "ARGV[2]", Fifth: "ARGV[5]"}
+}
+
 // A rule without penalty runs a script without the ladder: every piece a
-// script holds costs Redis time on every call, defined or not.
+// script holds costs Redis time on every call.
 //
-// Every script but undo's adds state, and Redis must refuse it at maxmemory
-// before it writes anything (see script); undo's only removes, and must
-// run whatever Redis' memory.
+// Every script but undo's and reset's adds state, and Redis must refuse it
+// at maxmemory before it writes anything (see script); those two only
+// remove, and must run whatever Redis' memory.
 var (
-	allowScript         = newScript(addsState, nowLua+windowLua+decideLua+allowLua)
-	penaltyScript       = newScript(addsState, nowLua+windowLua+strikesLua+decideLua+allowLua)
-	approxScript        = newScript(addsState, nowLua+counterLua+decideLua+allowLua)
-	approxPenaltyScript = newScript(addsState, nowLua+counterLua+strikesLua+decideLua+allowLua)
-	gcraScript          = newScript(addsState, nowLua+gcraLua+decideLua+allowLua)
-	gcraPenaltyScript   = newScript(addsState, nowLua+gcraLua+strikesLua+decideLua+allowLua)
-	quotaScript         = newScript(addsState, nowLua+quotaLua+decideLua+allowLua)
-	quotaPenaltyScript  = newScript(addsState, nowLua+quotaLua+strikesLua+decideLua+allowLua)
-	groupScript         = newScript(addsState, nowLua+windowLua+strikesLua+decideLua+groupLua)
-	groupKindsScript    = newScript(addsState, nowLua+windowLua+gcraLua+quotaLua+strikesLua+decideLua+groupLua)
-	banScript           = newScript(addsState, nowLua+banLua)
-	undoScript          = newScript(removesOnly, gcraLua+quotaLua+adjustLua+undoLua)
+	allowScript         = newScript(addsState, compose("allow", allowVariant("sliding", false)))
+	penaltyScript       = newScript(addsState, compose("allow", allowVariant("sliding", true)))
+	approxScript        = newScript(addsState, compose("allow", allowVariant("counter", false)))
+	approxPenaltyScript = newScript(addsState, compose("allow", allowVariant("counter", true)))
+	gcraScript          = newScript(addsState, compose("allow", allowVariant("gcra", false)))
+	gcraPenaltyScript   = newScript(addsState, compose("allow", allowVariant("gcra", true)))
+	quotaScript         = newScript(addsState, compose("allow", allowVariant("quota", false)))
+	quotaPenaltyScript  = newScript(addsState, compose("allow", allowVariant("quota", true)))
+	groupScript         = newScript(addsState, compose("group", variant{}))
+	groupKindsScript    = newScript(addsState, compose("group", variant{Kinds: true}))
+	banScript           = newScript(addsState, compose("ban", variant{}))
+	undoScript          = newScript(removesOnly, compose("undo", variant{}))
 	// writeBackScript writes back what was decided without Redis (see
 	// writeback.go); it records log events as allow.lua does, and adds to
-	// GCRA buckets and quotas through their own pieces (adjust.lua).
-	writeBackScript = newScript(addsState, windowLua+gcraLua+quotaLua+adjustLua+writeBackLua)
-	fleetScript     = newScript(addsState, nowLua+fleetLua)
+	// GCRA buckets and quotas through their own pieces.
+	writeBackScript = newScript(addsState, compose("writeback", variant{}))
+	fleetScript     = newScript(addsState, compose("fleet", variant{}))
 	// resetScript frees a pair's state, and leaves only the Reset's time,
 	// a few bytes: it runs at maxmemory too, so an operator can free
 	// memory.
-	resetScript = newScript(removesOnly, resetLua)
+	resetScript = newScript(removesOnly, compose("reset", variant{}))
 	// renewScript renews a lease (see lease.go).
-	renewScript = newScript(addsState, nowLua+renewLua)
+	renewScript = newScript(addsState, compose("renew", variant{}))
 )
 
 // The first lines a script is sent with to a server that takes them

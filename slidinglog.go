@@ -231,7 +231,7 @@ type meter interface {
 	add(now, window, n int64)
 }
 
-// prune drops the events more than two windows old, as lua/window.lua's
+// prune drops the events more than two windows old, as lua/sliding.lua's
 // trim does: counting goes by time (live), so pruning only bounds memory,
 // and the extra window keeps what a call stamped up to a window earlier
 // than calls already decided still counts. It only moves gone: the slice

@@ -1,13 +1,13 @@
--- allow.lua: decides one call of Limiter.Allow, AllowN or Peek, for a rule
--- of any kind. Composed after now.lua, the piece of the rule's kind
--- (window.lua, counter.lua, gcra.lua or quota.lua), decide.lua and, for a
--- rule with a penalty, strikes.lua. The key's last letter says the kind.
+-- allow.lua: decides one call of Limiter.Allow, AllowN or Peek. An entry of
+-- the scripts' templates (see remote.go and now.lua), composed for one kind
+-- of rule and with or without its penalty: one flat body, now.lua's time,
+-- the kind's arguments and read, and decide.lua's decision.
 --
 -- KEYS[1]  the rule's events: an exact log (a ZSET of events scored by
---          their time in µs, key ending in 'l'), an approximate counter
---          ('c', see counter.lua), a GCRA bucket ('g', see gcra.lua) or a
---          calendar quota ('q', see quota.lua).
--- KEYS[2]  the rule's penalty state (see strikes.lua); unused for a rule
+--          their time in µs, key ending in 'l', see sliding.lua), an
+--          approximate counter ('c', see counter.lua), a GCRA bucket ('g',
+--          see gcra.lua) or a calendar quota ('q', see quota.lua).
+-- KEYS[2]  the rule's penalty state (see penalty.lua); unused for a rule
 --          without penalty.
 -- KEYS[3]  the time of the pair's last Reset (see reset.lua); only when the
 --          process holds the call back (ARGV[6] or ARGV[8] not 0).
@@ -34,37 +34,27 @@
 --          ban_after (>= 1), ban_for (µs), memory (µs), growth of each
 --          further ban (1: every ban lasts ban_for), max_ban (µs).
 --
--- Returns decide's nine numbers (see decide.lua), or only the first four
--- for a rule without penalty (the other five are 0); for a counter one
--- more: the index of the fixed window events recorded by this call went
--- into (now / window), which undo.lua needs.
-local now = now_us(ARGV[1])
-local rate = tonumber(ARGV[3])
-local pa
-if ARGV[10] then
-  pa = penalty_args(10)
-end
-local kind = string.byte(KEYS[1], -1)
-local m
-if kind == 103 then -- 'g'
-  m = gcra_meter(KEYS[1], now, tonumber(ARGV[2]), tonumber(ARGV[5]), rate)
-elseif kind == 113 then -- 'q'
-  m = quota_meter(KEYS[1], now, tonumber(ARGV[2]), tonumber(ARGV[5]))
-elseif kind == 99 then -- 'c'
-  m = counter_meter(KEYS[1], now, tonumber(ARGV[2]), rate)
-else
-  m = log_meter(KEYS[1], now, tonumber(ARGV[2]), rate, ARGV[5], ARGV[1] == '')
-end
-local reply = decide(m, KEYS[2], now, rate, tonumber(ARGV[4]), pa, true, tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), KEYS[3], tonumber(ARGV[9]))
--- Without a penalty the last five numbers are 0 and Go knows it: Redis'
--- reply ends at the first nil, and every number sent costs Redis time.
-local last = 9
-if not pa then
-  last = 4
-end
-if kind == 99 then
-  last = last + 1
-  reply[last] = m.win
-end
-reply[last + 1] = nil
-return reply
+-- Returns {allowed, count, retry_us, reset_us, violations, flags,
+-- ban_left_us, memory_left_us, bans} (see decide.lua's locals ok, count,
+-- retry, reset, v, flags, banned_for, memory_left, k), or only the first
+-- four for a rule without penalty (the other five are 0, and Go knows it:
+-- every number sent costs Redis time); for a counter one more: the index of
+-- the fixed window events recorded by this call went into (now / window),
+-- which undo.lua needs.
+
+{{- define "allow" -}}
+{{template "now" "ARGV[1]"}}
+local key, pen, tomb = KEYS[1], KEYS[2], KEYS[3]
+local rate, n = tonumber(ARGV[3]), tonumber(ARGV[4])
+local held, owed, ban_left, since = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+{{kind "args" .}}
+{{- if .Penalty}}
+{{template "penalty.args" "10"}}
+{{- end}}
+{{- if eq .Kind "gcra"}}
+{{template "gcra.div"}}
+{{- end}}
+{{kind "read" .}}
+{{template "decide" .}}
+return {ok, count, retry, reset{{if .Penalty}}, v, flags, banned_for, memory_left, k{{end}}{{if eq .Kind "counter"}}, w{{end}}}
+{{- end}}

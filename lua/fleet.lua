@@ -1,8 +1,9 @@
 -- fleet.lua: one Limiter's heartbeat, which announces it to every other
 -- Limiter under the same key prefix and counts those that are live, so that
--- each can size its share of a rule while Redis cannot be used. Composed
--- after now.lua (for now_us, which reads Redis' own TIME: one clock for
--- every instance, whatever Clock each Limiter decides at).
+-- each can size its share of a rule while Redis cannot be used. An entry of
+-- the scripts' templates (see remote.go and now.lua); its time is Redis'
+-- own TIME (now.redis): one clock for every instance, whatever Clock each
+-- Limiter decides at.
 --
 -- KEYS[1]  the instances set (<prefix>v1:{instances}): a ZSET of Limiter
 --          ids, each scored by the time, in µs since the epoch, until
@@ -20,8 +21,12 @@
 -- Trims the Limiters whose time ran out, adds or refreshes this one, keeps
 -- the set for as long as its longest-lived member, and returns how many
 -- Limiters are live, this one included, and how old the set is, in µs.
+{{- define "fleet" -}}
 local set, born = KEYS[1], KEYS[2]
-local now = now_us('')
+local now
+do
+  {{template "now.redis"}}
+end
 local live = 3 * tonumber(ARGV[2])
 if redis.call('EXISTS', set) == 0 then
   redis.call('SET', born, string.format('%d', now))
@@ -35,3 +40,4 @@ if redis.call('PTTL', set) < keep then
 end
 local since = tonumber(redis.call('GET', born)) or now
 return {redis.call('ZCARD', set), now - since}
+{{- end}}

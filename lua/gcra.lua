@@ -1,8 +1,7 @@
 -- gcra.lua: the GCRA bucket of one (rule, key) pair (Kind GCRA), a token
 -- bucket kept as its theoretical arrival time (TAT): the time the bucket is
--- full again. A piece the Go side composes into scripts (see remote.go)
--- after now.lua; it defines functions and no entry point. gcra.go keeps the
--- same numbers on the local path and computes the same integers.
+-- full again. gcra.go keeps the same numbers on the local path and
+-- computes the same integers.
 --
 -- The emission interval T = window / rate is normalised by their gcd into
 -- wq / rq (µs), so that it is exact: time is counted in ticks of 1/rq µs,
@@ -13,9 +12,20 @@
 -- count + n <= burst for count = ceil(debt / wq), the tokens in use, which
 -- is debt + n * wq <= burst * wq. Every product stays below 2^53 (Go checks
 -- the rule), so doubles compute them exactly; gcra_div divides exactly.
+--
+-- Pieces of the scripts' templates (see remote.go and now.lua), put into a
+-- script where it names them. The pieces every kind has (gcra.args ...
+-- gcra.restore) are those of the decision (decide.lua says what each must
+-- do and which locals it reads and sets); this kind's own locals are wq and
+-- rq, w and r (the TAT), debt (ticks owed at now; nil when the bucket counts
+-- as full) and used (tokens in use). The burst is the decision's rate.
+-- gcra.give_back and gcra.owe change a bucket outside a decision (undo.lua,
+-- writeback.lua). The one function, gcra_div, is defined only by the
+-- scripts whose pieces call it (gcra.div), several times a call.
 
--- gcra_div returns floor(a / b) for integers a >= 0, b >= 1 below 2^53,
--- correcting the double division's rounding.
+{{/* gcra.div defines gcra_div(a, b): floor(a / b) for integers a >= 0,
+b >= 1 below 2^53, correcting the double division's rounding. */}}
+{{- define "gcra.div" -}}
 local function gcra_div(a, b)
   local q = math.floor(a / b)
   if q * b > a then
@@ -25,109 +35,144 @@ local function gcra_div(a, b)
   end
   return q
 end
+{{- end}}
 
--- gcra_meter reads the bucket at now and returns what decide (decide.lua)
--- needs to know of it: besides the TAT (w, r), the ticks owed at now (debt)
--- and the tokens in use, ceil(debt / wq) (count), computed here once. A
--- remainder kept for another rate (a changed rule) is cut to fit: the TAT
--- moves by less than 1µs, as gcra.go does. When the TAT lies further ahead
--- than any allowed call leaves it (a clock gone backwards), debt is nil and
--- the bucket counts as full, and nothing that could overflow is computed.
--- Every function below is one the script's calls use: the pieces a script
--- composes are closures created on every call, so gcra_give_back and
--- gcra_owe (undo.lua, writeback.lua) live in adjust.lua.
-local function gcra_meter(key, now, wq, rq, burst)
-  local v = redis.call('GET', key)
-  local w, r = 0, 0
-  if v then
-    local sp = string.find(v, ' ', 1, true)
-    if sp then
-      w, r = tonumber(string.sub(v, 1, sp - 1)), tonumber(string.sub(v, sp + 1))
-    else
-      w = tonumber(v)
-    end
-    if r > rq - 1 then
-      r = rq - 1
-    end
-  end
-  local debt, count = 0, 0
-  local d = w - now
-  if d > 0 or (d == 0 and r > 0) then
-    if d > gcra_div(burst * wq, rq) + 1 then
-      debt, count = nil, burst
-    else
-      debt = d * rq + r
-      count = gcra_div(debt + wq - 1, wq)
-    end
-  end
-  return {gcra = key, now = now, wq = wq, rq = rq, burst = burst, w = w, r = r, debt = debt, count = count}
-end
+{{- define "gcra.args" -}}
+local wq, rq = tonumber({{.Second}}), tonumber({{.Fifth}})
+{{- end}}
 
--- gcra_retry returns how long until asked tokens are free:
--- ceil((debt + asked * wq - burst * wq) / rq), from w, so that a clock gone
--- backwards cannot overflow it.
-local function gcra_retry(m, asked)
-  local d, r = m.w - m.now, m.r
-  if d < 0 then
-    d, r = 0, 0
-  end
-  local x = r + (asked - m.burst) * m.wq
-  local up
-  if x >= 0 then
-    up = gcra_div(x + m.rq - 1, m.rq)
+{{/* gcra.state declares the TAT (w, r) of the bucket whose key is the Lua
+expression given as the piece's argument, for the rq in rq. A remainder
+kept for another rate (a changed rule) is cut to fit: the TAT moves by less
+than 1µs, as gcra.go does. */}}
+{{- define "gcra.state" -}}
+local stored = redis.call('GET', {{.}})
+local w, r = 0, 0
+if stored then
+  local sp = string.find(stored, ' ', 1, true)
+  if sp then
+    w, r = tonumber(string.sub(stored, 1, sp - 1)), tonumber(string.sub(stored, sp + 1))
   else
-    up = -gcra_div(-x, m.rq)
+    w = tonumber(stored)
   end
-  local retry = d + up
-  if retry < 1 then
-    retry = 1
+  if r > rq - 1 then
+    r = rq - 1
   end
-  return retry
 end
+{{- end}}
 
--- gcra_reset returns how long until the bucket is full: until the TAT,
--- rounded up to a whole µs.
-local function gcra_reset(m)
-  local d = m.w - m.now
-  if d < 0 or (d == 0 and m.r == 0) then
-    return 0
-  end
-  if m.r > 0 then
-    return d + 1
-  end
-  return d
-end
-
--- gcra_full_after returns how long until the bucket is full once n more
--- tokens are taken at now: what gcra_add answers.
-local function gcra_full_after(m, n)
-  local debt = m.debt + n * m.wq
-  return gcra_div(debt + m.rq - 1, m.rq)
-end
-
--- gcra_store writes the TAT: expiring px ms from now, or keeping the key's
--- expiry when px is nil.
-local function gcra_store(m, px)
-  local v
-  if m.r == 0 then
-    v = string.format('%d', m.w)
+{{/* gcra.read: besides the TAT, the ticks owed at now (debt) and the tokens
+in use, ceil(debt / wq) (used). When the TAT lies further ahead than any
+allowed call leaves it (a clock gone backwards), debt is nil and the bucket
+counts as full, and nothing that could overflow is computed. */}}
+{{- define "gcra.read" -}}
+{{template "gcra.state" "key"}}
+local debt, used = 0, 0
+local ahead = w - now
+if ahead > 0 or (ahead == 0 and r > 0) then
+  if ahead > gcra_div(rate * wq, rq) + 1 then
+    debt, used = nil, rate
   else
-    v = string.format('%d %d', m.w, m.r)
-  end
-  if px then
-    redis.call('SET', m.gcra, v, 'PX', px)
-  else
-    redis.call('SET', m.gcra, v, 'KEEPTTL')
+    debt = ahead * rq + r
+    used = gcra_div(debt + wq - 1, wq)
   end
 end
+{{- end}}
 
--- gcra_add takes n tokens at now and returns how long until the bucket is
--- full.
-local function gcra_add(m, n)
-  local debt = m.debt + n * m.wq
-  local q = gcra_div(debt, m.rq)
-  m.w, m.r = m.now + q, debt - q * m.rq
-  local reset = gcra_reset(m)
-  gcra_store(m, math.ceil(reset / 1000) + 1000)
-  return reset
+{{- define "gcra.count" -}}
+count = used
+{{- end}}
+
+{{/* gcra.retry: how long until asked + owed tokens are free,
+ceil((debt + (asked + owed) * wq - burst * wq) / rq), from w, so that a
+clock gone backwards cannot overflow it. */}}
+{{- define "gcra.retry" -}}
+local d, rr = w - now, r
+if d < 0 then
+  d, rr = 0, 0
 end
+local x = rr + (asked + owed - rate) * wq
+local up
+if x >= 0 then
+  up = gcra_div(x + rq - 1, rq)
+else
+  up = -gcra_div(-x, rq)
+end
+retry = d + up
+if retry < 1 then
+  retry = 1
+end
+{{- end}}
+
+{{/* gcra.reset: how long until the bucket is full: until the TAT, rounded
+up to a whole µs. */}}
+{{- define "gcra.reset" -}}
+local until_full = w - now
+if until_full < 0 or (until_full == 0 and r == 0) then
+  reset = 0
+elseif r > 0 then
+  reset = until_full + 1
+else
+  reset = until_full
+end
+{{- end}}
+
+{{/* gcra.record takes n tokens at now, writes the TAT and sets reset. */}}
+{{- define "gcra.record" -}}
+local ticks = debt + n * wq
+local q = gcra_div(ticks, rq)
+w, r = now + q, ticks - q * rq
+{{template "gcra.reset"}}
+{{template "gcra.value"}}
+redis.call('SET', key, tat, 'PX', {{template "ttl" "reset"}})
+{{- end}}
+
+{{/* gcra.pending: what gcra.record will set reset to. */}}
+{{- define "gcra.pending" -}}
+reset = gcra_div(debt + n * wq + rq - 1, rq)
+{{- end}}
+
+{{- define "gcra.keep"}}wq = wq, rq = rq, debt = debt{{end}}
+{{- define "gcra.restore" -}}
+local wq, rq, debt, w, r = p.wq, p.rq, p.debt, 0, 0
+{{- end}}
+
+{{/* gcra.value declares tat, the TAT (w, r) as the bucket's STRING holds
+it. */}}
+{{- define "gcra.value" -}}
+local tat
+if r == 0 then
+  tat = string.format('%d', w)
+else
+  tat = string.format('%d %d', w, r)
+end
+{{- end}}
+
+{{/* gcra.give_back returns n tokens taken earlier (undo.lua): the TAT (w,
+r, read by gcra.state) moves back by n * wq ticks, whatever the time, and
+keeps the key's expiry. The caller has checked that the bucket exists. */}}
+{{- define "gcra.give_back" -}}
+local back = n * wq
+local q = gcra_div(back, rq)
+w, r = w - q, r - (back - q * rq)
+if r < 0 then
+  w, r = w - 1, r + rq
+end
+{{template "gcra.value"}}
+redis.call('SET', key, tat, 'KEEPTTL')
+{{- end}}
+
+{{/* gcra.owe adds n tokens taken at the time at without Redis
+(writeback.lua): their cost is added to the TAT (w, r) as of at,
+max(TAT, at) + n * wq ticks, however far ahead of now that leaves it (a
+full bucket then counts as full until time catches up; see gcra.read).
+Tokens owed in stamp order move the TAT as the bucket that allowed them
+moved its own. The caller writes the TAT. */}}
+{{- define "gcra.owe" -}}
+if w < at then
+  w, r = at, 0
+end
+local ticks = r + n * wq
+local q = gcra_div(ticks, rq)
+w, r = w + q, ticks - q * rq
+{{- end}}

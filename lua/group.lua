@@ -3,9 +3,11 @@
 -- events, only if every rule allows it. Rules are asked in order; the first
 -- that rejects stops the run (counting its violation, as allow.lua does),
 -- and nothing is recorded. A rule in dry run reports its rejection without
--- stopping the others, and records nothing. Composed after now.lua,
--- window.lua, strikes.lua and decide.lua, and gcra.lua and quota.lua when
--- the group holds those kinds.
+-- stopping the others, and records nothing. An entry of the scripts'
+-- templates (see remote.go and now.lua): decide.lua's decision is composed
+-- once for each kind the script takes (sliding logs; with .Kinds GCRA
+-- buckets and quotas too) with and without a penalty, and each rule runs
+-- the one its kind letter and penalize flag name.
 --
 -- KEYS[3i-2], KEYS[3i-1], KEYS[3i]  rule i's events (a log, a GCRA
 --          bucket or a quota), penalty state (HASH) and last Reset's time.
@@ -16,41 +18,85 @@
 --          member id; for the other kinds see allow.lua),
 --          penalize (1 or 0), dry run (1 or 0), held, owed, a known
 --          ban's µs left and since (as allow.lua's ARGV[6..9]), then its
---          penalty's six arguments (see strikes.lua's penalty_args).
+--          penalty's six arguments (see penalty.lua's penalty.args).
 --
--- Returns decide's nine numbers per rule asked: for every rule when the
+-- Returns allow.lua's nine numbers per rule asked: for every rule when the
 -- request is allowed, up to the rejecting rule otherwise.
-local now = now_us(ARGV[1])
-local count = tonumber(ARGV[2])
+
+{{- define "group" -}}
+{{template "now" "ARGV[1]"}}
+{{- if .Kinds}}
+{{template "gcra.div"}}
+{{- end}}
+local rules = tonumber(ARGV[2])
 local out = {}
 local passed = {}
-for i = 1, count do
+for i = 1, rules do
   local a = 3 + 17 * (i - 1)
   local kind = ARGV[a]
-  local window, rate, n = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-  local pa
-  if ARGV[a + 5] == '1' then
-    pa = penalty_args(a + 11)
-  end
-  local m
-  if kind == 'g' then
-    m = gcra_meter(KEYS[3 * i - 2], now, window, tonumber(ARGV[a + 4]), rate)
+  local key, pen, tomb = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
+  local rate, n = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+  local held, owed, ban_left, since = tonumber(ARGV[a + 7]), tonumber(ARGV[a + 8]), tonumber(ARGV[a + 9]), tonumber(ARGV[a + 10])
+  local penalize = ARGV[a + 5] == '1'
+{{- if .Kinds}}
+  if kind == 'g' and penalize then
+    {{template "group.rule" (rule "gcra" true)}}
+  elseif kind == 'g' then
+    {{template "group.rule" (rule "gcra" false)}}
+  elseif kind == 'q' and penalize then
+    {{template "group.rule" (rule "quota" true)}}
   elseif kind == 'q' then
-    m = quota_meter(KEYS[3 * i - 2], now, window, tonumber(ARGV[a + 4]))
+    {{template "group.rule" (rule "quota" false)}}
+  elseif penalize then
+{{- else}}
+  if penalize then
+{{- end}}
+    {{template "group.rule" (rule "sliding" true)}}
   else
-    m = log_meter(KEYS[3 * i - 2], now, window, rate, ARGV[a + 4], ARGV[1] == '')
-  end
-  local reply, allows = decide(m, KEYS[3 * i - 1], now, rate, n, pa, false, tonumber(ARGV[a + 7]), tonumber(ARGV[a + 8]), tonumber(ARGV[a + 9]), KEYS[3 * i], tonumber(ARGV[a + 10]))
-  for _, x in ipairs(reply) do
-    out[#out + 1] = x
-  end
-  if allows then
-    passed[#passed + 1] = {m = m, n = n}
-  elseif ARGV[a + 6] ~= '1' then
-    return out
+    {{template "group.rule" (rule "sliding" false)}}
   end
 end
 for _, p in ipairs(passed) do
-  decide_record(p.m, now, p.n)
+  local key, n = p.key, p.n
+  local reset
+{{- if .Kinds}}
+  if p.kind == 'g' then
+    {{kind "restore" (rule "gcra" false)}}
+    {{kind "record" (rule "gcra" false)}}
+  elseif p.kind == 'q' then
+    {{kind "restore" (rule "quota" false)}}
+    {{kind "record" (rule "quota" false)}}
+  else
+{{- else}}
+  do
+{{- end}}
+    {{kind "restore" (rule "sliding" false)}}
+    {{kind "record" (rule "sliding" false)}}
+  end
 end
 return out
+{{- end}}
+
+{{/* group.rule decides rule i, a rule of the kind and penalty of its
+variant, appends its nine numbers to out and, when it allows events, what
+its recording needs to passed; a rejection stops the run, unless the rule
+is in dry run. */}}
+{{- define "group.rule" -}}
+{{kind "args" .}}
+{{- if .Penalty}}
+{{template "penalty.args" "a + 11"}}
+{{- end}}
+{{kind "read" .}}
+{{template "decide" .}}
+local o = #out
+{{- if .Penalty}}
+out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7], out[o + 8], out[o + 9] = ok, count, retry, reset, v, flags, banned_for, memory_left, k
+{{- else}}
+out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7], out[o + 8], out[o + 9] = ok, count, retry, reset, 0, 0, 0, 0, 0
+{{- end}}
+if allows then
+  passed[#passed + 1] = {kind = kind, key = key, n = n, {{kind "keep" .}}}
+elseif ARGV[a + 6] ~= '1' then
+  return out
+end
+{{- end}}

@@ -1,42 +1,98 @@
 -- quota.lua: the calendar quota of one (rule, key) pair (Kind
--- CalendarQuota): the events of the current period. A piece the Go side
--- composes into scripts (see remote.go) after now.lua; it defines functions
--- and no entry point. Lua has no time zones: Go computes the period's
--- bounds from the call's time and passes them. quota.go keeps the same two
--- numbers on the local path.
+-- CalendarQuota): the events of the current period. Lua has no time zones:
+-- Go computes the period's bounds from the call's time and passes them.
+-- quota.go keeps the same two numbers on the local path.
 --
 -- The quota is a STRING 'start count': the start of the period (µs) the
 -- count belongs to, and the count. A count of another period counts as 0.
 -- It expires a second after its period ends.
+--
+-- Pieces of the scripts' templates (see remote.go and now.lua), put into a
+-- script where it names them; nothing here is a function. The pieces every
+-- kind has (quota.args ... quota.restore) are those of the decision
+-- (decide.lua says what each must do and which locals it reads and sets);
+-- this kind's own locals are start and finish (the period's bounds, µs),
+-- stored (the STRING) and c (the period's events). quota.take_back and
+-- quota.owe change a quota outside a decision (undo.lua, writeback.lua).
 
--- quota_meter reads the quota of the period [start, finish) at now and
--- returns what decide (decide.lua) needs to know of it.
-local function quota_meter(key, now, start, finish)
-  local v = redis.call('GET', key)
-  local c = 0
-  if v then
-    local sp = string.find(v, ' ', 1, true)
-    if sp and tonumber(string.sub(v, 1, sp - 1)) == start then
-      c = tonumber(string.sub(v, sp + 1))
-    end
+{{- define "quota.args" -}}
+local start, finish = tonumber({{.Second}}), tonumber({{.Fifth}})
+{{- end}}
+
+{{/* quota.state declares stored and c, the events of the period that
+begins at start, of the quota whose key is the Lua expression given as the
+piece's argument. */}}
+{{- define "quota.state" -}}
+local stored = redis.call('GET', {{.}})
+local c = 0
+if stored then
+  local sp = string.find(stored, ' ', 1, true)
+  if sp and tonumber(string.sub(stored, 1, sp - 1)) == start then
+    c = tonumber(string.sub(stored, sp + 1))
   end
-  return {quota = key, now = now, start = start, finish = finish, c = c}
 end
+{{- end}}
 
--- quota_reset returns how long until the period ends, 0 when it holds no
--- events.
-local function quota_reset(m)
-  if m.c > 0 then
-    return m.finish - m.now
-  end
-  return 0
-end
+{{- define "quota.read" -}}
+{{template "quota.state" "key"}}
+{{- end}}
 
--- quota_add records n events in the period and returns how long until it
--- ends.
-local function quota_add(m, n)
-  m.c = m.c + n
-  local left = m.finish - m.now
-  redis.call('SET', m.quota, string.format('%d %d', m.start, m.c), 'PX', math.ceil(left / 1000) + 1000)
-  return left
+{{- define "quota.count" -}}
+count = c
+{{- end}}
+
+{{- define "quota.retry" -}}
+retry = finish - now
+{{- end}}
+
+{{/* quota.reset: how long until the period ends, 0 when it holds no
+events. */}}
+{{- define "quota.reset" -}}
+if c > 0 then
+  reset = finish - now
+else
+  reset = 0
 end
+{{- end}}
+
+{{/* quota.record records n events in the period and sets reset to how
+long until it ends. */}}
+{{- define "quota.record" -}}
+c = c + n
+reset = finish - now
+redis.call('SET', key, string.format('%d %d', start, c), 'PX', {{template "ttl" "reset"}})
+{{- end}}
+
+{{- define "quota.pending" -}}
+reset = finish - now
+{{- end}}
+
+{{- define "quota.keep"}}start = start, finish = finish, c = c{{end}}
+{{- define "quota.restore" -}}
+local start, finish, c = p.start, p.finish, p.c
+{{- end}}
+
+{{/* quota.take_back takes back up to n events recorded in the period
+(undo.lua), keeping the key's expiry, and sets back to how many. */}}
+{{- define "quota.take_back" -}}
+local back = math.min(c, n)
+if back > 0 then
+  c = c - back
+  redis.call('SET', key, string.format('%d %d', start, c), 'KEEPTTL')
+end
+{{- end}}
+
+{{/* quota.owe adds n events counted without Redis (writeback.lua) in the
+period, unless Redis holds a later period already, and keeps the quota
+until a second after the period ends; now lies inside the period. */}}
+{{- define "quota.owe" -}}
+local later = false
+if stored then
+  local sp = string.find(stored, ' ', 1, true)
+  later = sp and tonumber(string.sub(stored, 1, sp - 1)) > start
+end
+if not later then
+  local reset
+  {{template "quota.record"}}
+end
+{{- end}}

@@ -1,6 +1,6 @@
 -- renew.lua: renews one lease of a Concurrency rule (see lease.go): moves
 -- its event in the pair's log to now, so that it lives another window.
--- Composed after now.lua.
+-- An entry of the scripts' templates (see remote.go and now.lua).
 --
 -- KEYS[1]  the pair's leases: a ZSET of lease ids scored by when each was
 --          taken or last renewed, in µs (the exact log's shape, key ending
@@ -18,8 +18,9 @@
 -- its slot was taken meanwhile. A lease Redis lost (a restart without
 -- persistence) and nothing else took its slot is put back: a live holder's
 -- renewals go on across the restart.
+{{- define "renew" -}}
 local log, id = KEYS[1], ARGV[3]
-local now = now_us(ARGV[1])
+{{template "now" "ARGV[1]"}}
 local window = tonumber(ARGV[2])
 local score = redis.call('ZSCORE', log, id)
 if score then
@@ -37,5 +38,6 @@ else
   end
 end
 redis.call('ZADD', log, now, id)
-redis.call('PEXPIRE', log, math.ceil(window / 1000) + 1000)
+redis.call('PEXPIRE', log, {{template "ttl" "window"}})
 return 1
+{{- end}}

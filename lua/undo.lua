@@ -1,6 +1,7 @@
 -- undo.lua: takes back the events one allowed call recorded, when AllowAll
--- denies the request at a later rule. Composed after gcra.lua, quota.lua
--- and adjust.lua.
+-- denies the request at a later rule. An entry of the scripts' templates
+-- (see remote.go and now.lua), with gcra.lua's and quota.lua's pieces that
+-- take back.
 --
 -- KEYS[1]  the rule's log (a ZSET), approximate counter (a HASH), GCRA
 --          bucket or quota (STRINGs).
@@ -17,13 +18,24 @@
 -- ARGV[5]  for a bucket: rq, ticks per µs.
 --
 -- Returns the events taken back.
+{{- define "undo" -}}
 local key = KEYS[1]
 local n = tonumber(ARGV[3])
 if ARGV[1] == 'g' then
-  return gcra_give_back(gcra_meter(key, 0, tonumber(ARGV[4]), tonumber(ARGV[5]), 0), n)
+  local wq, rq = tonumber(ARGV[4]), tonumber(ARGV[5])
+  {{template "gcra.div"}}
+  {{template "gcra.state" "key"}}
+  if redis.call('EXISTS', key) == 0 then
+    return 0
+  end
+  {{template "gcra.give_back"}}
+  return n
 end
 if ARGV[1] == 'q' then
-  return quota_take_back(quota_meter(key, 0, tonumber(ARGV[4]), 0), n)
+  local start = tonumber(ARGV[4])
+  {{template "quota.state" "key"}}
+  {{template "quota.take_back"}}
+  return back
 end
 if ARGV[1] == 'c' then
   local state = redis.call('HMGET', key, 'w', 'c')
@@ -50,3 +62,4 @@ for i = 1, n do
   end
 end
 return back
+{{- end}}

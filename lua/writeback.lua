@@ -1,7 +1,9 @@
 -- writeback.lua: writes back one batch of what a process decided without
 -- Redis for one (rule, key) pair (see writeback.go): a Reset and a ban
--- Redis did not see, violations, and events. Composed after window.lua
--- (for record), gcra.lua, quota.lua and adjust.lua (gcra_owe, quota_owe).
+-- Redis did not see, violations, and events. An entry of the scripts'
+-- templates (see remote.go and now.lua), with the pieces of the kinds
+-- (sliding.add, counter.roll, gcra.owe, quota.owe) and penalty.lua's that
+-- write what the batch holds.
 -- The batch is applied at most once: its id is remembered under KEYS[4] for ARGV[4] ms,
 -- and a replay (a reply that was lost, and the batch sent again) finds it
 -- and changes nothing.
@@ -12,8 +14,8 @@
 -- has no times and goes whole), then the ban and the violations, then the
 -- events.
 --
--- KEYS[1]  the rule's log (a ZSET).
--- KEYS[2]  the rule's penalty state (see strikes.lua).
+-- KEYS[1]  the rule's log (a ZSET, see sliding.lua).
+-- KEYS[2]  the rule's penalty state (see penalty.lua).
 -- KEYS[3]  the rule's approximate counter (see counter.lua).
 -- KEYS[4]  the batch's id: set once the batch is applied.
 -- KEYS[5]  the rule's GCRA bucket (see gcra.lua).
@@ -47,9 +49,10 @@
 -- ARGV[17+2m..] (a log only) triples of stamp, count and member id: events
 --          of calls whose script may have run before they were decided
 --          without Redis, recorded under the member the script got (as
---          window.lua's record does), so that Redis counts each once.
+--          sliding.lua's sliding.add does), so that Redis counts each once.
 --
 -- Returns 1 when the batch was applied, 0 when it had been already.
+{{- define "writeback" -}}
 local log, pen, counter, done, bucket, quota = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 if not redis.call('SET', done, '1', 'NX', 'PX', ARGV[4]) then
   return 0
@@ -63,23 +66,16 @@ if ARGV[5] == '1' then
   redis.call('SET', KEYS[7], ARGV[6], 'PX', ARGV[4])
 end
 
-local ban_end = tonumber(ARGV[7])
+local banned_to = tonumber(ARGV[7])
 local dv = tonumber(ARGV[8])
-if ban_end > 0 or dv > 0 then
-  local state = redis.call('HMGET', pen, 'v', 'l', 'b', 'k')
-  local v = tonumber(state[1]) or 0
-  local last = tonumber(state[2]) or 0
-  local b = tonumber(state[3]) or 0
-  local k = tonumber(state[4]) or 0
+if banned_to > 0 or dv > 0 then
+  {{template "penalty.read"}}
   local now = tonumber(ARGV[12])
   local keep = 0
   if dv > 0 then
     local at = tonumber(ARGV[10])
     local memory = tonumber(ARGV[11])
-    if v > 0 and at - last >= memory then
-      v = 0
-      k = 0
-    end
+    {{template "penalty.forget" "at"}}
     v = v + dv
     k = k + tonumber(ARGV[9])
     if at > last then
@@ -88,14 +84,14 @@ if ban_end > 0 or dv > 0 then
     redis.call('HSET', pen, 'v', string.format('%d', v), 'l', string.format('%d', last), 'k', string.format('%d', k))
     keep = last + memory - now
   end
-  if ban_end > b then
-    redis.call('HSET', pen, 'b', string.format('%d', ban_end))
-    b = ban_end
+  if banned_to > ban_end then
+    redis.call('HSET', pen, 'b', string.format('%d', banned_to))
+    ban_end = banned_to
   end
-  if b - now > keep then
-    keep = b - now
+  if ban_end - now > keep then
+    keep = ban_end - now
   end
-  keep = math.ceil(keep / 1000) + 1000
+  keep = {{template "ttl" "keep"}}
   if redis.call('PTTL', pen) < keep then
     redis.call('PEXPIRE', pen, keep)
   end
@@ -107,6 +103,11 @@ if #ARGV == 16 then
   return 1
 end
 if kind == 'l' then
+  -- record adds n events at now under the member id (sliding.add): the
+  -- batch's events are many calls of it.
+  local function record(key, now, window, n, id)
+    {{template "sliding.add"}}
+  end
   local j = 0
   for i = first, last, 2 do
     j = j + 1
@@ -116,22 +117,11 @@ if kind == 'l' then
     record(log, ARGV[i], window, tonumber(ARGV[i + 1]), ARGV[i + 2])
   end
 elseif kind == 'c' then
-  local state = redis.call('HMGET', counter, 'w', 'c', 'p')
-  local w = tonumber(state[1]) or 0
-  local c = tonumber(state[2]) or 0
-  local p = tonumber(state[3]) or 0
+  {{template "counter.state" "counter"}}
   for i = first, last, 2 do
     local win = tonumber(ARGV[i])
     local n = tonumber(ARGV[i + 1])
-    if win > w then
-      if win == w + 1 then
-        p = c
-      else
-        p = 0
-      end
-      c = 0
-      w = win
-    end
+    {{template "counter.roll" "win"}}
     if win == w then
       c = c + n
     elseif win == w - 1 then
@@ -139,23 +129,29 @@ elseif kind == 'c' then
     end
   end
   redis.call('HSET', counter, 'w', string.format('%d', w), 'c', string.format('%d', c), 'p', string.format('%d', p))
-  redis.call('PEXPIRE', counter, math.ceil(2 * window / 1000) + 1000)
+  redis.call('PEXPIRE', counter, {{template "ttl" "2 * window"}})
 elseif kind == 'g' then
   local now, due = tonumber(ARGV[12]), tonumber(ARGV[13])
+  local key, wq, rq = bucket, tonumber(ARGV[14]), tonumber(ARGV[15])
+  {{template "gcra.div"}}
   -- No burst: what is owed is added whatever the bucket holds.
-  local m = gcra_meter(bucket, now, tonumber(ARGV[14]), tonumber(ARGV[15]), 0)
+  {{template "gcra.state" "key"}}
   for i = first, last, 2 do
     local at = tonumber(ARGV[i])
     if at >= due then
-      gcra_owe(m, at, tonumber(ARGV[i + 1]))
+      local n = tonumber(ARGV[i + 1])
+      {{template "gcra.owe"}}
     end
   end
-  local reset = gcra_reset(m)
+  local reset
+  {{template "gcra.reset"}}
   if reset > 0 then
-    gcra_store(m, math.ceil(reset / 1000) + 1000)
+    {{template "gcra.value"}}
+    redis.call('SET', key, tat, 'PX', {{template "ttl" "reset"}})
   end
 elseif kind == 'q' then
   local now, start, finish = tonumber(ARGV[12]), tonumber(ARGV[14]), tonumber(ARGV[15])
+  local key = quota
   local n = 0
   for i = first, last, 2 do
     if tonumber(ARGV[i]) == start then
@@ -163,7 +159,9 @@ elseif kind == 'q' then
     end
   end
   if n > 0 then
-    quota_owe(quota_meter(quota, now, start, finish), n)
+    {{template "quota.state" "key"}}
+    {{template "quota.owe"}}
   end
 end
 return 1
+{{- end}}

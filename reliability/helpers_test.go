@@ -290,7 +290,7 @@ func (c *recClock) Now() time.Time {
 
 // mostInOneWindow returns the most events Redis' log at logKey holds within
 // any one window-long interval: what Rate bounds. (The log itself keeps a
-// window more than counting needs, see lua/window.lua.)
+// window more than counting needs, see lua/sliding.lua.)
 func mostInOneWindow(t testing.TB, s redisDoer, logKey string, window time.Duration) int {
 	t.Helper()
 	flat := strings.Split(mustDo(t, s, "ZRANGE", logKey, "0", "-1", "WITHSCORES"), "\n")

@@ -1,0 +1,74 @@
+-- penalty.lua: the warning/ban ladder of one (rule, key) pair: its state, a
+-- HASH with v (violations), l (time of the last violation, µs), b (end of
+-- the ban, µs) and k (bans while the violations were remembered), and the
+-- violation that climbs it. penalty.go keeps the same four numbers on the
+-- local path and computes the same ladder.
+--
+-- Pieces of the scripts' templates (see remote.go and now.lua), put into a
+-- script where it names them; nothing here is a function. Their locals are
+-- pen (the HASH's key), the penalty's six numbers (penalty.args), and v,
+-- last, ban_end and k (penalty.read).
+
+{{/* penalty.args declares a penalty's six numbers from ARGV, starting at
+the index the Lua expression given as the piece's argument computes:
+warn_after (0: no warning stage), ban_after (>= 1), ban_for (µs), memory
+(µs), growth of each further ban (1: every ban lasts ban_for), max_ban
+(µs). */}}
+{{- define "penalty.args" -}}
+local warn_after, ban_after = tonumber(ARGV[{{.}}]), tonumber(ARGV[{{.}} + 1])
+local ban_for, memory = tonumber(ARGV[{{.}} + 2]), tonumber(ARGV[{{.}} + 3])
+local growth, max_ban = tonumber(ARGV[{{.}} + 4]), tonumber(ARGV[{{.}} + 5])
+{{- end}}
+
+{{/* penalty.read declares v, last, ban_end and k as the HASH pen holds
+them. */}}
+{{- define "penalty.read" -}}
+local state = redis.call('HMGET', pen, 'v', 'l', 'b', 'k')
+local v = tonumber(state[1]) or 0
+local last = tonumber(state[2]) or 0
+local ban_end = tonumber(state[3]) or 0
+local k = tonumber(state[4]) or 0
+{{- end}}
+
+{{/* penalty.forget forgets the violations (and the bans remembered with
+them) at the time the Lua expression given as the piece's argument
+computes, when memory µs have passed since the last. */}}
+{{- define "penalty.forget" -}}
+if v > 0 and {{.}} - last >= memory then
+  v = 0
+  k = 0
+end
+{{- end}}
+
+{{/* penalty.violate records one more violation at now and sets v, k,
+flags (1 warned, 2 banned) and banned_for, how long the ban it starts lasts
+(0: none). The ban lasts ban_for, times growth for each ban remembered, at
+most max_ban: repeated products, not a power, so that Go computes the very
+same number. */}}
+{{- define "penalty.violate" -}}
+v = v + 1
+local keep = memory
+if v >= ban_after then
+  local d = ban_for
+  if growth > 1 then
+    for _ = 1, k do
+      d = math.min(d * growth, max_ban)
+    end
+  end
+  banned_for = math.floor(d)
+  k = k + 1
+  flags = 2
+  if banned_for > keep then
+    keep = banned_for
+  end
+elseif warn_after > 0 and v >= warn_after then
+  flags = 1
+end
+redis.call('HSET', pen, 'v', string.format('%d', v), 'l', string.format('%d', now), 'k', string.format('%d', k))
+if banned_for > 0 then
+  -- Only a new ban moves the ban's end: an earlier one stays on record,
+  -- as the local path keeps it (it matters to a clock that goes back).
+  redis.call('HSET', pen, 'b', string.format('%d', now + banned_for))
+end
+redis.call('PEXPIRE', pen, {{template "ttl" "keep"}})
+{{- end}}

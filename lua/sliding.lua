@@ -1,0 +1,109 @@
+-- sliding.lua: the exact sliding-window log of one (rule, key) pair (Kind
+-- SlidingLog), a ZSET of events scored by their time in µs. slidinglog.go
+-- keeps the same log on the local path.
+--
+-- Pieces of the scripts' templates (see remote.go and now.lua), put into a
+-- script where it names them; nothing here is a function. The pieces every
+-- kind has (sliding.args ... sliding.pending) are those of the decision
+-- (decide.lua says what each must do and which locals it reads and sets);
+-- this kind's own locals are window (µs), id (the call's member) and card
+-- (true when the script reads Redis' TIME).
+--
+-- An event at t0 counts at now while now - t0 < window: counting goes by
+-- score, '(' .. now - window, so trimming only bounds memory.
+
+{{- define "sliding.args" -}}
+local window, id, card = tonumber({{.Second}}), {{.Fifth}}, ARGV[1] == ''
+{{- end}}
+
+{{- define "sliding.read"}}{{end}}
+
+{{/* sliding.count trims, when the call can record, what no later call can
+count, and counts the live events. With a clock of the caller's (ARGV[1]
+not empty) the trim keeps one more window than counting needs, so that a
+call stamped up to a window earlier than calls already decided (concurrent
+callers with a Clock of their own reach Redis in any order) still counts
+every event it should. With Redis' TIME (card) calls come in the order of
+their times, the trim keeps just the window, and after it ZCARD counts the
+same events as ZCOUNT, for less. */}}
+{{- define "sliding.count" -}}
+local trimmed = {{if .Penalty}}ban_end <= now and {{end}}n > 0
+if trimmed then
+  local keep = 2 * window
+  if card then
+    keep = window
+  end
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - keep))
+end
+if card and trimmed then
+  count = redis.call('ZCARD', key)
+else
+  count = redis.call('ZCOUNT', key, string.format('(%d', now - window), '+inf')
+end
+{{- end}}
+
+{{/* sliding.retry: when the kth oldest live event leaves, at most
+rate - (asked + owed) of the log's own events remain. */}}
+{{- define "sliding.retry" -}}
+local kth = (count - owed) + (asked + owed) - rate
+if kth <= 0 then
+  retry = 0
+elseif asked + owed > rate then
+  retry = window
+else
+  local r = redis.call('ZRANGEBYSCORE', key, string.format('(%d', now - window), '+inf', 'WITHSCORES', 'LIMIT', kth - 1, 1)
+  retry = tonumber(r[2]) + window - now
+end
+{{- end}}
+
+{{- define "sliding.reset" -}}
+local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+if newest[2] == nil then
+  reset = 0
+else
+  reset = tonumber(newest[2]) + window - now
+  if reset < 0 then
+    reset = 0
+  end
+end
+{{- end}}
+
+{{/* sliding.record: an exact log is empty a window after its newest
+event. */}}
+{{- define "sliding.record" -}}
+{{template "sliding.add"}}
+reset = window
+{{- end}}
+
+{{- define "sliding.pending" -}}
+reset = window
+{{- end}}
+
+{{/* sliding.keep and sliding.restore carry what recording needs from a
+group's decision to its recording (group.lua). */}}
+{{- define "sliding.keep"}}window = window, id = id{{end}}
+{{- define "sliding.restore" -}}
+local window, id = p.window, p.id
+{{- end}}
+
+{{/* sliding.add adds n events at now (a number, or the string of one)
+to the log key with distinct members: id (the caller's: random per
+Limiter, then a per-Limiter counter), and for n > 1 a ':' and the event's
+index; and keeps the log a window past its newest event. It trims
+nothing. */}}
+{{- define "sliding.add" -}}
+if n == 1 then
+  redis.call('ZADD', key, now, id)
+else
+  local batch = {}
+  for i = 1, n do
+    batch[#batch + 1] = now
+    batch[#batch + 1] = id .. string.format(':%d', i)
+    if #batch >= 2000 or i == n then
+      redis.call('ZADD', key, unpack(batch))
+      batch = {}
+    end
+  end
+end
+redis.call('PEXPIRE', key, {{template "ttl" "window"}})
+{{- end}}
