@@ -343,11 +343,7 @@ func (s *localStore) cut(i int, now int64, newID func() string) []*batch {
 		default:
 			b := &batch{k: e.k, d: d, id: newID(), p: d.p, reset: d.reset, resetAt: d.resetAt, banEnd: d.banEnd,
 				violations: d.violations, bans: d.bans, lastViolation: d.lastViolation}
-			live := d.events.events[d.events.head:]
-			if len(live) > maxBatchStamps {
-				live, b.full = live[:maxBatchStamps], true
-			}
-			b.events = append([]event(nil), live...)
+			b.events, b.full = d.events.appendEntries(nil, maxBatchStamps)
 			b.named = nameEvents(b.events, d.named)
 			d.inflight = true
 			bs = append(bs, b)
