@@ -4,6 +4,7 @@ go 1.25.0
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/redis/rueidis v1.0.79
 	github.com/sony/gobreaker/v2 v2.4.0
 	// Test only: the differential test of the GCRA kind

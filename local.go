@@ -23,15 +23,20 @@ type lkey struct {
 // localStore is the per-process limiter: the fallback while Redis cannot be
 // used, the whole limiter when there is no Redis, and the mirror of Redis'
 // recent decisions otherwise. Its state is spread over shards chosen by key
-// hash, each an LRU under its own lock, so that unrelated keys do not wait
-// for each other.
+// hash, each a set of LRU tables (golang-lru's simplelru, see table) under
+// its own lock, so that unrelated keys do not wait for each other.
 //
 // Each shard keeps a table per kind of state (see shardTables): the meters
 // (sliding logs, approximate counters, GCRA buckets, calendar quotas), the
 // violations of keys that are not banned, the active bans, the shield's
 // rejections and the debts of the write-back. A flood of new keys evicts
 // only meters, and a flood of violators only violation records, so an
-// active ban is evicted only by newer bans.
+// active ban is evicted only by newer bans. Fewer tables would not make a
+// call faster (a call looks its meter up once whatever the layout: the
+// other tables are looked at only when they hold something, or under a
+// penalty), and each kind of meter keeps its own capacity (Stats counts
+// them apart); tables of different eviction classes cannot be merged
+// without losing the guarantees above.
 type localStore struct {
 	seed   maphash.Seed
 	mask   uint64

@@ -13,19 +13,19 @@ func TestSlidingLogKeepsTimeOrder(t *testing.T) {
 		l.addEvents(at, 1)
 	}
 	want := []event{{5, 1}, {10, 1}, {20, 1}, {30, 2}, {40, 1}}
-	if got := l.events[l.head:]; len(got) != len(want) {
+	if got := entries(&l); len(got) != len(want) {
 		t.Fatalf("events %v, want %v", got, want)
 	}
-	for i, e := range l.events[l.head:] {
+	for i, e := range entries(&l) {
 		if e != want[i] {
-			t.Fatalf("events %v, want %v", l.events[l.head:], want)
+			t.Fatalf("events %v, want %v", entries(&l), want)
 		}
 	}
 	if l.count(29, 10) != 4 || l.retryIn(29, 10, 4, 1) != 1 || l.reset(29, 10, false) != 21 || l.head != 0 {
 		t.Fatalf("at 29: count %d retry %d reset %d head %d", l.count(29, 10), l.retryIn(29, 10, 4, 1), l.reset(29, 10, false), l.head)
 	}
 	l.prune(29, 10) // keeps t0 > 9: a window more than counting needs
-	l.drop(l.gone)  // what a full slice does
+	l.drop(l.gone)  // what a full ring does
 	if l.head != 1 || l.total != 5 {
 		t.Fatalf("prune left head %d total %d", l.head, l.total)
 	}
@@ -35,9 +35,15 @@ func TestSlidingLogKeepsTimeOrder(t *testing.T) {
 		t.Fatalf("prune left head %d total %d", l.head, l.total)
 	}
 	l.bound(2)
-	if l.total != 2 || l.events[l.head] != (event{30, 1}) {
-		t.Fatalf("bound(2) left %v", l.events[l.head:])
+	if l.total != 2 || *l.at(l.head) != (event{30, 1}) {
+		t.Fatalf("bound(2) left %v", entries(&l))
 	}
+}
+
+// entries returns l's entries, the oldest first.
+func entries(l *slidingLog) []event {
+	e, _ := l.appendEntries(nil, l.tail-l.head)
+	return e
 }
 
 func TestSlidingLogReusesItsRoom(t *testing.T) {
@@ -46,7 +52,7 @@ func TestSlidingLogReusesItsRoom(t *testing.T) {
 		l.trim(at, 8)
 		l.addEvents(at, 1)
 	}
-	room := cap(l.events)
+	room := len(l.ring)
 	at := int64(1000)
 	allocs := testing.AllocsPerRun(100, func() {
 		for i := 0; i < 64; i++ {
@@ -55,8 +61,8 @@ func TestSlidingLogReusesItsRoom(t *testing.T) {
 			at++
 		}
 	})
-	if allocs != 0 || cap(l.events) != room {
-		t.Fatalf("a steady log allocated %v times (room %d -> %d)", allocs, room, cap(l.events))
+	if allocs != 0 || len(l.ring) != room {
+		t.Fatalf("a steady log allocated %v times (room %d -> %d)", allocs, room, len(l.ring))
 	}
 }
 
@@ -193,7 +199,7 @@ func (r *refLog) remove(at, n int64) {
 }
 
 // TestSlidingLogMatchesEagerTrim checks the log, which sheds gone events
-// only when its slice is full and skips reading its events when none leave
+// only when its ring is full and skips reading its events when none leave
 // the window, against refLog on random calls: a clock that mostly moves on
 // and sometimes jumps back, windows that change, undos and bounds.
 func TestSlidingLogMatchesEagerTrim(t *testing.T) {

@@ -46,12 +46,12 @@ func (s *localStore) hold(k lkey, p *plan, now, n int64, peek bool) held {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	var hd held
-	if p.penalize && sh.bans.n > 0 {
+	if p.penalize && sh.bans.Len() > 0 {
 		if st := sh.findStrikes(&k, h, now); st != nil && st.banEnd > now {
 			hd.banLeft = st.banEnd - now
 		}
 	}
-	if sh.debts.n > 0 {
+	if sh.debts.Len() > 0 {
 		if d := sh.debtOf(&k, h); d != nil && d.p.alg == p.alg {
 			hd.owed = d.events.since(p.alg.dueFrom(*p, now))
 		}

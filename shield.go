@@ -66,7 +66,7 @@ func (s *localStore) shielded(k lkey, p *plan, now int64) (decision, bool) {
 	sh, h := s.at(&k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sh.denials.n == 0 {
+	if sh.denials.Len() == 0 {
 		return decision{}, false
 	}
 	e := sh.denials.get(&k, h)

@@ -9,27 +9,60 @@ type event struct {
 }
 
 // slidingLog is the local path's exact sliding-window log of one key: the
-// events in ascending time order from events[head]. Events at or before
-// gone have left the log (see prune) even while they still occupy
-// events[head:]: they are dropped from the slice in bulk, when it is full,
-// so that a call touches only the newest events and the oldest live one. It
-// is not safe for concurrent use; its shard's lock guards it.
+// events in ascending time order, in a ring buffer. Entries are numbered
+// by position, head the oldest and tail one past the newest; entry i is
+// ring[i mod len(ring)], so numbers stay valid while the head moves on and
+// when the ring grows. Events at or before gone have left the log (see
+// prune) even while they still occupy the ring: they are dropped in bulk,
+// when it is full, so that a call touches only the newest events and the
+// oldest live one. The ring doubles only when it is full of events that
+// still count (or may again, see prune): an allowing call never lets more
+// than the rule's rate into a window, so its room stays bounded by what two
+// windows at that rate hold, and a steady key reuses it without
+// allocating. It is not safe for concurrent use; its shard's lock guards
+// it.
 type slidingLog struct {
-	events []event
-	head   int
-	total  int64 // sum of n over events[head:], gone events included
-	gone   int64 // events at or before gone no longer count
+	ring       []event // len(ring) is 0 or a power of two
+	head, tail int
+	total      int64 // sum of n over the entries, gone events included
+	gone       int64 // events at or before gone no longer count
 
-	// A cache of live: events[first:] are the events later than cut, and
-	// they number firstTotal; next is events[first].at (maxTime when first
-	// is the end), so that a call in which no event leaves the window does
-	// not read the events at all. Time mostly moves forward, so live only
-	// advances first; anything else that moves events resets it (first <
-	// head means unknown).
+	// A cache of live: entries first to tail are the events later than
+	// cut, and they number firstTotal; next is entry first's time (maxTime
+	// when first is the tail), so that a call in which no event leaves the
+	// window does not read the events at all. Time mostly moves forward,
+	// so live only advances first; anything else that moves events resets
+	// it (first < head means unknown).
 	first      int
 	firstTotal int64
 	cut        int64
 	next       int64
+}
+
+// minRing is the room of a log's first ring.
+const minRing = 2
+
+// at returns entry i, head <= i < tail.
+func (l *slidingLog) at(i int) *event { return &l.ring[uint(i)&uint(len(l.ring)-1)] }
+
+// grow doubles the ring, keeping every entry's number.
+func (l *slidingLog) grow() {
+	ring := make([]event, max(minRing, 2*len(l.ring)))
+	mask := uint(len(ring) - 1)
+	for i := l.head; i < l.tail; i++ {
+		ring[uint(i)&mask] = *l.at(i)
+	}
+	l.ring = ring
+}
+
+// appendEntries appends the entries, the oldest first, up to limit of them,
+// to dst, and reports whether the log holds more.
+func (l *slidingLog) appendEntries(dst []event, limit int) ([]event, bool) {
+	end := min(l.tail, l.head+limit)
+	for i := l.head; i < end; i++ {
+		dst = append(dst, *l.at(i))
+	}
+	return dst, end < l.tail
 }
 
 // maxTime is later than every event.
@@ -44,14 +77,14 @@ func newSlidingLog() slidingLog {
 // counts while now - t0 < window.
 func (l *slidingLog) trim(now, window int64) { l.drop(now - window) }
 
-// drop removes the events at or before cut from the slice.
+// drop removes the events at or before cut from the ring.
 func (l *slidingLog) drop(cut int64) {
-	for l.head < len(l.events) && l.events[l.head].at <= cut {
-		l.total -= l.events[l.head].n
+	for l.head < l.tail && l.at(l.head).at <= cut {
+		l.total -= l.at(l.head).n
 		l.head++
 	}
-	if l.head == len(l.events) {
-		l.events, l.head = l.events[:0], 0
+	if l.head == l.tail {
+		l.head, l.tail = 0, 0
 		l.forget()
 	}
 }
@@ -60,74 +93,64 @@ func (l *slidingLog) drop(cut int64) {
 func (l *slidingLog) forget() { l.first = -1 }
 
 // addEvents records n events at now, keeping time order even when the clock
-// went backwards. It reuses the slice's room before it grows it.
+// went backwards. It reuses the ring's room before it grows it.
 func (l *slidingLog) addEvents(now, n int64) {
-	if now <= l.gone || len(l.events) == cap(l.events) {
+	if now <= l.gone || l.tail-l.head == len(l.ring) {
 		// Events gone before the clock went back this far would count
-		// again beside the new one; and a full slice makes room first.
+		// again beside the new one; and a full ring makes room first.
 		l.drop(l.gone)
 		l.gone = -maxTime - 1
 	}
 	l.total += n
-	last := len(l.events) - 1
-	if last >= l.head && l.events[last].at == now {
-		l.events[last].n += n
+	last := l.tail - 1
+	if last >= l.head && l.at(last).at == now {
+		l.at(last).n += n
 		if l.first >= l.head && l.first <= last && now > l.cut {
 			l.firstTotal += n
 		}
 		return
 	}
-	if len(l.events) == cap(l.events) && len(l.events) > 0 {
-		// Full: move what is left down when that frees a quarter of the
-		// room at least, otherwise into twice the room, so that each event
-		// is copied a bounded number of times.
-		live := len(l.events) - l.head
-		if l.head < len(l.events)/4 || l.head == 0 {
-			// append grows a full slice as it always does, copying only
-			// what is left.
-			l.events = append(l.events[l.head:], event{})[:live]
-		} else {
-			l.events = l.events[:copy(l.events, l.events[l.head:])]
-		}
-		l.head = 0
-		last = live - 1
-		l.forget()
+	if l.tail-l.head == len(l.ring) {
+		l.grow() // full of events that count: twice the room
 	}
-	if last < l.head || l.events[last].at < now {
+	if last < l.head || l.at(last).at < now {
 		switch {
 		case l.first < l.head:
 		case now > l.cut:
 			l.firstTotal += n
-			if l.first == len(l.events) {
+			if l.first == l.tail {
 				l.next = now
 			}
 		default: // already outside the window live last looked at
 			l.forget()
 		}
-		l.events = append(l.events, event{at: now, n: n})
+		*l.at(l.tail) = event{at: now, n: n}
+		l.tail++
 		return
 	}
 	l.forget()
 	// The clock went backwards: insert in order, merging with an equal time.
 	i := l.head
-	for i < len(l.events) && l.events[i].at < now {
+	for i < l.tail && l.at(i).at < now {
 		i++
 	}
-	if l.events[i].at == now {
-		l.events[i].n += n
+	if e := l.at(i); e.at == now {
+		e.n += n
 		return
 	}
-	l.events = append(l.events, event{})
-	copy(l.events[i+1:], l.events[i:])
-	l.events[i] = event{at: now, n: n}
+	for j := l.tail; j > i; j-- {
+		*l.at(j) = *l.at(j - 1)
+	}
+	*l.at(i) = event{at: now, n: n}
+	l.tail++
 }
 
 // removeEvents takes back up to n events recorded at at.
 func (l *slidingLog) removeEvents(at, n int64) {
 	defer l.forget()
 	l.drop(l.gone)
-	for i := len(l.events) - 1; i >= l.head; i-- {
-		e := &l.events[i]
+	for i := l.tail - 1; i >= l.head; i-- {
+		e := l.at(i)
 		if e.at != at {
 			continue
 		}
@@ -135,7 +158,10 @@ func (l *slidingLog) removeEvents(at, n int64) {
 		e.n -= n
 		l.total -= n
 		if e.n == 0 {
-			l.events = append(l.events[:i], l.events[i+1:]...)
+			for j := i + 1; j < l.tail; j++ {
+				*l.at(j - 1) = *l.at(j)
+			}
+			l.tail--
 		}
 		return
 	}
@@ -147,8 +173,8 @@ func (l *slidingLog) removeEvents(at, n int64) {
 func (l *slidingLog) subtract(sent []event) (removed int64) {
 	defer l.forget()
 	w, j := l.head, 0
-	for i := l.head; i < len(l.events); i++ {
-		e := l.events[i]
+	for i := l.head; i < l.tail; i++ {
+		e := *l.at(i)
 		for j < len(sent) && sent[j].at < e.at {
 			j++
 		}
@@ -159,14 +185,14 @@ func (l *slidingLog) subtract(sent []event) (removed int64) {
 			j++
 		}
 		if e.n > 0 {
-			l.events[w] = e
+			*l.at(w) = e
 			w++
 		}
 	}
-	l.events = l.events[:w]
+	l.tail = w
 	l.total -= removed
-	if l.head == len(l.events) {
-		l.events, l.head = l.events[:0], 0
+	if l.head == l.tail {
+		l.head, l.tail = 0, 0
 	}
 	return removed
 }
@@ -175,8 +201,8 @@ func (l *slidingLog) subtract(sent []event) (removed int64) {
 // (maxTime when there is none).
 func (l *slidingLog) oldest(now, window int64) int64 {
 	first, _ := l.live(now, window)
-	if first < len(l.events) {
-		return l.events[first].at
+	if first < l.tail {
+		return l.at(first).at
 	}
 	return maxTime
 }
@@ -184,8 +210,8 @@ func (l *slidingLog) oldest(now, window int64) int64 {
 // since returns how many events the log holds at from or later (a debt's
 // events that still count, see writeback.go's dueFrom).
 func (l *slidingLog) since(from int64) (n int64) {
-	for _, e := range l.events[l.head:] {
-		if e.at >= from && e.at > l.gone {
+	for i := l.head; i < l.tail; i++ {
+		if e := l.at(i); e.at >= from && e.at > l.gone {
 			n += e.n
 		}
 	}
@@ -197,8 +223,8 @@ func (l *slidingLog) since(from int64) (n int64) {
 func (l *slidingLog) bound(limit int64) {
 	defer l.forget()
 	l.drop(l.gone)
-	for l.total > limit && l.head < len(l.events) {
-		e := &l.events[l.head]
+	for l.total > limit && l.head < l.tail {
+		e := l.at(l.head)
 		drop := l.total - limit
 		if drop >= e.n {
 			l.total -= e.n
@@ -234,7 +260,7 @@ type meter interface {
 // prune drops the events more than two windows old, as lua/sliding.lua's
 // trim does: counting goes by time (live), so pruning only bounds memory,
 // and the extra window keeps what a call stamped up to a window earlier
-// than calls already decided still counts. It only moves gone: the slice
+// than calls already decided still counts. It only moves gone: the ring
 // sheds them when it is full (see addEvents), and live and reset skip them
 // meanwhile. Every event at or before gone was in the log when gone
 // reached it (addEvents drops them before it adds one at or before gone),
@@ -251,13 +277,13 @@ func (l *slidingLog) live(now, window int64) (int, int64) {
 		l.cut = cut
 		return l.first, l.firstTotal
 	}
-	for l.first < len(l.events) && l.events[l.first].at <= cut {
-		l.firstTotal -= l.events[l.first].n
+	for l.first < l.tail && l.at(l.first).at <= cut {
+		l.firstTotal -= l.at(l.first).n
 		l.first++
 	}
 	l.next = maxTime
-	if l.first < len(l.events) {
-		l.next = l.events[l.first].at
+	if l.first < l.tail {
+		l.next = l.at(l.first).at
 	}
 	l.cut = cut
 	return l.first, l.firstTotal
@@ -282,7 +308,8 @@ func (l *slidingLog) retryIn(now, window, rate, asked int64) int64 {
 		return window
 	}
 	var seen int64
-	for _, e := range l.events[first:] {
+	for i := first; i < l.tail; i++ {
+		e := l.at(i)
 		seen += e.n
 		if seen >= k {
 			return e.at + window - now
@@ -298,10 +325,10 @@ func (l *slidingLog) reset(now, window int64, justAdded bool) int64 {
 	if justAdded {
 		return window
 	}
-	if l.head == len(l.events) || l.events[len(l.events)-1].at <= l.gone {
+	if l.head == l.tail || l.at(l.tail-1).at <= l.gone {
 		return 0
 	}
-	return max(0, l.events[len(l.events)-1].at+window-now)
+	return max(0, l.at(l.tail-1).at+window-now)
 }
 
 func (l *slidingLog) add(now, _, n int64) { l.addEvents(now, n) }

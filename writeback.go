@@ -158,8 +158,14 @@ func (sh *localShard) owe(k *lkey, h uint64, p *plan) *debt {
 		d.p = *p
 		return d
 	}
-	if sh.debts.n >= sh.debts.size {
-		sh.forgetDebt(sh.debts.tail, true)
+	if e, ok := sh.debts.lru.Peek(h); ok {
+		// Another pair's debt under the same hash (see table): it is
+		// dropped, as an eviction would drop it.
+		sh.forgetDebt(h, e.v, true)
+	} else if sh.debts.full() {
+		if oh, e, ok := sh.debts.oldest(); ok {
+			sh.forgetDebt(oh, e.v, true)
+		}
 	}
 	d := &debt{p: *p, events: newSlidingLog()}
 	sh.debts.add(k, h, d)
@@ -167,15 +173,15 @@ func (sh *localShard) owe(k *lkey, h uint64, p *plan) *debt {
 	return d
 }
 
-// forgetDebt removes the debt in e; with dropped its events are counted as
-// dropped. The caller holds sh.mu.
-func (sh *localShard) forgetDebt(e *node[*debt], dropped bool) {
-	n := e.v.events.total
+// forgetDebt removes d, the debt kept under hash h; with dropped its
+// events are counted as dropped. The caller holds sh.mu.
+func (sh *localShard) forgetDebt(h uint64, d *debt, dropped bool) {
+	n := d.events.total
 	sh.owing.events.Add(-n)
 	if dropped {
 		sh.owing.dropped.Add(uint64(n))
 	}
-	sh.debts.removeNode(e)
+	sh.debts.lru.Remove(h)
 	sh.owing.debts.Add(-1)
 }
 
@@ -202,13 +208,33 @@ func (sh *localShard) oweEvents(k *lkey, h uint64, p *plan, now, n int64, member
 		d.named = append(d.named, named{at: p.alg.stamp(*p, now), n: n, member: member})
 	}
 	over := sh.owing.events.Add(n) - sh.owing.max
-	for e := sh.debts.tail; e != nil && over > 0; {
-		prev := e.prev
-		over -= sh.dropEvents(e.v, over)
-		if e.v.empty() && !e.v.inflight {
-			sh.forgetDebt(e, false) // so that the next drop finds events at the tail
+	for over > 0 {
+		h, e, ok := sh.debts.oldest()
+		if !ok {
+			return
 		}
-		e = prev
+		over -= sh.dropEvents(e.v, over)
+		if !e.v.empty() || e.v.inflight {
+			break
+		}
+		sh.forgetDebt(h, e.v, false) // so that the next drop finds events at the oldest
+	}
+	if over > 0 {
+		// The oldest debt stays with no events left (a batch of it is on
+		// its way, or it owes violations, a ban or a Reset): the others
+		// are walked in order, from a copy of the table's order (this
+		// allocates, but only while such a debt is the oldest and the
+		// store is over WriteBackMax).
+		for _, h := range sh.debts.hashes()[1:] {
+			e, _ := sh.debts.lru.Peek(h)
+			over -= sh.dropEvents(e.v, over)
+			if e.v.empty() && !e.v.inflight {
+				sh.forgetDebt(h, e.v, false)
+			}
+			if over <= 0 {
+				return
+			}
+		}
 	}
 }
 
@@ -271,7 +297,7 @@ func (sh *localShard) resetDebt(k *lkey, h uint64, p *plan, now int64) {
 		return
 	}
 	inflight := e.v.inflight || e.v.unsure != nil
-	sh.forgetDebt(e, false)
+	sh.forgetDebt(h, e.v, false)
 	if inflight {
 		sh.oweReset(k, h, p, now)
 	}
@@ -290,8 +316,11 @@ func (s *localStore) cut(i int, now int64, newID func() string) []*batch {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	var bs []*batch
-	for e := sh.debts.tail; e != nil; {
-		prev := e.prev
+	if sh.debts.Len() == 0 {
+		return nil
+	}
+	for _, h := range sh.debts.hashes() {
+		e, _ := sh.debts.lru.Peek(h)
 		d := e.v
 		before := d.events.total
 		d.events.drop(d.p.alg.dueFrom(d.p, now) - 1)
@@ -311,20 +340,15 @@ func (s *localStore) cut(i int, now int64, newID func() string) []*batch {
 			d.inflight = true
 			bs = append(bs, d.unsure)
 		case d.empty():
-			sh.forgetDebt(e, false)
+			sh.forgetDebt(h, d, false)
 		default:
 			b := &batch{k: e.k, d: d, id: newID(), p: d.p, reset: d.reset, resetAt: d.resetAt, banEnd: d.banEnd,
 				violations: d.violations, bans: d.bans, lastViolation: d.lastViolation}
-			live := d.events.events[d.events.head:]
-			if len(live) > maxBatchStamps {
-				live, b.full = live[:maxBatchStamps], true
-			}
-			b.events = append([]event(nil), live...)
+			b.events, b.full = d.events.appendEntries(nil, maxBatchStamps)
 			b.named = nameEvents(b.events, d.named)
 			d.inflight = true
 			bs = append(bs, b)
 		}
-		e = prev
 	}
 	return bs
 }
@@ -389,7 +413,7 @@ func (s *localStore) settle(b *batch, o outcome) {
 	d.violations = max(0, d.violations-b.violations)
 	d.bans = max(0, d.bans-b.bans)
 	if d.empty() {
-		sh.forgetDebt(e, false)
+		sh.forgetDebt(h, d, false)
 	}
 }
 
@@ -426,8 +450,12 @@ func (s *localStore) dropAll() {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for sh.debts.tail != nil {
-			sh.forgetDebt(sh.debts.tail, true)
+		for {
+			h, e, ok := sh.debts.oldest()
+			if !ok {
+				break
+			}
+			sh.forgetDebt(h, e.v, true)
 		}
 		sh.mu.Unlock()
 	}

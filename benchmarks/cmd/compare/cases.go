@@ -87,9 +87,10 @@ func cases(window time.Duration) []benchCase {
 		{
 			id: "D", title: fmt.Sprintf("in-process, %d keys, mostly allowed (%d per %v)", numKeys, d.rate, d.window),
 			spec: d, keys: manyKeys, ours: oursLocal.name,
-			contenders: []contender{oursLocal, oursGCRALocal, sethvargoContender, xTimeRateContender},
+			contenders: []contender{oursLocal, naiveLogContender, oursGCRALocal, sethvargoContender, xTimeRateContender},
 			notes: []string{
 				"ratelimit (local only): ratelimit.New(nil, ...), an exact sliding log per key in a sharded LRU; ratelimit GCRA (local only): the same limiter with a rule of Kind GCRA (Burst = Rate), one theoretical arrival time per key; sethvargo: token bucket per key in one map; x/time/rate: token bucket per key in a sync.Map (Burst = Rate).",
+				"naive exact log: one sync.Mutex over a golang-lru simplelru.LRU[string, *ring] (65,536 keys); per call time.Now, Get (or Add a new ring), drop the timestamps at or before now - window from the ring's head, reject at rate, else append now (a growable circular []int64).",
 				"sethvargo refills Interval/Tokens tokens per elapsed Interval (its fillRate is nanoseconds per token, used as tokens per tick): at 1,000,000 per 1s a key gets 1,000 tokens a second after the first, so its fastest cells reject some calls (see 'allowed').",
 			},
 		},
@@ -106,7 +107,7 @@ func cases(window time.Duration) []benchCase {
 		{
 			id: "H", title: fmt.Sprintf("in-process, one hot key, mostly rejected (%d per %v)", h.rate, h.window),
 			spec: h, keys: hotKeys, ours: oursLocal.name,
-			contenders: []contender{oursLocal, sethvargoContender, xTimeRateContender},
+			contenders: []contender{oursLocal, naiveLogContender, sethvargoContender, xTimeRateContender},
 			notes: []string{
 				"Case D's contenders on case B's key and rate: every goroutine calls the same key, so all of them meet at one lock (ratelimit: the key's shard; sethvargo: the key's bucket; x/time/rate: the key's Limiter).",
 			},
@@ -257,7 +258,29 @@ func targets(gs []int) []target {
 			"H", oursLocal.name, "H", sethvargoContender.name, g, 1, opsFig, "×"))
 	}
 	t = append(t, allocTarget("H: local hot key allocs/op = 0 (≤ 0.005 counts as 0)", "H", oursLocal.name, gs, 0.005))
-	return append(t, gcraTargets(gs)...)
+	t = append(t, gcraTargets(gs)...)
+	return append(t, localStoreTargets(gs)...)
+}
+
+// localStoreTargets are the goals of the local-store issue (#19) for the
+// exact log in process: against the naive exact log on many keys (case D),
+// and against go-limiter on one hot key (case H). Its GCRA and allocation
+// goals are gcraTargets' and targets' case D and H lines.
+func localStoreTargets(gs []int) []target {
+	var t []target
+	for _, g := range gs {
+		minRatio := 1.2
+		if g == 1 {
+			minRatio = 1.0
+		}
+		t = append(t, ratioTarget(fmt.Sprintf("D: local exact log, %d keys, %d goroutines: ops/s ≥ %.1f× the naive exact log", numKeys, g, minRatio),
+			"D", oursLocal.name, "D", naiveLogContender.name, g, minRatio, opsFig, "×"))
+	}
+	for _, g := range gs {
+		t = append(t, ratioTarget(fmt.Sprintf("H: local exact log, one hot key, %d goroutines: ops/s ≥ 0.8× sethvargo", g),
+			"H", oursLocal.name, "H", sethvargoContender.name, g, 0.8, opsFig, "×"))
+	}
+	return t
 }
 
 // gcraTargets are the goals of the kinds issue (#12) for a GCRA rule: on
