@@ -104,11 +104,12 @@ func (counterKind) undoArgs(_ plan, win int64) (int64, int64) { return win, 0 }
 func (counterKind) stamp(p plan, now int64) int64 { return floorDiv(now, p.window) }
 
 func (counterKind) script(penalize bool) *script {
-	if penalize {
-		return approxPenaltyScript
-	}
-	return approxScript
+	return counterScripts[b2i(penalize)]
 }
+
+// counterScripts are allow.lua composed with lua/counter.lua's pieces (see
+// allowScripts).
+var counterScripts = allowScripts("counter")
 
 func (counterKind) args(p plan) (int64, int64, bool) { return p.window, 0, false }
 

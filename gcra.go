@@ -150,11 +150,12 @@ func (gcraKind) compile(r *Rule, p *plan) string {
 }
 
 func (gcraKind) script(penalize bool) *script {
-	if penalize {
-		return gcraPenaltyScript
-	}
-	return gcraScript
+	return gcraScripts[b2i(penalize)]
 }
+
+// gcraScripts are allow.lua composed with lua/gcra.lua's pieces (see
+// allowScripts).
+var gcraScripts = allowScripts("gcra")
 
 // args: wq and rq, the cost of an event in ticks and ticks per µs.
 func (gcraKind) args(p plan) (int64, int64, bool)        { return p.wq, p.rq, false }

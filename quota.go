@@ -139,11 +139,12 @@ func (quotaKind) compile(r *Rule, p *plan) string {
 }
 
 func (quotaKind) script(penalize bool) *script {
-	if penalize {
-		return quotaPenaltyScript
-	}
-	return quotaScript
+	return quotaScripts[b2i(penalize)]
 }
+
+// quotaScripts are allow.lua composed with lua/quota.lua's pieces (see
+// allowScripts).
+var quotaScripts = allowScripts("quota")
 
 // args: the bounds of the call's period.
 func (quotaKind) args(p plan) (int64, int64, bool) { return p.start, p.end, false }

@@ -111,6 +111,16 @@ func allowVariant(kind string, penalty bool) variant {
 	return variant{Kind: kind, Penalty: penalty, Second: "ARGV[2]", Fifth: "ARGV[5]"}
 }
 
+// allowScripts returns allow.lua composed for a rule of kind (the name of
+// its pieces in lua/, as sliding.lua's "sliding"), without and with a
+// penalty: each kind's file holds its own (see algorithm.script).
+func allowScripts(kind string) [2]*script {
+	return [2]*script{
+		newScript(addsState, compose("allow", allowVariant(kind, false))),
+		newScript(addsState, compose("allow", allowVariant(kind, true))),
+	}
+}
+
 // A rule without penalty runs a script without the ladder: every piece a
 // script holds costs Redis time on every call.
 //
@@ -118,18 +128,10 @@ func allowVariant(kind string, penalty bool) variant {
 // at maxmemory before it writes anything (see script); those two only
 // remove, and must run whatever Redis' memory.
 var (
-	allowScript         = newScript(addsState, compose("allow", allowVariant("sliding", false)))
-	penaltyScript       = newScript(addsState, compose("allow", allowVariant("sliding", true)))
-	approxScript        = newScript(addsState, compose("allow", allowVariant("counter", false)))
-	approxPenaltyScript = newScript(addsState, compose("allow", allowVariant("counter", true)))
-	gcraScript          = newScript(addsState, compose("allow", allowVariant("gcra", false)))
-	gcraPenaltyScript   = newScript(addsState, compose("allow", allowVariant("gcra", true)))
-	quotaScript         = newScript(addsState, compose("allow", allowVariant("quota", false)))
-	quotaPenaltyScript  = newScript(addsState, compose("allow", allowVariant("quota", true)))
-	groupScript         = newScript(addsState, compose("group", variant{}))
-	groupKindsScript    = newScript(addsState, compose("group", variant{Kinds: true}))
-	banScript           = newScript(addsState, compose("ban", variant{}))
-	undoScript          = newScript(removesOnly, compose("undo", variant{}))
+	groupScript      = newScript(addsState, compose("group", variant{}))
+	groupKindsScript = newScript(addsState, compose("group", variant{Kinds: true}))
+	banScript        = newScript(addsState, compose("ban", variant{}))
+	undoScript       = newScript(removesOnly, compose("undo", variant{}))
 	// writeBackScript writes back what was decided without Redis (see
 	// writeback.go); it records log events as allow.lua does, and adds to
 	// GCRA buckets and quotas through their own pieces.

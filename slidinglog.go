@@ -348,11 +348,12 @@ func (slidingKind) named() bool                               { return true }
 func (slidingKind) undoArgs(_ plan, win int64) (int64, int64) { return win, 0 }
 
 func (slidingKind) script(penalize bool) *script {
-	if penalize {
-		return penaltyScript
-	}
-	return allowScript
+	return slidingScripts[b2i(penalize)]
 }
+
+// slidingScripts are allow.lua composed with lua/sliding.lua's pieces (see
+// allowScripts).
+var slidingScripts = allowScripts("sliding")
 
 // args: the window, and the call's member id.
 func (slidingKind) args(p plan) (int64, int64, bool) { return p.window, 0, true }
