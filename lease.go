@@ -109,11 +109,14 @@ func (l *Limiter) dropLease(ctx context.Context, u *undo) {
 	if u.member == "" {
 		return // nothing in Redis can be named
 	}
-	key := redisKeys(l.set.KeyPrefix, u.k)[0]
-	args := []string{string(u.p.alg.letter()), u.member, "1", "0", "0"}
+	key := u.key // the key Redis decided the lease under
+	if key == "" {
+		key = redisKeys(l.set.KeyPrefix, u.k)[0]
+	}
+	keys, args := [1]string{key}, [5]string{string(u.p.alg.letter()), u.member, "1", "0", "0"}
 	err := l.sendWithoutFallback(ctx, l.conn.Load(), key, subject{"rule", u.k.rule}, "releasing a lease", false,
 		func(ctx context.Context, c rueidis.Client) error {
-			return undoScript.exec(ctx, c, []string{key}, args).Error()
+			return undoScript.exec(ctx, c, keys[:], args[:]).Error()
 		})
 	if errors.Is(err, ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		l.leases.owe(*u)
