@@ -174,44 +174,52 @@ func (p *plan) meter(sh *localShard, k *lkey, h uint64, now int64, create bool) 
 	return p.alg.meter(sh, &kc, h, &pc, now, create)
 }
 
-// unreserve takes n events at now back from k's meter, and forgets the
-// meter when that leaves it empty (see algorithm.unrecord, dropEmpty).
+// unreserve takes n events at now back from k's meter, and with drop
+// forgets the meter when that leaves it empty (see algorithm.unrecord,
+// dropEmpty).
 func (p *plan) unreserve(sh *localShard, k *lkey, h uint64, now, n int64, drop bool) {
+	p.unrecord(sh, k, h, now, n)
+	if drop {
+		p.dropEmpty(sh, k, h, now)
+	}
+}
+
+// unrecord takes n events at now back from k's meter (see
+// algorithm.unrecord).
+func (p *plan) unrecord(sh *localShard, k *lkey, h uint64, now, n int64) {
 	switch a := p.alg.(type) {
 	case slidingKind:
 		a.unrecord(sh, k, h, p, now, n)
-		if drop {
-			a.dropEmpty(sh, k, h, now)
-		}
-		return
 	case concurrencyKind:
 		a.unrecord(sh, k, h, p, now, n)
-		if drop {
-			a.dropEmpty(sh, k, h, now)
-		}
-		return
 	case counterKind:
 		a.unrecord(sh, k, h, p, now, n)
-		if drop {
-			a.dropEmpty(sh, k, h, now)
-		}
-		return
 	case gcraKind:
 		a.unrecord(sh, k, h, p, now, n)
-		if drop {
-			a.dropEmpty(sh, k, h, now)
-		}
-		return
 	case quotaKind:
 		a.unrecord(sh, k, h, p, now, n)
-		if drop {
-			a.dropEmpty(sh, k, h, now)
-		}
-		return
+	default:
+		kc, pc := *k, *p
+		p.alg.unrecord(sh, &kc, h, &pc, now, n)
 	}
-	kc, pc := *k, *p
-	p.alg.unrecord(sh, &kc, h, &pc, now, n)
-	if drop {
+}
+
+// dropEmpty forgets k's meter when it holds nothing at now (see
+// algorithm.dropEmpty).
+func (p *plan) dropEmpty(sh *localShard, k *lkey, h uint64, now int64) {
+	switch a := p.alg.(type) {
+	case slidingKind:
+		a.dropEmpty(sh, k, h, now)
+	case concurrencyKind:
+		a.dropEmpty(sh, k, h, now)
+	case counterKind:
+		a.dropEmpty(sh, k, h, now)
+	case gcraKind:
+		a.dropEmpty(sh, k, h, now)
+	case quotaKind:
+		a.dropEmpty(sh, k, h, now)
+	default:
+		kc := *k
 		p.alg.dropEmpty(sh, &kc, h, now)
 	}
 }

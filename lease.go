@@ -210,11 +210,11 @@ func (l *Limiter) Hold(ctx context.Context, rule Rule, key string, fn func(ctx c
 	}
 	fnCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := make(chan struct{})
+	keeping, stop := context.WithCancel(context.Background())
 	lost := make(chan error, 1)
-	go func() { lost <- le.keep(stop, cancel) }()
+	go func() { lost <- le.keep(keeping, cancel) }()
 	defer func() { // also when fn panics
-		close(stop)
+		stop()
 		if err2 := <-lost; err2 != nil {
 			err = errors.Join(err, err2)
 		}
@@ -225,20 +225,11 @@ func (l *Limiter) Hold(ctx context.Context, rule Rule, key string, fn func(ctx c
 	return res, fn(fnCtx)
 }
 
-// keep renews le every third of its Window until stop is closed, and
-// returns the error that lost it, after cancelling with it.
-func (le *Lease) keep(stop <-chan struct{}, cancel context.CancelCauseFunc) error {
+// keep renews le every third of its Window until ctx ends, and returns
+// the error that lost it, after cancelling with it.
+func (le *Lease) keep(ctx context.Context, cancel context.CancelCauseFunc) error {
 	l := le.l
 	every := time.Duration(le.u.p.window) * time.Microsecond / 3
-	ctx, done := context.WithCancel(context.Background())
-	defer done()
-	go func() {
-		select {
-		case <-stop:
-			done()
-		case <-ctx.Done():
-		}
-	}()
 	for {
 		if l.sleep(ctx, every) != nil {
 			return nil
