@@ -46,18 +46,20 @@ func entries(l *slidingLog) []event {
 	return e
 }
 
+// TestSlidingLogReusesItsRoom: a log that prunes and adds as the local
+// path does at a steady rate stops growing and allocates nothing.
 func TestSlidingLogReusesItsRoom(t *testing.T) {
 	var l slidingLog
 	for at := int64(0); at < 64; at++ {
-		l.trim(at, 8)
-		l.addEvents(at, 1)
+		l.prune(at, 8)
+		l.add(at, 8, 1)
 	}
 	room := len(l.ring)
 	at := int64(1000)
 	allocs := testing.AllocsPerRun(100, func() {
 		for i := 0; i < 64; i++ {
-			l.trim(at, 8)
-			l.addEvents(at, 1)
+			l.prune(at, 8)
+			l.add(at, 8, 1)
 			at++
 		}
 	})

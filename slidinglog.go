@@ -73,10 +73,6 @@ func newSlidingLog() slidingLog {
 	return slidingLog{gone: -maxTime - 1, first: -1}
 }
 
-// trim drops the events that have left the window at now: an event at t0
-// counts while now - t0 < window.
-func (l *slidingLog) trim(now, window int64) { l.drop(now - window) }
-
 // drop removes the events at or before cut from the ring.
 func (l *slidingLog) drop(cut int64) {
 	for l.head < l.tail && l.at(l.head).at <= cut {
