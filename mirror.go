@@ -130,7 +130,7 @@ func (s *localStore) record(k lkey, p *plan, now, at, n int64, peek bool, d *dec
 	}
 	hd.reserved = false
 	if !peek {
-		sh.mirror(&k, h, p, at, d)
+		sh.mirror(&k, h, p, now, at, d)
 	}
 	d.count = max(d.count, own) // Redis' count holds what it is owed
 	if shieldMax >= 0 {
@@ -143,10 +143,14 @@ func (s *localStore) record(k lkey, p *plan, now, at, n int64, peek bool, d *dec
 	}
 }
 
-// mirror copies a decision Redis made at now into the local state: the
-// whole state of a meter that keeps one (a bucket, a quota; the later
-// wins), and the penalty state. The caller holds sh.mu.
-func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now int64, d *decision) {
+// mirror copies a decision Redis made for a call at now, received at at,
+// into the local state: the whole state of a meter that keeps one (a
+// bucket, a quota; the later wins), and the penalty state. The meter's
+// state is placed from the call's time, when its own reservation was made
+// and no later than Redis decided: from the receipt it would run ahead of
+// Redis' by the round trip, and this process' own count would hold back
+// calls Redis allows. The caller holds sh.mu.
+func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, at int64, d *decision) {
 	if d.allowed {
 		if m, ok := sh.meter(k, h, p, now, false); ok {
 			if c, ok := m.(stateCopier); ok {
@@ -160,15 +164,15 @@ func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now int64, d *decision)
 	switch {
 	case d.banned:
 		sh.strikes.remove(k, h)
-		sh.bans.add(k, h, &strikes{violations: d.violations, last: now, banEnd: now + d.banLeft, bans: d.bans})
+		sh.bans.add(k, h, &strikes{violations: d.violations, last: at, banEnd: at + d.banLeft, bans: d.bans})
 	case d.violations > 0:
-		st := sh.findStrikes(k, h, now)
+		st := sh.findStrikes(k, h, at)
 		if st == nil {
-			st = &strikes{last: now}
+			st = &strikes{last: at}
 			sh.strikes.add(k, h, st)
 		}
 		if !d.allowed {
-			st.last = now
+			st.last = at
 		}
 		st.violations, st.banEnd, st.bans = d.violations, 0, d.bans
 	default:
