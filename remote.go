@@ -49,13 +49,14 @@ var (
 // meter ("sliding", "counter", "gcra" or "quota"), whether the rule has a
 // penalty, whether the decision is one of a group's (it records nothing
 // itself), whether a group holds other kinds than sliding logs, and the
-// Lua expressions of the arguments allow.lua takes as ARGV[2] and ARGV[5].
+// Lua expressions of the arguments allow.lua takes as ARGV[2] and ARGV[5]
+// and of the index of the penalty's first.
 type variant struct {
-	Kind          string
-	Penalty       bool
-	Group         bool
-	Kinds         bool
-	Second, Fifth string
+	Kind                     string
+	Penalty                  bool
+	Group                    bool
+	Kinds                    bool
+	Second, Fifth, PenaltyAt string
 }
 
 // parsePieces parses lua/ with the functions its pieces use: kind (the
@@ -69,7 +70,7 @@ func parsePieces() *template.Template {
 			return b.String(), err
 		},
 		"rule": func(kind string, penalty bool) variant {
-			return variant{Kind: kind, Penalty: penalty, Group: true, Second: "ARGV[a + 1]", Fifth: "ARGV[a + 4]"}
+			return variant{Kind: kind, Penalty: penalty, Group: true, Second: "ARGV[a + 1]", Fifth: "ARGV[a + 4]", PenaltyAt: "a + 11"}
 		},
 	})
 	return template.Must(t.ParseFS(luaFiles, "lua/*.lua"))
@@ -108,7 +109,7 @@ func compose(entry string, v variant) string {
 // allowVariant is allow.lua's variant for a rule of kind, with or without
 // a penalty.
 func allowVariant(kind string, penalty bool) variant {
-	return variant{Kind: kind, Penalty: penalty, Second: "ARGV[2]", Fifth: "ARGV[5]"}
+	return variant{Kind: kind, Penalty: penalty, Second: "ARGV[2]", Fifth: "ARGV[5]", PenaltyAt: "10"}
 }
 
 // allowScripts returns allow.lua composed for a rule of kind (the name of

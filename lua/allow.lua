@@ -43,13 +43,14 @@
 -- which undo.lua needs.
 
 {{- define "allow" -}}
+{{template "decide.locals"}}
 {{template "now" "ARGV[1]"}}
 local key, pen, tomb = KEYS[1], KEYS[2], KEYS[3]
 local rate, n = tonumber(ARGV[3]), tonumber(ARGV[4])
 local held, owed, ban_left, since = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 {{kind "args" .}}
 {{- if .Penalty}}
-{{template "penalty.args" "10"}}
+{{template "penalty.args" .}}
 {{- end}}
 {{- if eq .Kind "gcra"}}
 {{template "gcra.div"}}

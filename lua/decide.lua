@@ -29,7 +29,8 @@
 --
 -- The decision reads the locals now, key (the meter's key), pen, tomb,
 -- rate, n, held, owed, ban_left and since, the kind's own (its args and
--- read pieces declare them) and, with a penalty, penalty.args'. It declares
+-- read pieces declare them) and, with a penalty, penalty.args' memory (the
+-- ladder's other numbers are read where a call climbs it). It declares
 -- ok (1 or 0), count (the events in the window after the call), retry (µs
 -- until the same call could pass, 0 when allowed), reset (µs until the
 -- meter is empty), allows (whether the call allows events: never a peek)
@@ -98,15 +99,23 @@ else
       retry = math.max(retry, banned_for)
       flags = 2
     elseif n == 0 then
+      {{template "penalty.ladder" .}}
       if warn_after > 0 and v >= warn_after then
         flags = 1
       end
     else
-      {{template "penalty.violate"}}
+      {{template "penalty.violate" .}}
       retry = math.max(retry, banned_for)
       memory_left = memory
     end
 {{- end}}
   end
 end
+{{- end}}
+
+{{/* decide.locals makes the globals a decision uses locals of the script:
+a local costs Redis less to reach than a global, every time (about 2% of a
+decision, counted with callgrind). */}}
+{{- define "decide.locals" -}}
+local KEYS, ARGV, redis, tonumber, string, math = KEYS, ARGV, redis, tonumber, string, math
 {{- end}}

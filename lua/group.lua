@@ -18,12 +18,14 @@
 --          member id; for the other kinds see allow.lua),
 --          penalize (1 or 0), dry run (1 or 0), held, owed, a known
 --          ban's µs left and since (as allow.lua's ARGV[6..9]), then its
---          penalty's six arguments (see penalty.lua's penalty.args).
+--          penalty's six arguments (see penalty.lua's penalty.args and
+--          penalty.ladder).
 --
 -- Returns allow.lua's nine numbers per rule asked: for every rule when the
 -- request is allowed, up to the rejecting rule otherwise.
 
 {{- define "group" -}}
+{{template "decide.locals"}}
 {{template "now" "ARGV[1]"}}
 {{- if .Kinds}}
 {{template "gcra.div"}}
@@ -84,7 +86,7 @@ is in dry run. */}}
 {{- define "group.rule" -}}
 {{kind "args" .}}
 {{- if .Penalty}}
-{{template "penalty.args" "a + 11"}}
+{{template "penalty.args" .}}
 {{- end}}
 {{kind "read" .}}
 {{template "decide" .}}

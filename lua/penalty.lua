@@ -6,18 +6,24 @@
 --
 -- Pieces of the scripts' templates (see remote.go and now.lua), put into a
 -- script where it names them; nothing here is a function. Their locals are
--- pen (the HASH's key), the penalty's six numbers (penalty.args), and v,
--- last, ban_end and k (penalty.read).
+-- pen (the HASH's key), the penalty's six numbers (penalty.args and
+-- penalty.ladder), and v, last, ban_end and k (penalty.read).
 
-{{/* penalty.args declares a penalty's six numbers from ARGV, starting at
-the index the Lua expression given as the piece's argument computes:
-warn_after (0: no warning stage), ban_after (>= 1), ban_for (µs), memory
-(µs), growth of each further ban (1: every ban lasts ban_for), max_ban
-(µs). */}}
+{{/* penalty.args declares memory (µs violations are remembered), the one
+number of a penalty every decision needs, from ARGV at the index the Lua
+expression .PenaltyAt computes (the first of the six). */}}
 {{- define "penalty.args" -}}
-local warn_after, ban_after = tonumber(ARGV[{{.}}]), tonumber(ARGV[{{.}} + 1])
-local ban_for, memory = tonumber(ARGV[{{.}} + 2]), tonumber(ARGV[{{.}} + 3])
-local growth, max_ban = tonumber(ARGV[{{.}} + 4]), tonumber(ARGV[{{.}} + 5])
+local memory = tonumber(ARGV[{{.PenaltyAt}} + 3])
+{{- end}}
+
+{{/* penalty.ladder declares the rest of a penalty's numbers, read only by a
+call that climbs the ladder or peeks (every read of ARGV costs Redis time):
+warn_after (0: no warning stage), ban_after (>= 1), ban_for (µs), growth
+of each further ban (1: every ban lasts ban_for), max_ban (µs). */}}
+{{- define "penalty.ladder" -}}
+local warn_after, ban_after = tonumber(ARGV[{{.PenaltyAt}}]), tonumber(ARGV[{{.PenaltyAt}} + 1])
+local ban_for = tonumber(ARGV[{{.PenaltyAt}} + 2])
+local growth, max_ban = tonumber(ARGV[{{.PenaltyAt}} + 4]), tonumber(ARGV[{{.PenaltyAt}} + 5])
 {{- end}}
 
 {{/* penalty.read declares v, last, ban_end and k as the HASH pen holds
@@ -46,6 +52,7 @@ flags (1 warned, 2 banned) and banned_for, how long the ban it starts lasts
 most max_ban: repeated products, not a power, so that Go computes the very
 same number. */}}
 {{- define "penalty.violate" -}}
+{{template "penalty.ladder" .}}
 v = v + 1
 local keep = memory
 if v >= ban_after then
