@@ -231,3 +231,31 @@ func holdRunning() bool {
 	stacks := string(buf[:runtime.Stack(buf, true)])
 	return strings.Contains(stacks, "ratelimit.(*Lease).keep") || strings.Contains(stacks, "ratelimit.(*Limiter).Hold")
 }
+
+// TestHoldLosesTheLeaseWhenItCannotRenew: under DegradedDeny a renewal
+// without Redis fails (the fallback may not extend the lease); once the
+// lease's TTL passes without one, Hold cancels fn's context and says the
+// lease was lost.
+func TestHoldLosesTheLeaseWhenItCannotRenew(t *testing.T) {
+	mr := miniredis.RunT(t)
+	l := testkit.NewLimiter(t, testkit.NewClient(t, mr.Addr()), ratelimit.Options{Timeout: time.Second, TripAfter: 1, HeartbeatInterval: -1})
+	rule := slots("deny", 1, 150*time.Millisecond)
+	rule.Degraded = ratelimit.DegradedDeny
+	started := time.Now()
+	_, err := l.Hold(context.Background(), rule, "k", func(ctx context.Context) error {
+		mr.Close() // Redis goes away while fn runs
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Second):
+			return errors.New("fn's context did not end")
+		}
+	})
+	if !errors.Is(err, ratelimit.ErrLeaseLost) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Hold whose lease could not be renewed = %v; want ErrLeaseLost joined with context.Canceled", err)
+	}
+	if took := time.Since(started); took < 150*time.Millisecond {
+		t.Fatalf("fn was cancelled after %v, before the lease's TTL", took)
+	}
+	testkit.Eventually(t, "Hold's goroutines gone", func() bool { return !holdRunning() })
+}
