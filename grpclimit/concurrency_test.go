@@ -8,7 +8,6 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/grpclimit"
 	"google.golang.org/grpc/codes"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // TestConcurrencyStream: a policy with a Concurrency rule holds a slot for
@@ -24,19 +23,7 @@ func TestConcurrencyStream(t *testing.T) {
 	}
 	client := serve(t, "", nil, grpclimit.StreamServerInterceptor(e.lim, methods, grpclimit.Options{Logger: discard}))
 
-	// open opens a stream and returns what its first Recv shows, and a
-	// function that ends it.
-	open := func() (outcome, context.CancelFunc) {
-		ctx, cancel := context.WithCancel(context.Background())
-		t.Cleanup(cancel)
-		s, err := client.Watch(ctx, &healthpb.HealthCheckRequest{})
-		if err != nil {
-			t.Fatalf("Watch: %v", err)
-		}
-		header, _ := s.Header()
-		_, err = s.Recv()
-		return outcomeOf(t, err, header), cancel
-	}
+	open := func() (outcome, context.CancelFunc) { return openWatch(t, client) }
 	first, end := open()
 	checkOutcome(t, first, want{code: codes.OK, policy: `"watchers";q=1;w=30`, limit: `"watchers";r=0;t=30`})
 	second, _ := open()

@@ -163,3 +163,18 @@ func outcomeOf(t testing.TB, err error, header metadata.MD) outcome {
 
 // field returns the values of one header metadata key, joined by " | ".
 func field(md metadata.MD, key string) string { return strings.Join(md.Get(key), " | ") }
+
+// openWatch opens a Watch stream and returns what its first Recv shows,
+// and a function that ends the stream (called at cleanup too).
+func openWatch(t testing.TB, client healthpb.HealthClient) (outcome, context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	s, err := client.Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	header, _ := s.Header()
+	_, err = s.Recv()
+	return outcomeOf(t, err, header), cancel
+}

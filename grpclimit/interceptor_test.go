@@ -268,18 +268,7 @@ func TestStream(t *testing.T) {
 	methods := grpclimit.Methods{watch: {{Rule: rule, Key: grpclimit.Global()}}}
 	client := serve(t, "", nil, grpclimit.StreamServerInterceptor(e.lim, methods, grpclimit.Options{Logger: discard}))
 
-	// open opens a stream and returns what its first Recv shows.
-	open := func() outcome {
-		ctx, cancel := context.WithCancel(context.Background())
-		t.Cleanup(cancel)
-		s, err := client.Watch(ctx, &healthpb.HealthCheckRequest{})
-		if err != nil {
-			t.Fatalf("Watch: %v", err)
-		}
-		header, _ := s.Header()
-		_, err = s.Recv()
-		return outcomeOf(t, err, header)
-	}
+	open := func() outcome { o, _ := openWatch(t, client); return o }
 	for i, w := range []want{
 		{code: codes.OK, policy: `"watch";q=2;w=60`, limit: `"watch";r=1;t=60`},
 		{code: codes.OK, policy: `"watch";q=2;w=60`, limit: `"watch";r=0;t=60`},
