@@ -45,8 +45,10 @@ type Lease struct {
 // call; ResetAfter is when every lease held now would have expired.
 //
 // A rejected Acquire is a violation under the rule's Penalty, as a
-// rejected Allow is. A rule in dry run always gets a lease, recorded when
-// it fits; Result reports what enforcing would have answered. While Redis
+// rejected Allow is. A rule in dry run always gets a lease, and it is
+// recorded even over the limit, so that the leases counted are those a
+// rule not enforced lets run; Result reports what enforcing would have
+// answered. While Redis
 // cannot be used the rule's degraded policy decides: DegradedLocal holds
 // the lease in this process at the degraded share of the Rate (counting
 // the leases it holds already), DegradedAllow grants a lease that records
@@ -57,7 +59,11 @@ func (l *Limiter) Acquire(ctx context.Context, rule Rule, key string) (*Lease, R
 	if err != nil || !res.Allowed {
 		return nil, res, err
 	}
-	le := &Lease{l: l, u: u, taken: u.now, expires: u.now + u.p.window, records: !res.DryRun && (u.local || u.onRedis),
+	records := u.local || u.onRedis
+	if res.DryRun {
+		records = l.recordOver(ctx, &u)
+	}
+	le := &Lease{l: l, u: u, taken: u.now, expires: u.now + u.p.window, records: records,
 		deny: cmp.Or(rule.Degraded, l.set.Degraded) == DegradedDeny}
 	if le.records {
 		l.leases.add(le)
@@ -316,4 +322,36 @@ func (l *Limiter) releaseLeases() {
 	for _, le := range held {
 		le.release(ctx)
 	}
+}
+
+// recordOver records the lease u of a rule in dry run that enforcing would
+// have refused: under an id of its own at now, in Redis past the limit
+// (renew.lua's force), or in the process, owed to Redis, when Redis cannot
+// be used. It reports whether the lease was recorded.
+func (l *Limiter) recordOver(ctx context.Context, u *undo) bool {
+	now := l.localNow()
+	u.member, u.now, u.local = l.member(l.seq.Add(1)), now, true
+	conn := l.conn.Load()
+	if !l.remote || conn == nil {
+		l.local.addLease(u.k, &u.p, now, u.member, l.remote)
+		return true
+	}
+	keys := redisKeys(l.set.KeyPrefix, u.k)
+	var at string
+	if l.set.Clock != nil {
+		at = itoa(now)
+	}
+	args := []string{at, itoa(u.p.window), u.member, itoa(u.p.rate), itoa(now), "1"}
+	s, err := l.send(ctx, conn, keys[0], subject{"rule", u.k.rule}, false, func(ctx context.Context, c rueidis.Client) error {
+		return renewScript.exec(ctx, c, []string{keys[0], keys[5]}, args).Error()
+	})
+	if err != nil {
+		u.local = false
+		return false
+	}
+	if s.path == PathRedis {
+		u.onRedis, u.key = true, keys[0]
+	}
+	l.local.addLease(u.k, &u.p, now, u.member, s.path != PathRedis)
+	return true
 }

@@ -187,11 +187,31 @@ func TestLeaseDegradedAndDryRun(t *testing.T) {
 	if err != nil || second == nil || !r2.DryRun || !r2.Allowed {
 		t.Fatalf("second dry-run Acquire = %v, %+v, %v; want a lease reported as dry run", second, r2, err)
 	}
+	// The lease over the limit is recorded: with two held, Peek reports
+	// the rejection enforcing would answer.
+	if r, err := l.Peek(ctx, dry, "k"); err != nil || r.Remaining != 0 || !r.DryRun {
+		t.Fatalf("Peek with the dry run's two leases = %+v, %v; want full, in dry run", r, err)
+	}
+	inRedis := 0
+	for _, k := range mr.Keys() {
+		if m, err := mr.ZMembers(k); err == nil && strings.Contains(k, ":dry:") {
+			inRedis += len(m)
+		}
+	}
+	if inRedis != 2 {
+		t.Fatalf("Redis holds %d leases of the dry-run rule, want 2: the one over the limit is recorded", inRedis)
+	}
 	if err := second.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if n := free(t, l, dry, "k"); n != 0 {
 		t.Fatalf("free after releasing the dry run's extra lease = %d, want 0 (the first still holds)", n)
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := free(t, l, dry, "k"); n != 1 {
+		t.Fatalf("free after releasing both = %d, want 1", n)
 	}
 
 	// Close releases the first lease in Redis.

@@ -288,12 +288,27 @@ func (s *localStore) renew(k lkey, p *plan, from, to int64, member string, owe b
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	p.unreserve(sh, &k, h, from, 1, false)
-	if m, ok := p.meter(sh, &k, h, to, true); ok {
-		m.add(to, p.window, 1)
-	}
 	sh.forgetOwed(&k, h, p, from, 1)
 	sh.forgetNamed(&k, h, member)
+	sh.addLease(&k, h, p, to, member, owe)
+}
+
+// addLease records the event of a lease for k at now under its id member
+// (see recordOver), owed to Redis with owe.
+func (s *localStore) addLease(k lkey, p *plan, now int64, member string, owe bool) {
+	sh, h := s.at(&k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.addLease(&k, h, p, now, member, owe)
+}
+
+// addLease records the event of a lease (see localStore.addLease). The
+// caller holds sh.mu.
+func (sh *localShard) addLease(k *lkey, h uint64, p *plan, now int64, member string, owe bool) {
+	if m, ok := p.meter(sh, k, h, now, true); ok {
+		m.add(now, p.window, 1)
+	}
 	if owe {
-		sh.oweEvents(&k, h, p, to, 1, member)
+		sh.oweEvents(k, h, p, now, 1, member)
 	}
 }

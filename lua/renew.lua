@@ -12,6 +12,9 @@
 -- ARGV[4]  rate: the leases a pair may hold at once.
 -- ARGV[5]  when the lease was taken, in the process' µs: a Reset at or
 --          after it freed the lease.
+-- ARGV[6]  '1' records the lease at now whatever the count: a rule in dry
+--          run records the leases enforcing would have refused (see
+--          lease.go's recordOver); absent otherwise.
 --
 -- Returns 1 when the lease was renewed, 0 when it is lost: it expired (its
 -- slot may be someone else's now), a Reset freed it, or Redis lost it and
@@ -22,19 +25,21 @@
 local log, id = KEYS[1], ARGV[3]
 {{template "now" "ARGV[1]"}}
 local window = tonumber(ARGV[2])
-local score = redis.call('ZSCORE', log, id)
-if score then
-  if tonumber(score) <= now - window then
-    redis.call('ZREM', log, id)
-    return 0
-  end
-else
-  local reset = redis.call('GET', KEYS[2])
-  if reset and tonumber(reset) >= tonumber(ARGV[5]) then
-    return 0
-  end
-  if redis.call('ZCOUNT', log, string.format('(%d', now - window), '+inf') >= tonumber(ARGV[4]) then
-    return 0
+if ARGV[6] ~= '1' then
+  local score = redis.call('ZSCORE', log, id)
+  if score then
+    if tonumber(score) <= now - window then
+      redis.call('ZREM', log, id)
+      return 0
+    end
+  else
+    local reset = redis.call('GET', KEYS[2])
+    if reset and tonumber(reset) >= tonumber(ARGV[5]) then
+      return 0
+    end
+    if redis.call('ZCOUNT', log, string.format('(%d', now - window), '+inf') >= tonumber(ARGV[4]) then
+      return 0
+    end
   end
 end
 redis.call('ZADD', log, now, id)
