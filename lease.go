@@ -287,25 +287,24 @@ func (l *Limiter) AcquireWait(ctx context.Context, rule Rule, key string) (*Leas
 	}
 }
 
+// errFreed is the cause that ends sleepOr's wait when a lease is released.
+var errFreed = errors.New("ratelimit: a lease was released")
+
 // sleepOr waits for d on the limiter's clock (see sleep), until wake is
-// closed, or until ctx ends.
+// closed (it returns nil then, as when d has passed), or until ctx ends.
 func (l *Limiter) sleepOr(ctx context.Context, d time.Duration, wake <-chan struct{}) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	woken, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	go func() {
 		select {
 		case <-wake:
-			cancel()
-		case <-ctx.Done():
+			cancel(errFreed)
+		case <-woken.Done():
 		}
 	}()
-	err := l.sleep(ctx, d)
-	if err != nil && ctx.Err() != nil && context.Cause(ctx) == context.Canceled {
-		select {
-		case <-wake:
-			return nil
-		default:
-		}
+	err := l.sleep(woken, d)
+	if context.Cause(woken) == errFreed {
+		return nil
 	}
 	return err
 }
