@@ -21,6 +21,18 @@ const MinLeaseTTL = 100 * time.Millisecond
 type concurrencyKind struct{ slidingKind }
 
 func (concurrencyKind) name() string { return "concurrency" }
+
+// script is the sliding log's, but for the leases the calling process
+// sends along, which it puts back when Redis lost them (see
+// lua/concurrency.lua and Limiter.heldOnRedis).
+func (concurrencyKind) script(penalize bool) *script {
+	return concurrencyScripts[b2i(penalize)]
+}
+
+// concurrencyScripts are allow.lua composed with lua/concurrency.lua's
+// pieces (see allowScripts).
+var concurrencyScripts = allowScripts("concurrency")
+
 func (concurrencyKind) leased() bool { return true }
 func (concurrencyKind) grouped() (string, bool) {
 	return "a concurrency rule cannot be grouped: use Acquire, and give the slot back with Release", false

@@ -81,7 +81,7 @@ func TestEncodeCallMatchesRedisKeys(t *testing.T) {
 	var keys [3]string
 	var argv [callArgs]string
 	hd := held{retry: 5, owed: 6, banLeft: 8, since: 3}
-	ks, args := encodeCall(&keys, &argv, "rl:", k, &p, 1795344143891600, true, 2, "ID", 99, &hd)
+	ks, args := encodeCall(&keys, &argv, "rl:", k, &p, 1795344143891600, true, 2, "ID", 99, &hd, nil)
 	want3 := redisKeys("rl:", k)
 	if strings.Join(ks, "|") != strings.Join([]string{want3[0], want3[1], want3[5]}, "|") {
 		t.Errorf("keys %q, want %q", ks, []string{want3[0], want3[1], want3[5]})
@@ -91,7 +91,7 @@ func TestEncodeCallMatchesRedisKeys(t *testing.T) {
 		t.Errorf("args %q, want %q", args, want)
 	}
 	p.penalize = false
-	if ks, args := encodeCall(&keys, &argv, "rl:", k, &p, 0, false, 0, "ID", 1, &held{}); len(ks) != 2 || strings.Join(args, "|") != "|1000000|7|0|ID1|0|0|0|0" {
+	if ks, args := encodeCall(&keys, &argv, "rl:", k, &p, 0, false, 0, "ID", 1, &held{}, nil); len(ks) != 2 || strings.Join(args, "|") != "|1000000|7|0|ID1|0|0|0|0" {
 		t.Errorf("args without a clock or penalty: %q", args)
 	}
 }

@@ -34,6 +34,7 @@ type Lease struct {
 	taken   int64 // µs, when Acquire took it: a Reset at or after it frees it
 	expires int64 // µs, when it lapses unless renewed
 	records bool  // the lease is counted somewhere (see Lease)
+	onRedis bool  // Redis decided its Acquire or its last Renew (see leaseSet.onRedis)
 	deny    bool  // the rule's degraded policy is DegradedDeny
 	done    bool  // released or lost
 }
@@ -63,7 +64,7 @@ func (l *Limiter) Acquire(ctx context.Context, rule Rule, key string) (*Lease, R
 	if res.DryRun {
 		records = l.recordOver(ctx, &u)
 	}
-	le := &Lease{l: l, u: u, taken: u.now, expires: u.now + u.p.window, records: records,
+	le := &Lease{l: l, u: u, taken: u.now, expires: u.now + u.p.window, records: records, onRedis: u.onRedis,
 		deny: cmp.Or(rule.Degraded, l.set.Degraded) == DegradedDeny}
 	if le.records {
 		l.leases.add(le)
@@ -184,6 +185,7 @@ func (le *Lease) Renew(ctx context.Context) error {
 			return fmt.Errorf("%w: rule %q: renewing a lease: %w", ErrUnavailable, u.k.rule, s.cause)
 		}
 		l.local.renew(u.k, &u.p, u.now, now, u.member, s.path != PathRedis)
+		le.onRedis = s.path == PathRedis
 	} else {
 		l.local.renew(u.k, &u.p, u.now, now, u.member, l.remote)
 	}

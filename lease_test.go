@@ -279,3 +279,74 @@ func TestHoldLosesTheLeaseWhenItCannotRenew(t *testing.T) {
 	}
 	testkit.Eventually(t, "Hold's goroutines gone", func() bool { return !holdRunning() })
 }
+
+// TestAcquirePutsBackLeasesRedisLost: Redis loses its data (FLUSHALL, as a
+// restart without persistence does) while an instance holds leases it took
+// on Redis. Its next Acquire of the key puts back, in that same decision,
+// the leases it still holds, not the one it released meanwhile, so that
+// another instance is granted only the slots left; while Redis keeps its
+// data, an Acquire puts back nothing (a lease released elsewhere in the
+// meantime stays released).
+func TestAcquirePutsBackLeasesRedisLost(t *testing.T) {
+	ctx := context.Background()
+	mr := miniredis.RunT(t)
+	clk := testkit.NewClock()
+	opts := testkit.Isolated(testkit.Options(clk))
+	a := testkit.NewLimiter(t, testkit.NewClient(t, mr.Addr()), opts)
+	b := testkit.NewLimiter(t, testkit.NewClient(t, mr.Addr()), opts)
+	rule := slots("exports", 3, time.Minute)
+	acquire := func(l *ratelimit.Limiter, remaining int) *ratelimit.Lease {
+		t.Helper()
+		le, res, err := l.Acquire(ctx, rule, "tenant")
+		if err != nil || le == nil || res.Degraded || res.Remaining != remaining {
+			t.Fatalf("Acquire = %v, %+v, %v; want a lease decided on Redis, %d free after it", le, res, err, remaining)
+		}
+		return le
+	}
+	leases := func() []string {
+		t.Helper()
+		for _, k := range mr.Keys() {
+			if strings.HasSuffix(k, ":l") {
+				m, err := mr.ZMembers(k)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return m
+			}
+		}
+		return nil
+	}
+
+	x, y := acquire(a, 2), acquire(a, 1)
+	mr.FlushAll()
+	if err := y.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Second)
+	z := acquire(a, 1) // x and z held: x is back in Redis
+	if got := leases(); len(got) != 2 {
+		t.Fatalf("Redis holds leases %q after the Acquire that followed the loss; want x's and z's", got)
+	}
+	w := acquire(b, 0)
+	if le, res, err := b.Acquire(ctx, rule, "tenant"); le != nil || err != nil || res.Allowed {
+		t.Fatalf("another instance's Acquire with x, z and w held = %v, %+v, %v; want refused", le, res, err)
+	}
+
+	// b releases w; a, still holding x and z, sends them along: Redis kept
+	// its data, so w stays released.
+	if err := w.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	v := acquire(a, 0)
+	if got := leases(); len(got) != 3 {
+		t.Fatalf("Redis holds leases %q; want x's, z's and v's", got)
+	}
+	for _, le := range []*ratelimit.Lease{x, z, v} {
+		if err := le.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := leases(); len(got) != 0 {
+		t.Fatalf("Redis holds leases %q after every release; want none", got)
+	}
+}

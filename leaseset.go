@@ -11,9 +11,10 @@ import (
 // that a lease was released (AcquireWait wakes on it).
 type leaseSet struct {
 	mu   sync.Mutex
-	held map[*Lease]struct{}
-	owed []undo        // releases Redis has not taken yet, oldest first
-	wake chan struct{} // closed, and replaced, when a lease is released
+	held map[lkey]map[*Lease]struct{} // by pair
+	n    int                          // the leases in held
+	owed []undo                       // releases Redis has not taken yet, oldest first
+	wake chan struct{}                // closed, and replaced, when a lease is released
 
 	released, renewed, lost atomic.Uint64 // since the Limiter was made (see Stats)
 }
@@ -22,7 +23,7 @@ type leaseSet struct {
 func (s *leaseSet) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.held)
+	return s.n
 }
 
 // maxOwedReleases bounds the releases kept for Redis: past it the oldest
@@ -33,24 +34,75 @@ func (s *leaseSet) add(le *Lease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.held == nil {
-		s.held = make(map[*Lease]struct{})
+		s.held = make(map[lkey]map[*Lease]struct{})
 	}
-	s.held[le] = struct{}{}
+	pair := s.held[le.u.k]
+	if pair == nil {
+		pair = make(map[*Lease]struct{})
+		s.held[le.u.k] = pair
+	}
+	if _, ok := pair[le]; !ok {
+		pair[le] = struct{}{}
+		s.n++
+	}
 }
 
 func (s *leaseSet) remove(le *Lease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.held, le)
+	pair := s.held[le.u.k]
+	if _, ok := pair[le]; !ok {
+		return
+	}
+	delete(pair, le)
+	s.n--
+	if len(pair) == 0 {
+		delete(s.held, le.u.k)
+	}
 }
 
 // all returns the leases held.
 func (s *leaseSet) all() []*Lease {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]*Lease, 0, len(s.held))
-	for le := range s.held {
+	out := make([]*Lease, 0, s.n)
+	for _, pair := range s.held {
+		for le := range pair {
+			out = append(out, le)
+		}
+	}
+	return out
+}
+
+// of returns the leases of pair k held.
+func (s *leaseSet) of(k lkey) []*Lease {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pair := s.held[k]
+	if len(pair) == 0 {
+		return nil
+	}
+	out := make([]*Lease, 0, len(pair))
+	for le := range pair {
 		out = append(out, le)
+	}
+	return out
+}
+
+// onRedis returns the leases of pair k held at now whose state Redis was
+// last told by this process, in a call it decided (an Acquire or a Renew),
+// as a decision's script takes them back when Redis lost them (see
+// lua/concurrency.lua): a pair of arguments each, the lease's time and its
+// id. A lease decided without Redis is left out: Redis learns it from the
+// write-back, and the decision counts it among what the process owes.
+func (s *leaseSet) onRedis(k lkey, now int64) []string {
+	var out []string
+	for _, le := range s.of(k) {
+		le.mu.Lock()
+		if !le.done && le.onRedis && le.expires > now {
+			out = append(out, itoa(le.u.now), le.u.member)
+		}
+		le.mu.Unlock()
 	}
 	return out
 }
@@ -58,10 +110,7 @@ func (s *leaseSet) all() []*Lease {
 // lose marks the leases of pair k lost, as a Reset of it does; the Reset
 // has cleared what the local store counted of them.
 func (s *leaseSet) lose(k lkey) {
-	for _, le := range s.all() {
-		if le.u.k != k {
-			continue
-		}
+	for _, le := range s.of(k) {
 		le.mu.Lock()
 		if !le.done {
 			le.done = true

@@ -279,7 +279,13 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	// A plan the call's time fixed (a quota's period) is decided at that
 	// time, whatever the clock.
 	useNow := l.set.Clock != nil || p.alg.timed()
-	ks, args := encodeCall(&keys, &argv, l.set.KeyPrefix, k, p, now, useNow, sentN, l.id, seq, &hd)
+	var leases []string
+	if u != nil && u.lease {
+		// The leases Redis may have lost count in this very decision
+		// (see lua/concurrency.lua).
+		leases = l.leases.onRedis(k, now)
+	}
+	ks, args := encodeCall(&keys, &argv, l.set.KeyPrefix, k, p, now, useNow, sentN, l.id, seq, &hd, leases)
 	var d decision
 	s, err := l.send(ctx, conn, ks[0], subject{"rule", r.Name}, false, func(ctx context.Context, c rueidis.Client) (err error) {
 		d, err = redisDecision(ctx, c, p, ks, args)

@@ -271,12 +271,15 @@ const callArgs = 15
 // call into one string and slices it into keys and args, so that a call
 // costs one allocation for all of them; hd is what the process' own count
 // adds (see mirror.go), and only when it holds the call back does the
-// script get the third key, the pair's last Reset. It returns keys and
-// args cut to the script's arity.
-func encodeCall(keys *[3]string, args *[callArgs]string, prefix string, k lkey, p *plan, now int64, useNow bool, n int64, id string, seq uint64, hd *held) ([]string, []string) {
+// script get the third key, the pair's last Reset (a concurrency rule's
+// always gets it: it is the pair's mark, see lua/concurrency.lua). leases
+// are an Acquire's: the leases of the pair the process holds on Redis,
+// sent after the other arguments (see leaseSet.onRedis). It returns keys
+// and args cut to the script's arity.
+func encodeCall(keys *[3]string, args *[callArgs]string, prefix string, k lkey, p *plan, now int64, useNow bool, n int64, id string, seq uint64, hd *held, leases []string) ([]string, []string) {
 	one := keyLen(prefix, k)
 	nk := 2
-	if hd.holds() {
+	if hd.holds() || p.alg.leased() {
 		nk = 3
 	}
 	var b strings.Builder
@@ -330,6 +333,9 @@ func encodeCall(keys *[3]string, args *[callArgs]string, prefix string, k lkey, 
 	for i := 0; i < count; i++ {
 		args[i] = s[start:ends[i]]
 		start = ends[i]
+	}
+	if len(leases) > 0 {
+		return keys[:nk], append(args[:count:count], leases...)
 	}
 	return keys[:nk], args[:count]
 }

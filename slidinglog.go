@@ -330,7 +330,7 @@ func (l *slidingLog) reset(now, window int64, justAdded bool) int64 {
 func (l *slidingLog) add(now, _, n int64) { l.addEvents(now, n) }
 
 // slidingKind is the exact sliding log's algorithm (Kind SlidingLog): a
-// ZSET of events in Redis (lua/window.lua), a slidingLog here.
+// ZSET of events in Redis (lua/sliding.lua), a slidingLog here.
 type slidingKind struct{ windowKind }
 
 func (slidingKind) name() string                              { return "sliding log" }

@@ -5,7 +5,8 @@
 -- KEYS[1]  the pair's leases: a ZSET of lease ids scored by when each was
 --          taken or last renewed, in µs (the exact log's shape, key ending
 --          in 'l').
--- KEYS[2]  the time of the pair's last Reset (see reset.lua).
+-- KEYS[2]  the time of the pair's last Reset (see reset.lua), or -1: the
+--          pair's mark (see concurrency.lua), which a renewal keeps.
 -- ARGV[1]  now in µs since the epoch, or '' to read Redis' TIME.
 -- ARGV[2]  window: a lease's TTL, in µs.
 -- ARGV[3]  the lease's id.
@@ -22,7 +23,7 @@
 -- persistence) and nothing else took its slot is put back: a live holder's
 -- renewals go on across the restart.
 {{- define "renew" -}}
-local log, id = KEYS[1], ARGV[3]
+local log, id, tomb = KEYS[1], ARGV[3], KEYS[2]
 {{template "now" "ARGV[1]"}}
 local window = tonumber(ARGV[2])
 if ARGV[6] ~= '1' then
@@ -33,7 +34,7 @@ if ARGV[6] ~= '1' then
       return 0
     end
   else
-    local reset = redis.call('GET', KEYS[2])
+    local reset = redis.call('GET', tomb)
     if reset and tonumber(reset) >= tonumber(ARGV[5]) then
       return 0
     end
@@ -44,5 +45,6 @@ if ARGV[6] ~= '1' then
 end
 redis.call('ZADD', log, now, id)
 redis.call('PEXPIRE', log, {{template "ttl" "window"}})
+{{template "concurrency.mark" "window"}}
 return 1
 {{- end}}

@@ -84,12 +84,83 @@ func TestFaultLeasesAcrossRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := mustInt(t, srv, "ZCARD", log); got != 0 {
-		t.Fatalf("ZCARD %s after every release = %d, want 0", log, got)
-	}
+	noLeaseLeft(t, srv, log)
 	if r, err := other.Peek(ctx, rule, "tenant"); err != nil || r.Remaining != 3 {
 		t.Fatalf("Peek after every release = %+v, %v; want 3 free", r, err)
 	}
+}
+
+// TestFaultLeasesPutBackByTheNextAcquire: redis-server restarts without
+// persistence (it loses every lease) while an instance holds two leases it
+// took there and makes no call. Its next Acquire of the key puts them back
+// in that same decision: it gets the last slot, Redis holds the three
+// leases, and another instance gets none.
+func TestFaultLeasesPutBackByTheNextAcquire(t *testing.T) {
+	if !testkit.HaveRedis(t) {
+		t.Skip("needs redis-server")
+	}
+	srv := redistest.Start(t, redistest.Options{})
+	var logs testkit.SyncBuffer
+	opts := testkit.OutageOptions(nil, &logs, nil)
+	opts.KeyPrefix = "putback:"
+	opts.HeartbeatInterval = -1
+	a := testkit.NewLimiter(t, testkit.NewClient(t, srv.Addr()), opts)
+	ctx := context.Background()
+	rule := ratelimit.Rule{Name: "exports", Kind: ratelimit.Concurrency, Limit: ratelimit.Limit{Rate: 3, Window: 20 * time.Second}}
+	acquire := func(l *ratelimit.Limiter) *ratelimit.Lease {
+		t.Helper()
+		le, res, err := l.Acquire(ctx, rule, "tenant")
+		if err != nil || le == nil || res.Degraded {
+			t.Fatalf("Acquire = %v, %+v, %v; want a lease decided on Redis\n%s", le, res, err, logs.String())
+		}
+		return le
+	}
+	x, y := acquire(a), acquire(a)
+
+	srv.Kill()
+	srv.Restart()
+	onRedisAgain(t, a, rule, "tenant")
+	log, _ := layoutKeys(opts.KeyPrefix, rule.Name, "tenant")
+	if got := mustInt(t, srv, "ZCARD", log); got != 0 {
+		t.Fatalf("ZCARD %s after the restart = %d; want 0: the server lost the leases", log, got)
+	}
+	z := acquire(a)
+	if got := mustInt(t, srv, "ZCARD", log); got != 3 {
+		t.Fatalf("ZCARD %s after the holder's next Acquire = %d; want its 3 leases", log, got)
+	}
+	b := testkit.NewLimiter(t, testkit.NewClient(t, srv.Addr()), opts)
+	if le, res, err := b.Acquire(ctx, rule, "tenant"); le != nil || err != nil || res.Allowed {
+		t.Fatalf("another instance's Acquire with 3 held = %v, %+v, %v; want refused", le, res, err)
+	}
+	for _, le := range []*ratelimit.Lease{x, y, z} {
+		if err := le.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noLeaseLeft(t, srv, log)
+}
+
+// onRedisAgain waits until l decides key under rule on Redis again, in 8
+// Peeks in a row: the client has reconnected every connection it keeps,
+// and no breaker keeps calls from Redis.
+func onRedisAgain(t *testing.T, l *ratelimit.Limiter, rule ratelimit.Rule, key string) {
+	t.Helper()
+	testkit.Eventually(t, "deciding on redis again", func() bool {
+		for range 8 {
+			if r, err := l.Peek(context.Background(), rule, key); err != nil || r.Degraded {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// noLeaseLeft waits until Redis holds no lease under log: a release Redis
+// could not take when it was made (a connection lost in the restart) is
+// sent again by the write-back's loop.
+func noLeaseLeft(t *testing.T, srv *redistest.Server, log string) {
+	t.Helper()
+	testkit.Eventually(t, "no lease left in "+log, func() bool { return mustInt(t, srv, "ZCARD", log) == 0 })
 }
 
 // TestFaultLeasesFleetOutage: four limiters (instances of one application,
@@ -198,7 +269,5 @@ func TestFaultLeasesFleetOutage(t *testing.T) {
 			}
 		}
 	}
-	if got := mustInt(t, srv, "ZCARD", log); got != 0 {
-		t.Fatalf("ZCARD %s after every release = %d, want 0", log, got)
-	}
+	noLeaseLeft(t, srv, log)
 }
