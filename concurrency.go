@@ -13,10 +13,12 @@ const MinLeaseTTL = 100 * time.Millisecond
 // pair are the sliding log's events, each under its lease's id, and a
 // lease lives one Window from when it was taken or last renewed. So the
 // log's count is the leases held, its retry the earliest expiry and its
-// reset the latest, and every path the exact log takes (Redis' script,
-// the local meter, the mirror, the write-back, undo) serves leases as it
-// is: Release is undo, Renew moves the lease's event to now (see
-// lease.go). Its leases are kept where a sliding log of the same rule name
+// reset the latest, and every path the exact log takes (the local meter,
+// the mirror, the write-back, undo) serves leases as it is: Release is
+// undo, Renew moves the lease's event to now (see lease.go). Redis'
+// decision is the exact log's too, with one piece more: it puts back the
+// leases the calling process holds when Redis lost them
+// (lua/concurrency.lua). Its leases are kept where a sliding log of the same rule name
 // keeps its events (the key letter 'l'): a rule's state is its name's.
 type concurrencyKind struct{ slidingKind }
 
@@ -24,7 +26,7 @@ func (concurrencyKind) name() string { return "concurrency" }
 
 // script is the sliding log's, but for the leases the calling process
 // sends along, which it puts back when Redis lost them (see
-// lua/concurrency.lua and Limiter.heldOnRedis).
+// lua/concurrency.lua and leaseSet.onRedis).
 func (concurrencyKind) script(penalize bool) *script {
 	return concurrencyScripts[b2i(penalize)]
 }
