@@ -19,11 +19,19 @@ type leaseSet struct {
 	released, renewed, lost atomic.Uint64 // since the Limiter was made (see Stats)
 }
 
-// len returns the number of leases held.
-func (s *leaseSet) len() int {
+// byRule returns the number of leases held, and that number by rule name
+// (nil when none is held).
+func (s *leaseSet) byRule() (int, map[string]int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.n
+	if s.n == 0 {
+		return 0, nil
+	}
+	out := make(map[string]int)
+	for k, pair := range s.held {
+		out[k.rule] += len(pair)
+	}
+	return s.n, out
 }
 
 // maxOwedReleases bounds the releases kept for Redis: past it the oldest

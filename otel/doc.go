@@ -38,7 +38,7 @@
 //	ratelimit.connected          gauge      {limiter}   -
 //	ratelimit.redis.in_use       gauge      {limiter}   -
 //	ratelimit.fleet.instances    gauge      {instance}  -
-//	ratelimit.leases.held        gauge      {lease}     -
+//	ratelimit.leases.held        gauge      {lease}     rule
 //	ratelimit.leases.events      counter    {lease}     op (released, renewed, lost)
 //
 // ratelimit.decisions counts the calls of Allow and AllowN that returned no
@@ -97,7 +97,13 @@
 // heartbeat counted, the N of the share ceil(Rate / N) each enforces while
 // Redis cannot be used (0 before a heartbeat succeeded). Limiters of one
 // fleet count the same instances, so adding them up would count each
-// several times. The gauges report nothing while no limiter is observed.
+// several times. ratelimit.leases.held is the leases in flight under each
+// Concurrency rule ([ratelimit.Stats].LeasesByRule), its rule attribute as
+// ratelimit.decisions' (bounded by Options.MaxRules), from the first
+// collection that saw the rule hold a lease on: 0 once all are given back.
+// ratelimit.leases.events counts the leases released, renewed and found
+// lost (LeaseReleases, LeaseRenewals, LeasesLost); an Acquire is a
+// decision. The gauges report nothing while no limiter is observed.
 //
 // # Cost
 //

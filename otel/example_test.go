@@ -130,7 +130,6 @@ func Example_prometheus() {
 	// ratelimit_leases_events_total{op="lost"} 0
 	// ratelimit_leases_events_total{op="released"} 0
 	// ratelimit_leases_events_total{op="renewed"} 0
-	// ratelimit_leases_held 0
 	// ratelimit_local_entries{kind="ban"} 1
 	// ratelimit_local_entries{kind="bucket"} 0
 	// ratelimit_local_entries{kind="counter"} 0

@@ -87,8 +87,9 @@ type Metrics struct {
 	other    *ruleAttrs                            // for rules past maxRules
 
 	rulesMu  sync.Mutex                 // serializes writes to rules
-	obsMu    sync.Mutex                 // guards limiters
+	obsMu    sync.Mutex                 // guards limiters and leased
 	limiters map[*ratelimit.Limiter]int // observed limiters, with how often each
+	leased   map[*ruleAttrs]struct{}    // rules that held leases while observed
 }
 
 // New returns Metrics whose instruments are made by the meter named
@@ -161,7 +162,7 @@ func New(opts Options) (*Metrics, error) {
 	check(err)
 	m.leasesHeld, err = meter.Int64ObservableGauge("ratelimit.leases.held",
 		metric.WithUnit("{lease}"),
-		metric.WithDescription("Leases of Concurrency rules the observed limiters hold now (ratelimit.Stats.LeasesHeld)."))
+		metric.WithDescription("Leases of a Concurrency rule (rule) the observed limiters hold now, in flight (ratelimit.Stats.LeasesByRule)."))
 	check(err)
 	m.leaseEvents, err = meter.Int64ObservableCounter("ratelimit.leases.events",
 		metric.WithUnit("{lease}"),
@@ -281,8 +282,17 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	}
 	var sum ratelimit.Stats
 	var connected, inUse, instances int64
+	held := make(map[*ruleAttrs]int64)
 	for l := range m.limiters {
 		s := l.Stats()
+		for name, n := range s.LeasesByRule {
+			r := m.rule(name)
+			held[r] += int64(n)
+			if m.leased == nil {
+				m.leased = make(map[*ruleAttrs]struct{})
+			}
+			m.leased[r] = struct{}{}
+		}
 		sum.LocalLogs += s.LocalLogs
 		sum.LocalCounters += s.LocalCounters
 		sum.LocalBuckets += s.LocalBuckets
@@ -294,7 +304,6 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		sum.WrittenBack += s.WrittenBack
 		sum.WriteBackDropped += s.WriteBackDropped
 		sum.WriteBackPending += s.WriteBackPending
-		sum.LeasesHeld += s.LeasesHeld
 		sum.LeaseReleases += s.LeaseReleases
 		sum.LeaseRenewals += s.LeaseRenewals
 		sum.LeasesLost += s.LeasesLost
@@ -320,7 +329,9 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	o.ObserveInt64(m.writeBack, int64(sum.WriteBackDropped), m.wbOpts[1]...)
 	o.ObserveInt64(m.wbPending, int64(sum.WriteBackPending))
 	o.ObserveInt64(m.instances, instances)
-	o.ObserveInt64(m.leasesHeld, int64(sum.LeasesHeld))
+	for r := range m.leased {
+		o.ObserveInt64(m.leasesHeld, held[r], r.held...) // 0 once its leases are all back
+	}
 	o.ObserveInt64(m.leaseEvents, int64(sum.LeaseReleases), m.leaseOpts[0]...)
 	o.ObserveInt64(m.leaseEvents, int64(sum.LeaseRenewals), m.leaseOpts[1]...)
 	o.ObserveInt64(m.leaseEvents, int64(sum.LeasesLost), m.leaseOpts[2]...)
@@ -417,11 +428,13 @@ func errorTypeName(i int) string {
 type ruleAttrs struct {
 	decisions [numOutcomes * 4][]metric.AddOption
 	errs      [numErrorTypes][]metric.AddOption
+	held      []metric.ObserveOption // the leases held under the rule
 }
 
 func newRuleAttrs(name string) *ruleAttrs {
 	r := new(ruleAttrs)
 	rule := attribute.String("rule", name)
+	r.held = []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(rule))}
 	for o := range numOutcomes {
 		for _, degraded := range []bool{false, true} {
 			for _, dry := range []bool{false, true} {

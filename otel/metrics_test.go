@@ -281,7 +281,6 @@ func TestDecisions(t *testing.T) {
 		"ratelimit.writeback.events {event} outcome=dropped": 0,
 		"ratelimit.writeback.pending {event} ":               2,
 		// No Concurrency rule.
-		"ratelimit.leases.held {lease} ":              0,
 		"ratelimit.leases.events {lease} op=released": 0,
 		"ratelimit.leases.events {lease} op=renewed":  0,
 		"ratelimit.leases.events {lease} op=lost":     0,
@@ -380,7 +379,6 @@ func TestObserveAddsUpLimiters(t *testing.T) {
 			"ratelimit.writeback.events {event} outcome=dropped": 0,
 			"ratelimit.writeback.pending {event} ":               0,
 			"ratelimit.fleet.instances {instance} ":              0,
-			"ratelimit.leases.held {lease} ":                     0,
 			"ratelimit.leases.events {lease} op=released":        0,
 			"ratelimit.leases.events {lease} op=renewed":         0,
 			"ratelimit.leases.events {lease} op=lost":            0,
@@ -533,4 +531,53 @@ func TestConcurrentUse(t *testing.T) {
 	if decisions != workers*calls || len(named) != 9 || !named[ratelimitotel.OtherRule] {
 		t.Errorf("%v decisions of rules %v; want %d, of 8 rules and %s", decisions, named, workers*calls, ratelimitotel.OtherRule)
 	}
+}
+
+// TestLeasesHeldByRule: ratelimit.leases.held counts the leases in flight
+// under each Concurrency rule, over the observed limiters, and reports 0
+// for a rule once its leases are all given back.
+func TestLeasesHeldByRule(t *testing.T) {
+	m, reader := newMetrics(t, ratelimitotel.Options{})
+	clk := ratelimittest.NewClock(epoch)
+	a := newLimiter(t, nil, ratelimit.Options{Clock: clk})
+	b := newLimiter(t, nil, ratelimit.Options{Clock: clk})
+	defer m.Observe(a)()
+	defer m.Observe(b)()
+	ctx := context.Background()
+	exports := ratelimit.Rule{Name: "exports", Kind: ratelimit.Concurrency, Limit: ratelimit.Limit{Rate: 5, Window: time.Minute}}
+	partner := ratelimit.Rule{Name: "partner", Kind: ratelimit.Concurrency, Limit: ratelimit.Limit{Rate: 5, Window: time.Minute}}
+	var held []*ratelimit.Lease
+	for _, take := range []struct {
+		l    *ratelimit.Limiter
+		rule ratelimit.Rule
+		key  string
+	}{{a, exports, "t1"}, {a, exports, "t2"}, {b, exports, "t1"}, {b, partner, "p"}} {
+		le, _, err := take.l.Acquire(ctx, take.rule, take.key)
+		if err != nil || le == nil {
+			t.Fatalf("Acquire = %v, %v", le, err)
+		}
+		held = append(held, le)
+	}
+	points := func() map[string]float64 {
+		got := map[string]float64{}
+		for k, v := range collect(t, reader) {
+			if strings.HasPrefix(k, "ratelimit.leases.held ") {
+				got[k] = v
+			}
+		}
+		return got
+	}
+	assertPoints(t, points(), map[string]float64{
+		"ratelimit.leases.held {lease} rule=exports": 3,
+		"ratelimit.leases.held {lease} rule=partner": 1,
+	})
+	for _, le := range held[2:] {
+		if err := le.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	assertPoints(t, points(), map[string]float64{
+		"ratelimit.leases.held {lease} rule=exports": 2,
+		"ratelimit.leases.held {lease} rule=partner": 0,
+	})
 }
