@@ -124,9 +124,6 @@ type Stats struct {
 	// (see Options.OnDecision).
 	LeasesHeld                               int
 	LeaseReleases, LeaseRenewals, LeasesLost uint64
-	// LeasesByRule is LeasesHeld by rule name: the leases in flight under
-	// each Concurrency rule, nil when none is held.
-	LeasesByRule map[string]int
 }
 
 // Stats returns a snapshot of the Limiter's local state. It locks each
@@ -149,7 +146,7 @@ func (l *Limiter) Stats() Stats {
 	s.WrittenBack, s.WriteBackDropped = l.local.owing.written.Load(), l.local.owing.dropped.Load()
 	s.WriteBackPending = int(l.local.owing.events.Load())
 	s.Instances = int(l.set.fleet.Load())
-	s.LeasesHeld, s.LeasesByRule = l.leases.byRule()
+	s.LeasesHeld, _ = l.leases.byRule()
 	s.LeaseReleases, s.LeaseRenewals, s.LeasesLost = l.leases.released.Load(), l.leases.renewed.Load(), l.leases.lost.Load()
 	if conn := l.conn.Load(); conn != nil {
 		s.Connected = true

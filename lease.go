@@ -204,6 +204,14 @@ func (le *Lease) lose(now int64, why string) error {
 	return fmt.Errorf("%w: rule %q: %s", ErrLeaseLost, le.u.k.rule, why)
 }
 
+// LeasesByRule returns the leases of Concurrency rules this Limiter holds
+// now (see Stats.LeasesHeld), by rule name: the leases in flight under each
+// rule, as far as this process knows. It returns nil when none is held.
+func (l *Limiter) LeasesByRule() map[string]int {
+	_, by := l.leases.byRule()
+	return by
+}
+
 // Hold acquires a slot of key under rule (see Acquire), runs fn while
 // holding it, and releases it when fn returns, also when fn panics. While
 // fn runs the lease is renewed every third of the rule's Window; when it

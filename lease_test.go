@@ -350,3 +350,27 @@ func TestAcquirePutsBackLeasesRedisLost(t *testing.T) {
 		t.Fatalf("Redis holds leases %q after every release; want none", got)
 	}
 }
+
+// TestLeasesByRule: LeasesByRule counts the leases held under each rule,
+// and forgets a rule once its leases are given back.
+func TestLeasesByRule(t *testing.T) {
+	ctx := context.Background()
+	l := testkit.NewLimiter(t, nil, testkit.Options(testkit.NewClock()))
+	if got := l.LeasesByRule(); got != nil {
+		t.Fatalf("LeasesByRule of a fresh limiter = %v, want nil", got)
+	}
+	a, _, _ := l.Acquire(ctx, slots("exports", 3, time.Minute), "t1")
+	b, _, _ := l.Acquire(ctx, slots("exports", 3, time.Minute), "t2")
+	c, _, _ := l.Acquire(ctx, slots("partner", 3, time.Minute), "p")
+	if got := l.LeasesByRule(); len(got) != 2 || got["exports"] != 2 || got["partner"] != 1 {
+		t.Fatalf("LeasesByRule = %v, want exports 2, partner 1", got)
+	}
+	for _, le := range []*ratelimit.Lease{a, b, c} {
+		if err := le.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := l.LeasesByRule(); got != nil {
+		t.Fatalf("LeasesByRule after every release = %v, want nil", got)
+	}
+}

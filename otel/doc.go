@@ -98,7 +98,7 @@
 // Redis cannot be used (0 before a heartbeat succeeded). Limiters of one
 // fleet count the same instances, so adding them up would count each
 // several times. ratelimit.leases.held is the leases in flight under each
-// Concurrency rule ([ratelimit.Stats].LeasesByRule), its rule attribute as
+// Concurrency rule ([ratelimit.Limiter.LeasesByRule]), its rule attribute as
 // ratelimit.decisions' (bounded by Options.MaxRules), from the first
 // collection that saw the rule hold a lease on: 0 once all are given back.
 // ratelimit.leases.events counts the leases released, renewed and found

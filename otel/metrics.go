@@ -162,7 +162,7 @@ func New(opts Options) (*Metrics, error) {
 	check(err)
 	m.leasesHeld, err = meter.Int64ObservableGauge("ratelimit.leases.held",
 		metric.WithUnit("{lease}"),
-		metric.WithDescription("Leases of a Concurrency rule (rule) the observed limiters hold now, in flight (ratelimit.Stats.LeasesByRule)."))
+		metric.WithDescription("Leases of a Concurrency rule (rule) the observed limiters hold now, in flight (ratelimit.Limiter.LeasesByRule)."))
 	check(err)
 	m.leaseEvents, err = meter.Int64ObservableCounter("ratelimit.leases.events",
 		metric.WithUnit("{lease}"),
@@ -285,7 +285,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	held := make(map[*ruleAttrs]int64)
 	for l := range m.limiters {
 		s := l.Stats()
-		for name, n := range s.LeasesByRule {
+		for name, n := range l.LeasesByRule() {
 			r := m.rule(name)
 			held[r] += int64(n)
 			if m.leased == nil {
