@@ -110,8 +110,8 @@ func (s *localStore) at(k *lkey) (*localShard, uint64) {
 // violations and bans it counts, are also owed to Redis under owed, the
 // rule's own plan (p may be its degraded share; see writeback.go), under
 // member when the call may have run on Redis under it ("" otherwise).
-func (s *localStore) admit(k lkey, p *plan, rate, now, n int64, peek bool, owed *plan, member string) decision {
-	sh, h := s.at(&k)
+func (s *localStore) admit(k *lkey, p *plan, rate, now, n int64, peek bool, owed *plan, member string) decision {
+	sh, h := s.at(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 
@@ -122,12 +122,12 @@ func (s *localStore) admit(k lkey, p *plan, rate, now, n int64, peek bool, owed 
 	var d decision
 	var st *strikes
 	if p.penalize {
-		st = sh.findStrikes(&k, h, now)
+		st = sh.findStrikes(k, h, now)
 		d.violations = p.penalty.remembered(st, now)
 		if st != nil && st.banEnd > now {
 			d.banned = true
 			d.banLeft = st.banEnd - now
-			if m, ok := sh.meter(&k, h, p, now, false); ok {
+			if m, ok := sh.meter(k, h, p, now, false); ok {
 				d.count = m.count(now, p.window)
 				d.reset = m.reset(now, p.window, false)
 				if d.count+asked > rate {
@@ -139,7 +139,7 @@ func (s *localStore) admit(k lkey, p *plan, rate, now, n int64, peek bool, owed 
 		}
 	}
 
-	m, ok := sh.meter(&k, h, p, now, !peek)
+	m, ok := sh.meter(k, h, p, now, !peek)
 	if !ok { // a peek at a key never seen: rate >= 1 fits one event
 		d.allowed = true
 		return d
@@ -156,7 +156,7 @@ func (s *localStore) admit(k lkey, p *plan, rate, now, n int64, peek bool, owed 
 			d.count += n
 			d.reset = m.reset(now, p.window, true)
 			if owed != nil {
-				sh.oweEvents(&k, h, owed, now, n, member)
+				sh.oweEvents(k, h, owed, now, n, member)
 			}
 		}
 		return d
@@ -171,19 +171,19 @@ func (s *localStore) admit(k lkey, p *plan, rate, now, n int64, peek bool, owed 
 	}
 	if st == nil {
 		st = &strikes{}
-		sh.strikes.add(&k, h, st)
+		sh.strikes.add(k, h, st)
 	}
 	ban, warned := p.penalty.violate(st, now)
 	if owed != nil {
-		sh.oweViolation(&k, h, owed, now, ban)
+		sh.oweViolation(k, h, owed, now, ban)
 	}
 	d.banned, d.warned = ban > 0, warned
 	d.violations = st.violations
 	if d.banned {
 		d.banLeft = ban
 		d.retry = max(d.retry, d.banLeft)
-		sh.strikes.remove(&k, h)
-		sh.bans.add(&k, h, st)
+		sh.strikes.remove(k, h)
+		sh.bans.add(k, h, st)
 	}
 	return d
 }

@@ -202,7 +202,8 @@ func (l *Limiter) ask(ctx context.Context, r *Rule, key string, n int64, peek bo
 	if hook != nil {
 		start = time.Now()
 	}
-	res, path, err := l.route(ctx, r, key, n, peek, u)
+	var res Result
+	path, err := l.route(ctx, r, key, n, peek, u, &res)
 	if err == nil {
 		res.dryRun(r.DryRun)
 	}
@@ -215,9 +216,9 @@ func (l *Limiter) ask(ctx context.Context, r *Rule, key string, n int64, peek bo
 // route decides a call on the path the limiter's state allows: Redis, the
 // shield, or without Redis. When u is not nil it learns what the call
 // recorded, so that AllowAll can take it back.
-func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek bool, u *undo) (Result, Path, error) {
+func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek bool, u *undo, res *Result) (Path, error) {
 	if err := l.usable(ctx); err != nil {
-		return Result{}, PathNone, err
+		return PathNone, err
 	}
 	// The rule's plan, compiled once for every call with an equal rule
 	// (see cachedPlan); it may be shared, so a quota's period is set on
@@ -225,20 +226,20 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	var buf plan
 	p, err := r.cachedPlan(&buf)
 	if err != nil {
-		return Result{}, PathNone, err
+		return PathNone, err
 	}
 	if n < 1 || n > p.rate {
-		return Result{}, PathNone, p.invalidN(n, r.Name)
+		return PathNone, p.invalidN(n, r.Name)
 	}
 	if u != nil && u.lease && !p.alg.leased() {
-		return Result{}, PathNone, fmt.Errorf("%w: rule %q is a %v rule: Acquire takes a Concurrency rule", ErrInvalidRule, r.Name, r.Kind)
+		return PathNone, fmt.Errorf("%w: rule %q is a %v rule: Acquire takes a Concurrency rule", ErrInvalidRule, r.Name, r.Kind)
 	}
 	if p.alg.leased() && !peek && (u == nil || !u.lease) {
-		return Result{}, PathNone, fmt.Errorf("%w: rule %q is a concurrency rule: take a slot with Acquire, and give it back with Release", ErrInvalidRule, r.Name)
+		return PathNone, fmt.Errorf("%w: rule %q is a concurrency rule: take a slot with Acquire, and give it back with Release", ErrInvalidRule, r.Name)
 	}
 	k, err := localKey(r.Name, key)
 	if err != nil {
-		return Result{}, PathNone, err
+		return PathNone, err
 	}
 	// The call's time, read once: the Clock's reading is the time every
 	// path decides at. Without a Clock the script reads Redis' TIME, and
@@ -252,18 +253,24 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	if u != nil {
 		*u = undo{k: k, p: *p, n: n, lease: u.lease}
 	}
+	if !l.remote {
+		l.alone(p, &k, n, peek, u, now, res)
+		return PathLocal, nil
+	}
 	conn := l.conn.Load()
 	if conn == nil {
 		s := sent{path: PathLocal}
-		if l.remote && p.alg.leased() && !peek {
+		if p.alg.leased() && !peek {
 			s.member = l.member(l.seq.Add(1)) // Dial has not connected yet: see below
 			u.member = s.member
 		}
-		return l.withoutRedis(r, p, k, n, peek, s, u, now), PathLocal, nil
+		*res = l.withoutRedis(r, p, k, n, peek, s, u, now)
+		return PathLocal, nil
 	}
 	if n == 1 && l.set.ShieldMax >= 0 {
 		if d, ok := l.local.shielded(k, p, now); ok {
-			return d.result(p.rate, false), PathShield, nil
+			d.fill(res, p.rate, false)
+			return PathShield, nil
 		}
 	}
 	// What this process' own count adds to Redis' decision, with the
@@ -295,7 +302,7 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 		l.local.release(k, p, now, n, &hd)
 	}
 	if err != nil {
-		return Result{}, PathRedis, err
+		return PathRedis, err
 	}
 	if s.path != PathRedis {
 		if (s.mayHaveRun() || p.alg.leased()) && !peek {
@@ -306,13 +313,15 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 				u.member = s.member
 			}
 		}
-		return l.withoutRedis(r, p, k, n, peek, s, u, now), s.path, nil
+		*res = l.withoutRedis(r, p, k, n, peek, s, u, now)
+		return s.path, nil
 	}
 	l.local.record(k, p, now, l.receivedAt(now), n, peek, &d, &hd, int64(l.set.ShieldMax/time.Microsecond))
 	if d.allowed && !peek {
 		u.onRedisCall(l, conn, ks[0], seq, d.win, now)
 	}
-	return d.result(p.rate, false), PathRedis, nil
+	d.fill(res, p.rate, false)
+	return PathRedis, nil
 }
 
 // member returns the member id of the Limiter's call numbered seq: unique
@@ -345,9 +354,9 @@ func redisDecision(ctx context.Context, c rueidis.Client, p *plan, keys []string
 // key).
 func (l *Limiter) withoutRedis(r *Rule, p *plan, k lkey, n int64, peek bool, s sent, u *undo, now int64) Result {
 	if !l.remote {
-		u.at(now)
-		d := l.local.admit(k, p, p.rate, now, n, peek, nil, "")
-		return d.result(p.rate, false)
+		var res Result
+		l.alone(p, &k, n, peek, u, now, &res)
+		return res
 	}
 	if s.path == PathShed {
 		l.shed.Add(1)
@@ -378,8 +387,16 @@ func (l *Limiter) withoutRedis(r *Rule, p *plan, k lkey, n int64, peek bool, s s
 	// to Redis under the rule itself (p).
 	share := *p
 	share.degrade(&l.set)
-	d := l.local.admit(k, &share, rate, now, n, peek, p, s.member)
+	d := l.local.admit(&k, &share, rate, now, n, peek, p, s.member)
 	return d.result(rate, true)
+}
+
+// alone decides a call of a local-only Limiter into res: on the local
+// log, at the rule's rate.
+func (l *Limiter) alone(p *plan, k *lkey, n int64, peek bool, u *undo, now int64, res *Result) {
+	u.at(now)
+	d := l.local.admit(k, p, p.rate, now, n, peek, nil, "")
+	d.fill(res, p.rate, false)
 }
 
 // receivedAt is when a decision Redis made is copied locally: at the call's
@@ -413,11 +430,18 @@ func (l *Limiter) localNow() int64 {
 
 // result turns a decision under limit into a Result.
 func (d *decision) result(limit int64, degraded bool) Result {
+	var r Result
+	d.fill(&r, limit, degraded)
+	return r
+}
+
+// fill sets r to the Result of a decision under limit.
+func (d *decision) fill(r *Result, limit int64, degraded bool) {
 	remaining := limit - d.count
 	if d.banned || remaining < 0 {
 		remaining = 0
 	}
-	r := Result{
+	*r = Result{
 		Allowed:    d.allowed,
 		Limit:      int(limit),
 		Remaining:  int(remaining),
@@ -433,7 +457,6 @@ func (d *decision) result(limit int64, degraded bool) Result {
 	if !d.allowed {
 		r.RetryAfter = time.Duration(d.retry) * time.Microsecond
 	}
-	return r
 }
 
 // Reset forgets everything about key under rule: its log (and its
