@@ -34,7 +34,7 @@ type Lease struct {
 	taken   int64 // µs, when Acquire took it: a Reset at or after it frees it
 	expires int64 // µs, when it lapses unless renewed
 	records bool  // the lease is counted somewhere (see Lease)
-	onRedis bool  // Redis decided its Acquire or its last Renew (see leaseSet.onRedis)
+	onRedis bool  // Redis holds its event: it decided its Acquire or last Renew, or the write-back brought it (see leaseSet.onRedis)
 	deny    bool  // the rule's degraded policy is DegradedDeny
 	done    bool  // released or lost
 }

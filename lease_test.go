@@ -374,3 +374,54 @@ func TestLeasesByRule(t *testing.T) {
 		t.Fatalf("LeasesByRule after every release = %v, want nil", got)
 	}
 }
+
+// TestAcquirePutsBackWrittenBackLeases: a lease taken while Redis could not
+// be used is written back once it can; when Redis then loses its data, the
+// holder's next Acquire puts that lease back too.
+func TestAcquirePutsBackWrittenBackLeases(t *testing.T) {
+	ctx := context.Background()
+	mr := miniredis.RunT(t)
+	var logs testkit.SyncBuffer
+	opts := testkit.Isolated(testkit.OutageOptions(nil, &logs, nil))
+	opts.HeartbeatInterval = -1
+	l := testkit.NewLimiter(t, testkit.NewClient(t, mr.Addr()), opts)
+	rule := slots("exports", 3, time.Minute)
+	log := func() []string {
+		t.Helper()
+		for _, k := range mr.Keys() {
+			if strings.HasSuffix(k, ":l") {
+				m, err := mr.ZMembers(k)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return m
+			}
+		}
+		return nil
+	}
+
+	mr.Close()
+	c, res, err := l.Acquire(ctx, rule, "tenant")
+	if err != nil || c == nil || !res.Degraded {
+		t.Fatalf("Acquire while Redis is down = %v, %+v, %v; want a lease taken in the process", c, res, err)
+	}
+	if err := mr.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "the lease written back", func() bool { return l.Stats().WriteBackPending == 0 && len(log()) == 1 })
+
+	mr.FlushAll()
+	testkit.Eventually(t, "an Acquire decided on Redis", func() bool {
+		d, res, err := l.Acquire(ctx, rule, "tenant")
+		if err != nil || d == nil {
+			t.Fatalf("Acquire = %v, %+v, %v", d, res, err)
+		}
+		if res.Degraded {
+			return false // a breaker still half-open; the lease is the process' own
+		}
+		if got := log(); len(got) < 2 {
+			t.Fatalf("Redis holds %q after the Acquire that followed the loss; want the written-back lease back too", got)
+		}
+		return true
+	})
+}

@@ -98,11 +98,12 @@ func (s *leaseSet) of(k lkey) []*Lease {
 }
 
 // onRedis returns the leases of pair k held at now whose state Redis was
-// last told by this process, in a call it decided (an Acquire or a Renew),
-// as a decision's script takes them back when Redis lost them (see
-// lua/concurrency.lua): a pair of arguments each, the lease's time and its
-// id. A lease decided without Redis is left out: Redis learns it from the
-// write-back, and the decision counts it among what the process owes.
+// last told by this process, in a call it decided (an Acquire or a Renew)
+// or by the write-back (see written), as a decision's script takes them
+// back when Redis lost them (see lua/concurrency.lua): a pair of arguments
+// each, the lease's time and its id. A lease decided without Redis and not
+// written back yet is left out: the decision counts it among what the
+// process owes.
 func (s *leaseSet) onRedis(k lkey, now int64) []string {
 	var out []string
 	for _, le := range s.of(k) {
@@ -113,6 +114,21 @@ func (s *leaseSet) onRedis(k lkey, now int64) []string {
 		le.mu.Unlock()
 	}
 	return out
+}
+
+// written notes that the write-back brought the leases of pair k among
+// named to Redis: a lease whose event there is the one it holds now (no
+// renewal since) is on Redis, as one Redis decided is (see onRedis).
+func (s *leaseSet) written(k lkey, named []named) {
+	for _, le := range s.of(k) {
+		le.mu.Lock()
+		for _, nm := range named {
+			if !le.done && nm.member == le.u.member && nm.at == le.u.now {
+				le.onRedis = true
+			}
+		}
+		le.mu.Unlock()
+	}
 }
 
 // lose marks the leases of pair k lost, as a Reset of it does; the Reset

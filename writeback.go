@@ -582,6 +582,9 @@ func (l *Limiter) writeBack(ctx context.Context) (more bool) {
 		bs := l.local.cut(i, now, newID)
 		for j, b := range bs {
 			o := l.sendBatch(ctx, conn, b, now)
+			if o == applied && len(b.named) > 0 && b.p.alg.leased() {
+				l.leases.written(b.k, b.named) // before settle: the debt is paid once they are on Redis
+			}
 			l.local.settle(b, o)
 			if o == unsure || o == unsent {
 				for _, rest := range bs[j+1:] {
