@@ -10,7 +10,9 @@
 -- KEYS[2]  the rule's penalty state (see penalty.lua); unused for a rule
 --          without penalty.
 -- KEYS[3]  the time of the pair's last Reset (see reset.lua); only when the
---          process holds the call back (ARGV[6] or ARGV[8] not 0).
+--          process holds the call back (ARGV[6] or ARGV[8] not 0), and
+--          always for a concurrency rule (the pair's mark, see
+--          concurrency.lua).
 -- ARGV[1]  now in µs since the epoch, or '' to read Redis' TIME (never ''
 --          for a quota: Go computed its period from that time).
 -- ARGV[2]  a log's or a counter's window in µs; a bucket's wq, the cost of
@@ -33,6 +35,10 @@
 -- ARGV[10]..ARGV[15]  with a penalty: warn_after (0: no warning stage),
 --          ban_after (>= 1), ban_for (µs), memory (µs), growth of each
 --          further ban (1: every ban lasts ban_for), max_ban (µs).
+-- ARGV[10] on, or ARGV[16] on with a penalty: a concurrency rule's
+--          Acquire sends the leases its process holds on Redis, a pair
+--          each (its time, its id), put back when Redis lost them (see
+--          concurrency.lua).
 --
 -- Returns {allowed, count, retry_us, reset_us, violations, flags,
 -- ban_left_us, memory_left_us, bans} (see decide.lua's locals ok, count,
