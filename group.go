@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/rueidis"
 )
@@ -28,22 +27,19 @@ const MaxGroupSize = 16
 // and calendar quota rules can); a group holds at most MaxGroupSize pairs. While Redis cannot be used the
 // pairs are decided locally, in order, as AllowAll decides them.
 func (l *Limiter) AllowGroup(ctx context.Context, group string, checks []Check) ([]Result, error) {
-	hook := l.set.OnDecision
-	var start time.Time
-	if hook != nil {
-		start = time.Now()
-	}
+	rep := l.reporter()
 	results, path, err := l.routeGroup(ctx, group, checks)
-	if hook != nil {
-		took := time.Since(start)
+	if rep.on() {
+		ds := make([]Decision, 0, len(results)+1)
 		for i := range results {
 			c := &checks[i]
-			hook(Decision{Rule: c.Rule, Key: c.Key, N: max(c.N, 1), Result: results[i], Path: path, Took: took})
+			ds = append(ds, Decision{Rule: c.Rule, Key: c.Key, N: max(c.N, 1), Result: results[i], Path: path})
 		}
 		if err != nil && len(checks) > 0 {
 			c := &checks[0]
-			hook(Decision{Rule: c.Rule, Key: c.Key, N: max(c.N, 1), Err: err, Path: path, Took: took})
+			ds = append(ds, Decision{Rule: c.Rule, Key: c.Key, N: max(c.N, 1), Err: err, Path: path})
 		}
+		rep.report(ds...)
 	}
 	return results, err
 }

@@ -56,6 +56,36 @@ type Decision struct {
 	Took   time.Duration // how long the decision took
 }
 
+// reporter reports one call's decisions to Options.OnDecision, each with
+// the time since the call began. Its zero value, a Limiter's without a
+// hook, reports nothing and has read no clock: callers build a Decision
+// only when on says there is a hook for it.
+type reporter struct {
+	hook  func(Decision)
+	start time.Time
+}
+
+// reporter starts timing a call for Options.OnDecision, when it is set.
+func (l *Limiter) reporter() reporter {
+	if l.set.OnDecision == nil {
+		return reporter{}
+	}
+	return reporter{hook: l.set.OnDecision, start: time.Now()}
+}
+
+// on reports whether there is a hook to report to.
+func (r *reporter) on() bool { return r.hook != nil }
+
+// report passes the decisions ds to the hook, all with one Took: the time
+// since the call began.
+func (r *reporter) report(ds ...Decision) {
+	took := time.Since(r.start)
+	for i := range ds {
+		ds[i].Took = took
+		r.hook(ds[i])
+	}
+}
+
 // Stats is a snapshot of a Limiter's local state, for gauges.
 type Stats struct {
 	// LocalLogs, LocalCounters, LocalStrikes and LocalBans count the sliding

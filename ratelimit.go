@@ -197,18 +197,14 @@ func (l *Limiter) Peek(ctx context.Context, rule Rule, key string) (Result, erro
 // decision to Options.OnDecision. When u is not nil it learns what the call
 // recorded (see AllowAll).
 func (l *Limiter) ask(ctx context.Context, r *Rule, key string, n int64, peek bool, u *undo) (Result, error) {
-	hook := l.set.OnDecision
-	var start time.Time
-	if hook != nil {
-		start = time.Now()
-	}
+	rep := l.reporter()
 	var res Result
 	path, err := l.route(ctx, r, key, n, peek, u, &res)
 	if err == nil {
 		res.dryRun(r.DryRun)
 	}
-	if hook != nil {
-		hook(Decision{Rule: *r, Key: key, N: int(n), Peek: peek, Result: res, Err: err, Path: path, Took: time.Since(start)})
+	if rep.on() {
+		rep.report(Decision{Rule: *r, Key: key, N: int(n), Peek: peek, Result: res, Err: err, Path: path})
 	}
 	return res, err
 }
