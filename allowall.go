@@ -85,12 +85,12 @@ func (u *undo) at(now int64) {
 	}
 }
 
-// onRedisCall notes that Redis decided the call under seq (an approximate
-// rule's events in window win), and that the
-// decision was mirrored locally at mirrored. u may be nil.
-func (u *undo) onRedisCall(l *Limiter, conn *redisConn, key string, seq uint64, win, mirrored int64) {
+// onRedisCall notes that Redis decided the call under its member id (an
+// approximate rule's events in window win), and that the decision was
+// mirrored locally at mirrored. u may be nil.
+func (u *undo) onRedisCall(conn *redisConn, key, member string, win, mirrored int64) {
 	if u != nil {
-		u.conn, u.key, u.member, u.win, u.onRedis = conn, key, l.member(seq), win, true
+		u.conn, u.key, u.member, u.win, u.onRedis = conn, key, member, win, true
 		u.at(mirrored)
 	}
 }

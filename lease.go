@@ -37,6 +37,11 @@ type Lease struct {
 	onRedis bool  // Redis holds its event: it decided its Acquire or last Renew, or the write-back brought it (see leaseSet.onRedis)
 	deny    bool  // the rule's degraded policy is DegradedDeny
 	done    bool  // released or lost
+
+	// The Limiter's set of leases held links the leases of a pair (see
+	// leaseSet); its lock guards these.
+	prev, next *Lease
+	linked     bool
 }
 
 // Acquire takes one slot of key under rule, a Concurrency rule, if one is

@@ -8,13 +8,15 @@ import (
 // leaseSet is what a Limiter knows of the leases it handed out: the ones
 // held (Close releases them, a Reset loses them), the releases Redis could
 // not take yet (the write-back's loop sends them once it can), and a signal
-// that a lease was released (AcquireWait wakes on it).
+// that a lease was released (AcquireWait wakes on it). The leases of a pair
+// are linked through their own prev and next fields, so that taking and
+// giving back a slot of a pair seen before allocates nothing here.
 type leaseSet struct {
 	mu   sync.Mutex
-	held map[lkey]map[*Lease]struct{} // by pair
-	n    int                          // the leases in held
-	owed []undo                       // releases Redis has not taken yet, oldest first
-	wake chan struct{}                // closed, and replaced, when a lease is released
+	held map[lkey]*Lease // by pair: the newest lease of the pair, whose prev links the others
+	n    int             // the leases in held
+	owed []undo          // releases Redis has not taken yet, oldest first
+	wake chan struct{}   // closed, and replaced, when a lease is released
 
 	released, renewed, lost atomic.Uint64 // since the Limiter was made (see Stats)
 }
@@ -28,8 +30,10 @@ func (s *leaseSet) byRule() (int, map[string]int) {
 		return 0, nil
 	}
 	out := make(map[string]int)
-	for k, pair := range s.held {
-		out[k.rule] += len(pair)
+	for k, le := range s.held {
+		for ; le != nil; le = le.prev {
+			out[k.rule]++
+		}
 	}
 	return s.n, out
 }
@@ -38,35 +42,45 @@ func (s *leaseSet) byRule() (int, map[string]int) {
 // are dropped, and their leases expire in Redis at their TTL.
 const maxOwedReleases = 100_000
 
+// add counts le among the leases held, once.
 func (s *leaseSet) add(le *Lease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if le.linked {
+		return
+	}
 	if s.held == nil {
-		s.held = make(map[lkey]map[*Lease]struct{})
+		s.held = make(map[lkey]*Lease)
 	}
-	pair := s.held[le.u.k]
-	if pair == nil {
-		pair = make(map[*Lease]struct{})
-		s.held[le.u.k] = pair
+	k := &le.u.k
+	if newest := s.held[*k]; newest != nil {
+		newest.next, le.prev = le, newest
 	}
-	if _, ok := pair[le]; !ok {
-		pair[le] = struct{}{}
-		s.n++
-	}
+	s.held[*k] = le
+	le.linked = true
+	s.n++
 }
 
+// remove forgets le among the leases held, if it is.
 func (s *leaseSet) remove(le *Lease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pair := s.held[le.u.k]
-	if _, ok := pair[le]; !ok {
+	if !le.linked {
 		return
 	}
-	delete(pair, le)
-	s.n--
-	if len(pair) == 0 {
+	switch {
+	case le.next != nil:
+		le.next.prev = le.prev
+	case le.prev != nil:
+		s.held[le.u.k] = le.prev
+	default:
 		delete(s.held, le.u.k)
 	}
+	if le.prev != nil {
+		le.prev.next = le.next
+	}
+	le.prev, le.next, le.linked = nil, nil, false
+	s.n--
 }
 
 // all returns the leases held.
@@ -74,8 +88,8 @@ func (s *leaseSet) all() []*Lease {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]*Lease, 0, s.n)
-	for _, pair := range s.held {
-		for le := range pair {
+	for _, le := range s.held {
+		for ; le != nil; le = le.prev {
 			out = append(out, le)
 		}
 	}
@@ -86,12 +100,8 @@ func (s *leaseSet) all() []*Lease {
 func (s *leaseSet) of(k lkey) []*Lease {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pair := s.held[k]
-	if len(pair) == 0 {
-		return nil
-	}
-	out := make([]*Lease, 0, len(pair))
-	for le := range pair {
+	var out []*Lease
+	for le := s.held[k]; le != nil; le = le.prev {
 		out = append(out, le)
 	}
 	return out

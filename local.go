@@ -276,7 +276,9 @@ func (s *localStore) release1(k lkey, p *plan, at int64, member string) {
 	defer sh.mu.Unlock()
 	sh.forgetOwed(&k, h, p, at, 1)
 	sh.forgetNamed(&k, h, member)
-	p.unreserve(sh, &k, h, at, 1, true)
+	// The meter stays for the pair's next lease, as an exact log stays
+	// after its events leave the window: the LRU evicts it.
+	p.unreserve(sh, &k, h, at, 1, false)
 	sh.denials.remove(&k, h) // a ban's cached rejection holds a count the release lowered
 }
 

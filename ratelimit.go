@@ -304,7 +304,7 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 		if (s.mayHaveRun() || p.alg.leased()) && !peek {
 			// A lease is written back under its own id, so that its
 			// Renew and Release find it in Redis.
-			s.member = l.member(seq)
+			s.member = l.callMember(p, args, seq)
 			if u != nil {
 				u.member = s.member
 			}
@@ -313,8 +313,8 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 		return s.path, nil
 	}
 	l.local.record(k, p, now, l.receivedAt(now), n, peek, &d, &hd, int64(l.set.ShieldMax/time.Microsecond))
-	if d.allowed && !peek {
-		u.onRedisCall(l, conn, ks[0], seq, d.win, now)
+	if d.allowed && !peek && u != nil {
+		u.onRedisCall(conn, ks[0], l.callMember(p, args, seq), d.win, now)
 	}
 	d.fill(res, p.rate, false)
 	return PathRedis, nil
@@ -324,6 +324,16 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 // across processes (the Limiter's random id) and calls (seq, from l.seq).
 // encodeCall writes the same bytes without building the string.
 func (l *Limiter) member(seq uint64) string { return l.id + strconv.FormatUint(seq, 10) }
+
+// callMember returns the member id of the call numbered seq whose script
+// arguments are args (see member): its ARGV[5] when the kind sends it
+// there, so that it costs no second string.
+func (l *Limiter) callMember(p *plan, args []string, seq uint64) string {
+	if _, _, byMember := p.alg.args(*p); byMember {
+		return args[4]
+	}
+	return l.member(seq)
+}
 
 // invalidN is the error of a call for n events that can never fit under p.
 func (p *plan) invalidN(n int64, rule string) error {
