@@ -341,20 +341,17 @@ func encodeCall(keys *[3]string, args *[callArgs]string, prefix string, k lkey, 
 }
 
 // parseReply reads a decision's reply to a call of plan p: decide.lua's
-// nine numbers, or for a rule without penalty the first four (allow.lua
-// leaves out the five that are then 0), and for an approximate rule
-// allow.lua's one more, the window its events went into.
+// nine numbers, or the first four (allow.lua leaves out the five when they
+// are 0, as they always are for a rule without penalty), and for an
+// approximate rule allow.lua's one more, the window its events went into.
 func parseReply(resp rueidis.RedisResult, p *plan) (decision, error) {
 	arr, err := resp.ToArray()
 	if err != nil {
 		return decision{}, err
 	}
-	width := 4
-	if p.penalize {
-		width = 9
-	}
 	windowed := p.alg.windowed()
-	if len(arr) != width+b2i(windowed) {
+	width := len(arr) - b2i(windowed)
+	if width != 4 && (width != 9 || !p.penalize) {
 		return decision{}, errors.New("unexpected script reply")
 	}
 	d, err := parseDecision(arr[:width])

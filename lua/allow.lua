@@ -43,10 +43,11 @@
 -- Returns {allowed, count, retry_us, reset_us, violations, flags,
 -- ban_left_us, memory_left_us, bans} (see decide.lua's locals ok, count,
 -- retry, reset, v, flags, banned_for, memory_left, k), or only the first
--- four for a rule without penalty (the other five are 0, and Go knows it:
--- every number sent costs Redis time); for a counter one more: the index of
--- the fixed window events recorded by this call went into (now / window),
--- which undo.lua needs.
+-- four when the other five are 0: always for a rule without penalty, and
+-- for a key with no violation on record and no ban (Go reads them as 0:
+-- every number sent costs Redis about 480 instructions); for a counter one
+-- more: the index of the fixed window events recorded by this call went
+-- into (now / window), which undo.lua needs.
 
 {{- define "allow" -}}
 {{template "decide.locals"}}
@@ -63,5 +64,10 @@ local held, owed, ban_left, since = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumb
 {{- end}}
 {{kind "read" .}}
 {{template "decide" .}}
+{{- if .Penalty}}
+if v == 0 and flags == 0 and k == 0 then
+  return {ok, count, retry, reset{{if eq .Kind "counter"}}, w{{end}}}
+end
+{{- end}}
 return {ok, count, retry, reset{{if .Penalty}}, v, flags, banned_for, memory_left, k{{end}}{{if eq .Kind "counter"}}, w{{end}}}
 {{- end}}

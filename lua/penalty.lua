@@ -27,13 +27,18 @@ local growth, max_ban = tonumber(ARGV[{{.PenaltyAt}} + 4]), tonumber(ARGV[{{.Pen
 {{- end}}
 
 {{/* penalty.read declares v, last, ban_end and k as the HASH pen holds
-them. */}}
+them (0 when it holds none). Most keys have no violations on record: an
+EXISTS answers for them for less than an HMGET's table of four nils
+(7.6k of a decision's ~108k Redis instructions, counted with callgrind). */}}
 {{- define "penalty.read" -}}
-local state = redis.call('HMGET', pen, 'v', 'l', 'b', 'k')
-local v = tonumber(state[1]) or 0
-local last = tonumber(state[2]) or 0
-local ban_end = tonumber(state[3]) or 0
-local k = tonumber(state[4]) or 0
+local v, last, ban_end, k = 0, 0, 0, 0
+if redis.call('EXISTS', pen) == 1 then
+  local state = redis.call('HMGET', pen, 'v', 'l', 'b', 'k')
+  v = tonumber(state[1]) or 0
+  last = tonumber(state[2]) or 0
+  ban_end = tonumber(state[3]) or 0
+  k = tonumber(state[4]) or 0
+end
 {{- end}}
 
 {{/* penalty.forget forgets the violations (and the bans remembered with
