@@ -54,7 +54,13 @@
 {{template "now" "ARGV[1]"}}
 local key, pen, tomb = KEYS[1], KEYS[2], KEYS[3]
 local rate, n = tonumber(ARGV[3]), tonumber(ARGV[4])
-local held, owed, ban_left, since = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+{{/* Most calls' process adds nothing (held, owed and ban_left '0'): comparing
+interned strings costs Redis less than four conversions (~2.8k of ~89k
+instructions, callgrind); since only matters beside one of them. */}}
+local held, owed, ban_left, since = 0, 0, 0, 0
+if ARGV[6] ~= '0' or ARGV[7] ~= '0' or ARGV[8] ~= '0' then
+  held, owed, ban_left, since = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+end
 {{kind "args" .}}
 {{- if .Penalty}}
 {{template "penalty.args" .}}
