@@ -45,13 +45,15 @@ end
 {{/* concurrency.mark keeps the pair's mark (tomb) at least as long as a
 lease recorded now can live, the µs of the Lua expression given: it sets
 -1 when no Reset is remembered, and otherwise only lengthens the Reset's
-time. */}}
+time. A mark it sets or lengthens lives twice that, so that most acquires
+only read it (a PEXPIRE on every one cost 8% of an acquire's Redis
+instructions, callgrind). */}}
 {{- define "concurrency.mark" -}}
 local mark_ttl = {{template "ttl" .}}
 local mark_left = redis.call('PTTL', tomb)
 if mark_left == -2 then
-  redis.call('SET', tomb, '-1', 'PX', mark_ttl)
+  redis.call('SET', tomb, '-1', 'PX', 2 * mark_ttl)
 elseif mark_left >= 0 and mark_left < mark_ttl then
-  redis.call('PEXPIRE', tomb, mark_ttl)
+  redis.call('PEXPIRE', tomb, 2 * mark_ttl)
 end
 {{- end}}
