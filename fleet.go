@@ -44,12 +44,20 @@ func (l *Limiter) heartbeats(conn *redisConn) {
 	}
 }
 
+// rejoinBeats is how many successful heartbeats after a failed one may
+// raise the count but not lower it (see heartbeat).
+const rejoinBeats = 3
+
 // heartbeat announces the Limiter once and stores the live count Redis
-// returns. A set younger than three
-// heartbeat periods (Redis lost it: a restart without persistence, a
-// failover) may not hold every live Limiter yet, so its count raises the
-// count last seen but never lowers it: an outage that starts then is met
-// with the share of the fleet as it was, not with the whole rate.
+// returns. Two counts may not hold every live Limiter yet, so they raise
+// the count last seen but never lower it, and an outage that starts then
+// is met with the share of the fleet as it was, not with a larger one:
+//   - a set younger than three heartbeat periods (Redis lost it: a restart
+//     without persistence, a failover);
+//   - the counts of the rejoinBeats heartbeats after one of this Limiter's
+//     failed: the other instances' failed too (Redis refused them all, or
+//     shed them under load), for long enough to be trimmed, and each is
+//     back only at its next heartbeat.
 func (l *Limiter) heartbeat(conn *redisConn, key string) {
 	period := int64(l.set.HeartbeatInterval / time.Microsecond)
 	var live, age int64
@@ -72,11 +80,16 @@ func (l *Limiter) heartbeat(conn *redisConn, key string) {
 		})
 	l.heartbeatStarved.Store(errors.Is(err, errShed))
 	if err != nil {
+		l.rejoining.Store(rejoinBeats)
 		l.log.log(logHeartbeat, slog.LevelDebug, "ratelimit: heartbeat failed; keeping the instance count last seen",
 			"instances", l.set.fleet.Load(), "err", err)
 		return
 	}
-	if age < 3*period {
+	rejoining := l.rejoining.Load() > 0
+	if rejoining {
+		l.rejoining.Add(-1)
+	}
+	if age < 3*period || rejoining {
 		live = max(live, l.set.fleet.Load())
 	}
 	l.set.fleet.Store(max(1, live))

@@ -17,10 +17,14 @@ import (
 // make itself, and the test waits for it, so every later count is the
 // test's doing. Decisions are made at the fake instant at; the Timeout is
 // long, so that a busy machine fails no heartbeat the test expects to work.
-func fleetLimiter(t *testing.T, mr *miniredis.Miniredis, prefix string, at time.Time) *Limiter {
+func fleetLimiter(t *testing.T, mr *miniredis.Miniredis, prefix string, at time.Time, more ...func(*Options)) *Limiter {
 	t.Helper()
-	l, err := New(miniClient(t, mr), Options{Clock: &fixedClock{at: at}, KeyPrefix: prefix, HeartbeatInterval: time.Hour, TripAfter: 1,
-		Timeout: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	opts := Options{Clock: &fixedClock{at: at}, KeyPrefix: prefix, HeartbeatInterval: time.Hour, TripAfter: 1,
+		Timeout: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for _, f := range more {
+		f(&opts)
+	}
+	l, err := New(miniClient(t, mr), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,6 +162,60 @@ func TestFleetShare(t *testing.T) {
 	if r, _ := l.AllowN(ctx, Rule{Name: "sale:share", Limit: PerMinute(10)}, "k", 5); !r.Allowed || r.Limit != 5 {
 		t.Fatalf("with DegradedShare 0.5: %+v, want Limit 5 and 5 events allowed", r)
 	}
+}
+
+// TestFleetCountAfterFailedHeartbeats: after its heartbeat failed (Redis
+// refused it, and the other instances' too, long enough for them all to be
+// trimmed), a Limiter's next rejoinBeats heartbeats raise its count but do
+// not lower it, so an outage right after is met with the fleet's share as
+// it was; the next one lowers it to the instances that announced since.
+func TestFleetCountAfterFailedHeartbeats(t *testing.T) {
+	mr := miniredis.RunT(t)
+	t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	mr.SetTime(t0)
+	probe := 10 * time.Millisecond // the refusal opens a's breaker: it probes again after this
+	a := fleetLimiter(t, mr, "rejoin:", t0, func(o *Options) { o.ProbeAfter = probe })
+	b := fleetLimiter(t, mr, "rejoin:", t0)
+	fleetLimiter(t, mr, "rejoin:", t0)
+	if n := beat(t, a); n != 3 {
+		t.Fatalf("counts %d, want 3", n)
+	}
+	mr.SetError("NOPERM this user has no permissions to run the 'evalsha' command")
+	if n := beat(t, a); n != 3 {
+		t.Fatalf("after a refused heartbeat the count is %d, want the 3 last seen", n)
+	}
+	mr.SetError("")
+	time.Sleep(2 * probe)
+	// Redis refused everyone for three periods: the others' announcements
+	// ran out, and a's first heartbeats back find it alone.
+	now := t0.Add(3 * time.Hour)
+	for i := range rejoinBeats {
+		mr.SetTime(now)
+		if n := beat(t, a); n != 3 {
+			t.Fatalf("heartbeat %d after the refusal counts %d, want the 3 last seen (the set holds %d)", i+1, n, mustCard(t, mr, "rejoin:"))
+		}
+		now = now.Add(time.Minute)
+	}
+	mr.SetTime(now)
+	if n := beat(t, a); n != 1 {
+		t.Fatalf("heartbeat %d after the refusal counts %d, want 1: only a announced since", rejoinBeats+1, n)
+	}
+	if n := beat(t, b); n != 2 {
+		t.Fatalf("b back: it counts %d, want 2", n)
+	}
+	if n := beat(t, a); n != 2 {
+		t.Fatalf("a counts %d once b is back, want 2", n)
+	}
+}
+
+// mustCard returns the number of announcements in the set of prefix.
+func mustCard(t *testing.T, mr *miniredis.Miniredis, prefix string) int {
+	t.Helper()
+	m, err := mr.ZMembers(fleetKey(prefix))
+	if err != nil {
+		return 0
+	}
+	return len(m)
 }
 
 func TestDegradedRate(t *testing.T) {

@@ -39,7 +39,8 @@ type Limiter struct {
 
 	wbKick chan struct{} // wakes the write-back (see writeback.go)
 
-	heartbeatStarved atomic.Bool // the last heartbeat found no admission slot to spare
+	heartbeatStarved atomic.Bool  // the last heartbeat found no admission slot to spare
+	rejoining        atomic.Int32 // heartbeats left whose count may not lower the last (see heartbeat)
 
 	leases leaseSet // the leases handed out (see lease.go)
 
