@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 	_ "time/tzdata" // Europe/Berlin wherever the examples run
@@ -90,4 +91,125 @@ func ExampleKind() {
 	// Output:
 	// sliding log gcra calendar quota
 	// day week month
+}
+
+// At most two exports per user at once. A lease holds a slot until it is
+// released, or until it expires: Window after it was taken or last renewed.
+func ExampleConcurrency() {
+	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	limiter, err := ratelimit.New(nil, ratelimit.Options{Clock: clock})
+	if err != nil {
+		panic(err)
+	}
+	defer limiter.Close()
+	ctx := context.Background()
+
+	exports := ratelimit.Rule{Name: "exports", Kind: ratelimit.Concurrency,
+		Limit: ratelimit.Limit{Rate: 2, Window: 30 * time.Second}}
+	acquire := func() *ratelimit.Lease {
+		lease, res, err := limiter.Acquire(ctx, exports, "alice")
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("acquire: allowed=%v free=%d retry after %v\n", res.Allowed, res.Remaining, res.RetryAfter)
+		return lease
+	}
+	first := acquire()
+	clock.Advance(10 * time.Second)
+	second := acquire()
+	acquire() // both slots are held: the first expires in 20s
+
+	if err := first.Release(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Println("released twice:", first.Release(ctx)) // a second Release does nothing
+	third := acquire()
+
+	clock.Advance(30 * time.Second) // second and third were never renewed
+	err = second.Renew(ctx)
+	fmt.Println("renew after the TTL:", errors.Is(err, ratelimit.ErrLeaseLost))
+	peek, _ := limiter.Peek(ctx, exports, "alice")
+	fmt.Println("free slots:", peek.Remaining)
+	_ = third
+	// Output:
+	// acquire: allowed=true free=1 retry after 0s
+	// acquire: allowed=true free=0 retry after 0s
+	// acquire: allowed=false free=0 retry after 20s
+	// released twice: <nil>
+	// acquire: allowed=true free=0 retry after 0s
+	// renew after the TTL: true
+	// free slots: 2
+}
+
+// Hold runs a function under a lease: it renews the lease while the
+// function runs and gives the slot back when it returns, also on a panic.
+// A request that finds no free slot does not run.
+func ExampleLimiter_Hold() {
+	limiter, err := ratelimit.New(nil, ratelimit.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer limiter.Close()
+	ctx := context.Background()
+	llm := ratelimit.Rule{Name: "llm", Kind: ratelimit.Concurrency,
+		Limit: ratelimit.Limit{Rate: 1, Window: 10 * time.Second}}
+
+	res, err := limiter.Hold(ctx, llm, "alice", func(ctx context.Context) error {
+		// While alice's generation runs, her next one must wait.
+		inner, _ := limiter.Hold(ctx, llm, "alice", func(context.Context) error {
+			fmt.Println("never runs")
+			return nil
+		})
+		fmt.Println("second generation allowed:", inner.Allowed)
+		fmt.Println("generating")
+		return nil
+	})
+	fmt.Println("first generation allowed:", res.Allowed, "err:", err)
+	lease, after, _ := limiter.Acquire(ctx, llm, "alice")
+	fmt.Println("slot free again:", after.Allowed)
+	lease.Release(ctx)
+	// Output:
+	// second generation allowed: false
+	// generating
+	// first generation allowed: true err: <nil>
+	// slot free again: true
+}
+
+// AcquireWait waits for a slot until its context ends, woken by a release
+// in this process (a release elsewhere is seen by a retry at most an
+// eighth of the Window later) instead of asking Redis in a busy loop.
+func ExampleLimiter_AcquireWait() {
+	limiter, err := ratelimit.New(nil, ratelimit.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer limiter.Close()
+	ctx := context.Background()
+	partner := ratelimit.Rule{Name: "partner-api", Kind: ratelimit.Concurrency,
+		Limit: ratelimit.Limit{Rate: 1, Window: time.Minute}}
+
+	held, _, _ := limiter.Acquire(ctx, partner, "acme")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		lease, res, err := limiter.AcquireWait(ctx, partner, "acme")
+		fmt.Println("waiter got the slot:", res.Allowed, err)
+		lease.Release(ctx)
+	}()
+	time.Sleep(10 * time.Millisecond) // the waiter finds the slot taken
+	fmt.Println("releasing")
+	held.Release(ctx)
+	<-done
+
+	// A wait ends with the caller's context, and an error that says why.
+	held, _, _ = limiter.Acquire(ctx, partner, "acme")
+	defer held.Release(ctx)
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	_, _, err = limiter.AcquireWait(short, partner, "acme")
+	fmt.Println(errors.Is(err, context.DeadlineExceeded))
+	// Output:
+	// releasing
+	// waiter got the slot: true <nil>
+	// true
 }

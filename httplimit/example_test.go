@@ -63,6 +63,53 @@ func ExampleLimit() {
 	//     {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Request cannot be satisfied as assigned quota has been exceeded","status":429,"detail":"Too many requests, try again later.","violated-policies":["coupon"]}
 }
 
+// An export route: at most one export per user in progress. The slot is
+// held while the handler runs and given back when it returns.
+func ExampleLimit_concurrency() {
+	env, err := ratelimittest.NewLimiter(ratelimit.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer env.Close()
+
+	started, finish := make(chan struct{}), make(chan struct{})
+	export := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("slow") {
+			close(started)
+			<-finish // the export's work
+		}
+		io.WriteString(w, "export done\n")
+	})
+	user := httplimit.User(func(r *http.Request) (string, bool) {
+		id := r.Header.Get("X-User-ID")
+		return id, id != ""
+	})
+	rule := ratelimit.Rule{Name: "exports", Kind: ratelimit.Concurrency,
+		Limit: ratelimit.Limit{Rate: 1, Window: 30 * time.Second}}
+	h := httplimit.Limit(env.Limiter, rule, user, httplimit.Options{})(export)
+	request := func(target string) *http.Request {
+		r := httptest.NewRequest("POST", target, nil)
+		r.Header.Set("X-User-ID", "alice")
+		return r
+	}
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.ServeHTTP(httptest.NewRecorder(), request("/exports?slow"))
+	}()
+	<-started
+	show(h, request("/exports")) // the first export is still running
+	close(finish)
+	<-done
+	show(h, request("/exports")) // its slot came back when it returned
+	// Output:
+	// 429 RateLimit: "exports";r=0;t=30
+	//     Retry-After: 30
+	//     {"type":"https://pkg.go.dev/github.com/ratelimit-go/ratelimit/httplimit#ProblemConcurrencyExceeded","title":"Too many requests of this client are in progress","status":429,"detail":"Too many requests in progress: try again when one has finished.","violated-policies":["exports"]}
+	// 200 RateLimit: "exports";r=0;t=30
+}
+
 // Behind a load balancer at 10.0.0.1, X-Forwarded-For is read from the
 // right; what the client wrote into it itself is never reached.
 func ExampleIP() {
