@@ -305,7 +305,7 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 		if (s.mayHaveRun() || p.alg.leased()) && !peek {
 			// A lease is written back under its own id, so that its
 			// Renew and Release find it in Redis.
-			s.member = l.callMember(p, args, seq)
+			s.member = l.member(seq) // its own string: what is owed may wait long
 			if u != nil {
 				u.member = s.member
 			}
@@ -328,7 +328,9 @@ func (l *Limiter) member(seq uint64) string { return l.id + strconv.FormatUint(s
 
 // callMember returns the member id of the call numbered seq whose script
 // arguments are args (see member): its ARGV[5] when the kind sends it
-// there, so that it costs no second string.
+// there, so that it costs no second string. The id then keeps the call's
+// arguments in memory: for what lives about as long as a call or a lease
+// (an undo, a lease's id), not for what the write-back may owe.
 func (l *Limiter) callMember(p *plan, args []string, seq uint64) string {
 	if _, _, byMember := p.alg.args(*p); byMember {
 		return args[4]
