@@ -38,7 +38,6 @@ type lkey struct {
 // them apart); tables of different eviction classes cannot be merged
 // without losing the guarantees above.
 type localStore struct {
-	seed   maphash.Seed
 	mask   uint64
 	shards []localShard
 	owing  owing // the debts' events, over every shard (see writeback.go)
@@ -71,7 +70,7 @@ func newLocalStore(capacity int) *localStore {
 		n *= 2
 	}
 	per := (capacity + n - 1) / n
-	s := &localStore{seed: maphash.MakeSeed(), mask: uint64(n - 1), shards: make([]localShard, n)}
+	s := &localStore{mask: uint64(n - 1), shards: make([]localShard, n)}
 	s.owing.max = DefaultWriteBackMax
 	for i := range s.shards {
 		sh := &s.shards[i]
@@ -88,13 +87,34 @@ func newLocalStore(capacity int) *localStore {
 	return s
 }
 
+// pairSeed seeds the hashes of every store's pairs, so that a plan can
+// keep its rule's (see plan.ruleHash).
+var pairSeed = maphash.MakeSeed()
+
+// ruleHash is the hash of a rule's name in a pair's hash.
+func ruleHash(rule string) uint64 { return maphash.String(pairSeed, rule) }
+
 // at returns the hash of k, computed once per call, and the shard that
 // holds k's state.
 func (s *localStore) at(k *lkey) (*localShard, uint64) {
-	h := maphash.String(s.seed, k.key)
-	h ^= maphash.String(s.seed, k.rule) * 0x9e3779b97f4a7c15
+	return s.atRule(k, ruleHash(k.rule))
+}
+
+// atPlan is at for a call whose plan p was compiled from k's rule: it
+// takes the rule's hash from the plan.
+func (s *localStore) atPlan(k *lkey, p *plan) (*localShard, uint64) {
+	if p.ruleHash == 0 { // a plan not compiled from a Rule
+		return s.at(k)
+	}
+	return s.atRule(k, p.ruleHash)
+}
+
+// atRule is at, given the hash of k's rule, rh.
+func (s *localStore) atRule(k *lkey, rh uint64) (*localShard, uint64) {
+	h := maphash.String(pairSeed, k.key)
+	h ^= rh * 0x9e3779b97f4a7c15
 	if k.group != "" {
-		h ^= maphash.String(s.seed, k.group) * 0xc2b2ae3d27d4eb4f
+		h ^= maphash.String(pairSeed, k.group) * 0xc2b2ae3d27d4eb4f
 	}
 	if k.hashed {
 		h = ^h
@@ -111,7 +131,7 @@ func (s *localStore) at(k *lkey) (*localShard, uint64) {
 // rule's own plan (p may be its degraded share; see writeback.go), under
 // member when the call may have run on Redis under it ("" otherwise).
 func (s *localStore) admit(k *lkey, p *plan, rate, now, n int64, peek bool, owed *plan, member string) decision {
-	sh, h := s.at(k)
+	sh, h := s.atPlan(k, p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 

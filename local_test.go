@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -248,5 +249,35 @@ func TestSlidingLogMatchesEagerTrim(t *testing.T) {
 				r.bound(rate)
 			}
 		}
+	}
+}
+
+// TestPairHashFromPlan: a pair's hash is the same whether the store
+// hashes the rule's name (at) or takes it from a plan compiled from that
+// rule (atPlan), for plain, grouped and digested keys: the write-back and
+// the leases find the state the calls made.
+func TestPairHashFromPlan(t *testing.T) {
+	s := newLocalStore(1 << 12)
+	for _, name := range []string{"r", "checkout:global", strings.Repeat("x", 200)} {
+		p, err := (&Rule{Name: name, Limit: PerSecond(5)}).compile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []lkey{
+			{rule: name, key: "alice"},
+			{rule: name, key: "alice", group: "user:1"},
+			{rule: name, key: strings.Repeat("k", 64), hashed: true},
+		} {
+			sh1, h1 := s.at(&k)
+			sh2, h2 := s.atPlan(&k, &p)
+			if sh1 != sh2 || h1 != h2 {
+				t.Errorf("rule %.10q, pair %+v: at gives %x, atPlan %x", name, k, h1, h2)
+			}
+		}
+	}
+	var bare plan // not compiled from a Rule: atPlan hashes the name itself
+	k := lkey{rule: "r", key: "bob"}
+	if _, h1 := s.at(&k); h1 != func() uint64 { _, h := s.atPlan(&k, &bare); return h }() {
+		t.Error("atPlan of a plan without ruleHash differs from at")
 	}
 }

@@ -42,7 +42,7 @@ func (hd *held) holds() bool { return hd.retry > 0 || hd.banLeft > 0 }
 // event, recording nothing) under p, and reserves the events when they fit
 // and nothing bans the key (see held).
 func (s *localStore) hold(k lkey, p *plan, now, n int64, peek bool) held {
-	sh, h := s.at(&k)
+	sh, h := s.atPlan(&k, p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	var hd held
@@ -88,7 +88,7 @@ func (s *localStore) release(k lkey, p *plan, now, n int64, hd *held) {
 		return
 	}
 	hd.reserved = false
-	sh, h := s.at(&k)
+	sh, h := s.atPlan(&k, p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sh.unreserve(&k, h, p, now, n)
@@ -109,7 +109,7 @@ func (sh *localShard) unreserve(k *lkey, h uint64, p *plan, now, n int64) {
 // turns the shield off. The decision's count becomes the larger of Redis'
 // (with what it is still owed) and the process' own.
 func (s *localStore) record(k lkey, p *plan, now, at, n int64, peek bool, d *decision, hd *held, shieldMax int64) {
-	sh, h := s.at(&k)
+	sh, h := s.atPlan(&k, p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	own := hd.count

@@ -67,6 +67,7 @@ type plan struct {
 	penalty  penaltyPlan
 	penalize bool
 	alg      algorithm // the kind's (see kind.go)
+	ruleHash uint64    // the hash of the rule's name in its pairs' hashes (see localStore.atPlan)
 
 	// GCRA: Rate, and Window/Rate normalised (see bucket).
 	emit, wq, rq int64
@@ -108,7 +109,7 @@ func (r *Rule) compile() (plan, error) {
 		return plan{}, fmt.Errorf("%w: rule %q: unknown Degraded policy %d", ErrInvalidRule, r.Name, r.Degraded)
 	}
 	alg, bad := algorithmOf(r)
-	p := plan{rate: int64(r.Limit.Rate), window: r.Limit.Window.Microseconds(), alg: alg}
+	p := plan{rate: int64(r.Limit.Rate), window: r.Limit.Window.Microseconds(), alg: alg, ruleHash: ruleHash(r.Name)}
 	if bad == "" {
 		bad = p.compile(r)
 	}

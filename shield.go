@@ -63,7 +63,7 @@ func (sh *localShard) shield(k *lkey, h uint64, p *plan, now int64, d *decision,
 // shielded answers a call for one event from the shield, when it holds a
 // rejection of k under the same rule that has not ended by now.
 func (s *localStore) shielded(k lkey, p *plan, now int64) (decision, bool) {
-	sh, h := s.at(&k)
+	sh, h := s.atPlan(&k, p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if sh.denials.Len() == 0 {
