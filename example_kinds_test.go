@@ -196,7 +196,7 @@ func ExampleLimiter_AcquireWait() {
 		fmt.Println("waiter got the slot:", res.Allowed, err)
 		lease.Release(ctx)
 	}()
-	time.Sleep(10 * time.Millisecond) // the waiter finds the slot taken
+	// Whenever the waiter asks, it cannot have the slot before this release.
 	fmt.Println("releasing")
 	held.Release(ctx)
 	<-done

@@ -176,7 +176,7 @@ func (l *Limiter) Stats() Stats {
 	s.WrittenBack, s.WriteBackDropped = l.local.owing.written.Load(), l.local.owing.dropped.Load()
 	s.WriteBackPending = int(l.local.owing.events.Load())
 	s.Instances = int(l.set.fleet.Load())
-	s.LeasesHeld, _ = l.leases.byRule()
+	s.LeasesHeld = l.leases.len()
 	s.LeaseReleases, s.LeaseRenewals, s.LeasesLost = l.leases.released.Load(), l.leases.renewed.Load(), l.leases.lost.Load()
 	if conn := l.conn.Load(); conn != nil {
 		s.Connected = true

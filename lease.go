@@ -41,7 +41,6 @@ type Lease struct {
 	// The Limiter's set of leases held links the leases of a pair (see
 	// leaseSet); its lock guards these.
 	prev, next *Lease
-	linked     bool
 }
 
 // Acquire takes one slot of key under rule, a Concurrency rule, if one is
@@ -213,8 +212,7 @@ func (le *Lease) lose(now int64, why string) error {
 // now (see Stats.LeasesHeld), by rule name: the leases in flight under each
 // rule, as far as this process knows. It returns nil when none is held.
 func (l *Limiter) LeasesByRule() map[string]int {
-	_, by := l.leases.byRule()
-	return by
+	return l.leases.byRule()
 }
 
 // Hold acquires a slot of key under rule (see Acquire), runs fn while

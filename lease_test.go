@@ -303,19 +303,7 @@ func TestAcquirePutsBackLeasesRedisLost(t *testing.T) {
 		}
 		return le
 	}
-	leases := func() []string {
-		t.Helper()
-		for _, k := range mr.Keys() {
-			if strings.HasSuffix(k, ":l") {
-				m, err := mr.ZMembers(k)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return m
-			}
-		}
-		return nil
-	}
+	leases := func() []string { return leaseLog(t, mr) }
 
 	x, y := acquire(a, 2), acquire(a, 1)
 	mr.FlushAll()
@@ -386,19 +374,7 @@ func TestAcquirePutsBackWrittenBackLeases(t *testing.T) {
 	opts.HeartbeatInterval = -1
 	l := testkit.NewLimiter(t, testkit.NewClient(t, mr.Addr()), opts)
 	rule := slots("exports", 3, time.Minute)
-	log := func() []string {
-		t.Helper()
-		for _, k := range mr.Keys() {
-			if strings.HasSuffix(k, ":l") {
-				m, err := mr.ZMembers(k)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return m
-			}
-		}
-		return nil
-	}
+	log := func() []string { return leaseLog(t, mr) }
 
 	mr.Close()
 	c, res, err := l.Acquire(ctx, rule, "tenant")
@@ -424,4 +400,20 @@ func TestAcquirePutsBackWrittenBackLeases(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// leaseLog returns the lease ids in mr's one concurrency log (the key
+// ending in ":l"), or nil when there is none.
+func leaseLog(t *testing.T, mr *miniredis.Miniredis) []string {
+	t.Helper()
+	for _, k := range mr.Keys() {
+		if strings.HasSuffix(k, ":l") {
+			m, err := mr.ZMembers(k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+	}
+	return nil
 }

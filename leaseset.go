@@ -21,13 +21,20 @@ type leaseSet struct {
 	released, renewed, lost atomic.Uint64 // since the Limiter was made (see Stats)
 }
 
-// byRule returns the number of leases held, and that number by rule name
-// (nil when none is held).
-func (s *leaseSet) byRule() (int, map[string]int) {
+// len returns the number of leases held.
+func (s *leaseSet) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+// byRule returns the number of leases held by rule name (nil when none is
+// held).
+func (s *leaseSet) byRule() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.n == 0 {
-		return 0, nil
+		return nil
 	}
 	out := make(map[string]int)
 	for k, le := range s.held {
@@ -35,18 +42,25 @@ func (s *leaseSet) byRule() (int, map[string]int) {
 			out[k.rule]++
 		}
 	}
-	return s.n, out
+	return out
 }
 
 // maxOwedReleases bounds the releases kept for Redis: past it the oldest
 // are dropped, and their leases expire in Redis at their TTL.
 const maxOwedReleases = 100_000
 
+// linked reports whether le is among the leases held: a pair's newest
+// lease is the one held maps the pair to, and every other one has a newer
+// one after it. The caller holds s.mu.
+func (s *leaseSet) linked(le *Lease) bool {
+	return le.next != nil || s.held[le.u.k] == le
+}
+
 // add counts le among the leases held, once.
 func (s *leaseSet) add(le *Lease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if le.linked {
+	if s.linked(le) {
 		return
 	}
 	if s.held == nil {
@@ -57,7 +71,6 @@ func (s *leaseSet) add(le *Lease) {
 		newest.next, le.prev = le, newest
 	}
 	s.held[*k] = le
-	le.linked = true
 	s.n++
 }
 
@@ -65,7 +78,7 @@ func (s *leaseSet) add(le *Lease) {
 func (s *leaseSet) remove(le *Lease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !le.linked {
+	if !s.linked(le) {
 		return
 	}
 	switch {
@@ -79,7 +92,7 @@ func (s *leaseSet) remove(le *Lease) {
 	if le.prev != nil {
 		le.prev.next = le.next
 	}
-	le.prev, le.next, le.linked = nil, nil, false
+	le.prev, le.next = nil, nil
 	s.n--
 }
 

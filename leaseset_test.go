@@ -28,7 +28,7 @@ func TestLeaseSetLinks(t *testing.T) {
 			s.remove(le)
 			delete(model, le)
 		}
-		n, byRule := s.byRule()
+		n, byRule := s.len(), s.byRule()
 		wantByRule := map[string]int{}
 		for le := range model {
 			wantByRule[le.u.k.rule]++
@@ -60,7 +60,7 @@ func TestLeaseSetLinks(t *testing.T) {
 	for _, le := range leases {
 		s.remove(le)
 	}
-	if n, by := s.byRule(); n != 0 || by != nil || len(s.held) != 0 {
+	if n, by := s.len(), s.byRule(); n != 0 || by != nil || len(s.held) != 0 {
 		t.Fatalf("after removing every lease: %d held, by rule %v, %d pairs", n, by, len(s.held))
 	}
 }
