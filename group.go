@@ -70,17 +70,18 @@ func (l *Limiter) routeGroup(ctx context.Context, group string, checks []Check) 
 	}
 	// What this process' own count adds to each pair's decision, with
 	// the pairs' events reserved where they fit (see mirror.go).
-	hds := make([]held, len(g))
+	legs := make([]leg, len(g))
 	for i := range g {
-		hds[i] = l.local.hold(g[i].k, &g[i].p, now, g[i].n, false)
+		legs[i] = leg{k: &g[i].k, p: &g[i].p, n: g[i].n}
 	}
-	keys, args, member := l.encodeGroup(g, hds, now)
+	l.local.holdLegs(legs, now)
+	keys, args, member := l.encodeGroup(g, legs, now)
 	script := groupScript
 	if kinds {
 		script = groupKindsScript
 	}
 	var ds []decision
-	s, err := l.send(ctx, conn, keys[0], subject{"group", group}, false, func(ctx context.Context, c rueidis.Client) error {
+	s, err := l.sendHeld(ctx, conn, keys[0], subject{"group", group}, legs, now, func(ctx context.Context, c rueidis.Client) error {
 		resp := script.exec(ctx, c, keys, args)
 		if err := resp.Error(); err != nil {
 			return err
@@ -97,13 +98,7 @@ func (l *Limiter) routeGroup(ctx context.Context, group string, checks []Check) 
 			ds = append(ds, d)
 		}
 		return nil
-	})
-	if err != nil || s.path != PathRedis || groupDenied(g, ds) {
-		// Redis recorded nothing (or was not used): no reservation stands.
-		for i := range g {
-			l.local.release(g[i].k, &g[i].p, now, g[i].n, &hds[i])
-		}
-	}
+	}, func() bool { return !groupDenied(g, ds) }) // a denied group recorded nothing: no reservation stands
 	switch {
 	case err != nil:
 		return nil, PathRedis, err
@@ -113,7 +108,7 @@ func (l *Limiter) routeGroup(ctx context.Context, group string, checks []Check) 
 		}
 		return l.groupWithoutRedis(checks, g, s, now), s.path, nil
 	}
-	return l.groupResults(checks, g, ds, hds, now), PathRedis, nil
+	return l.groupResults(checks, g, ds, legs, now), PathRedis, nil
 }
 
 // groupPair is one validated pair of a group.
@@ -159,9 +154,9 @@ func (l *Limiter) compileGroup(group string, checks []Check) ([]groupPair, error
 
 // encodeGroup returns group.lua's keys and arguments for g, decided at now
 // when a Clock is set or the group holds a quota (whose period comes from
-// now), with what the process' own count adds to each pair (hds), and the
+// now), with what the process' own count adds to each pair (legs), and the
 // member id its events are recorded under.
-func (l *Limiter) encodeGroup(g []groupPair, hds []held, now int64) (keys, args []string, member string) {
+func (l *Limiter) encodeGroup(g []groupPair, legs []leg, now int64) (keys, args []string, member string) {
 	keys = make([]string, 0, 3*len(g))
 	args = make([]string, 0, 2+17*len(g))
 	at := ""
@@ -190,7 +185,7 @@ func (l *Limiter) encodeGroup(g []groupPair, hds []held, now int64) (keys, args 
 		if !byMember {
 			id = itoa(fifth)
 		}
-		hd := &hds[i]
+		hd := &legs[i].hd
 		args = append(args, string(kind), itoa(second), itoa(gp.p.rate), itoa(gp.n), id, flag(gp.p.penalize), flag(gp.dry),
 			itoa(hd.retry), itoa(hd.owed), itoa(hd.banLeft), itoa(hd.since),
 			itoa(pp.warnAfter), itoa(pp.banAfter), itoa(pp.banFor), itoa(pp.memory),
@@ -202,7 +197,7 @@ func (l *Limiter) encodeGroup(g []groupPair, hds []held, now int64) (keys, args 
 // groupResults turns the script's decisions into Results, applies dry runs
 // and mirrors the decisions into the local limiter: the pairs' reservations
 // made at now stand when the group was allowed (see mirror.go).
-func (l *Limiter) groupResults(checks []Check, g []groupPair, ds []decision, hds []held, now int64) []Result {
+func (l *Limiter) groupResults(checks []Check, g []groupPair, ds []decision, legs []leg, now int64) []Result {
 	at := l.receivedAt(now)
 	denied := groupDenied(g, ds)
 	results := make([]Result, len(ds))
@@ -211,7 +206,7 @@ func (l *Limiter) groupResults(checks []Check, g []groupPair, ds []decision, hds
 		if denied {
 			mirrored.allowed = false // a pair that would allow recorded nothing either
 		}
-		l.local.record(g[i].k, &g[i].p, now, at, g[i].n, false, &mirrored, &hds[i], -1)
+		l.local.record(g[i].k, &g[i].p, now, at, g[i].n, false, &mirrored, &legs[i].hd, -1)
 		d.count = mirrored.count
 		results[i] = d.result(g[i].p.rate, false)
 		results[i].dryRun(checks[i].Rule.DryRun)

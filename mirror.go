@@ -67,8 +67,8 @@ func (s *localStore) hold(k lkey, p *plan, now, n int64, peek bool) held {
 		m.prune(now, p.window)
 	}
 	hd.count = m.count(now, p.window)
-	if lg, ok := m.(*slidingLog); ok {
-		hd.since = lg.oldest(now, p.window)
+	if o, ok := m.(ager); ok {
+		hd.since = o.oldest(now, p.window)
 	}
 	if hd.count+asked > p.rate {
 		hd.retry = max(1, m.retryIn(now, p.window, p.rate, asked))
@@ -79,6 +79,33 @@ func (s *localStore) hold(k lkey, p *plan, now, n int64, peek bool) held {
 		hd.reserved = true
 	}
 	return hd
+}
+
+// A leg is one pair of a decision on its way to Redis: the pair, its plan,
+// the events the call asks for (peek: one, recording nothing), and what
+// hold found of it. Allow's call has one leg, AllowGroup's one per pair.
+type leg struct {
+	k    *lkey
+	p    *plan
+	n    int64
+	peek bool
+	hd   held
+}
+
+// holdLegs holds each leg at now (see hold).
+func (s *localStore) holdLegs(legs []leg, now int64) {
+	for i := range legs {
+		lg := &legs[i]
+		lg.hd = s.hold(*lg.k, lg.p, now, lg.n, lg.peek)
+	}
+}
+
+// releaseLegs takes back what holdLegs reserved at now (see release).
+func (s *localStore) releaseLegs(legs []leg, now int64) {
+	for i := range legs {
+		lg := &legs[i]
+		s.release(*lg.k, lg.p, now, lg.n, &lg.hd)
+	}
 }
 
 // release takes back the events hold reserved for k at now, when the call

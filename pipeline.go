@@ -124,6 +124,20 @@ func (l *Limiter) send(ctx context.Context, conn *redisConn, redisKey string, ab
 	return sent{path: PathLocal, b: b, cause: ce.err}, nil
 }
 
+// sendHeld sends a decision about legs, which holdLegs held at now, through
+// the pipeline (see send), and takes the legs' reservations back unless the
+// call ended on Redis with an answer for each leg's own events: kept, asked
+// only then, says whether Redis' answer stands for each leg (nil: it does,
+// and record settles each reservation; a group that denied recorded none
+// of its pairs' events).
+func (l *Limiter) sendHeld(ctx context.Context, conn *redisConn, redisKey string, about subject, legs []leg, now int64, run func(context.Context, rueidis.Client) error, kept func() bool) (sent, error) {
+	s, err := l.send(ctx, conn, redisKey, about, false, run)
+	if err != nil || s.path != PathRedis || kept != nil && !kept() {
+		l.local.releaseLegs(legs, now)
+	}
+	return s, err
+}
+
 // logOutage logs a failed Redis call: as an error when it means the client
 // is misconfigured, as a warning otherwise.
 func (l *Limiter) logOutage(err error) {

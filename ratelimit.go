@@ -272,7 +272,9 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	}
 	// What this process' own count adds to Redis' decision, with the
 	// call's events reserved in it when they fit (see mirror.go).
-	hd := l.local.hold(k, p, now, n, peek)
+	legs := [1]leg{{k: &k, p: p, n: n, peek: peek}}
+	l.local.holdLegs(legs[:], now)
+	hd := &legs[0].hd
 	var keys [3]string
 	var argv [callArgs]string
 	sentN := n
@@ -289,15 +291,12 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 		// (see lua/concurrency.lua).
 		leases = l.leases.onRedis(k, now)
 	}
-	ks, args := encodeCall(&keys, &argv, l.set.KeyPrefix, k, p, now, useNow, sentN, l.id, seq, &hd, leases)
+	ks, args := encodeCall(&keys, &argv, l.set.KeyPrefix, k, p, now, useNow, sentN, l.id, seq, hd, leases)
 	var d decision
-	s, err := l.send(ctx, conn, ks[0], subject{"rule", r.Name}, false, func(ctx context.Context, c rueidis.Client) (err error) {
+	s, err := l.sendHeld(ctx, conn, ks[0], subject{"rule", r.Name}, legs[:], now, func(ctx context.Context, c rueidis.Client) (err error) {
 		d, err = redisDecision(ctx, c, p, ks, args)
 		return err
-	})
-	if err != nil || s.path != PathRedis {
-		l.local.release(k, p, now, n, &hd)
-	}
+	}, nil)
 	if err != nil {
 		return PathRedis, err
 	}
@@ -313,7 +312,7 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 		*res = l.withoutRedis(r, p, k, n, peek, s, u, now)
 		return s.path, nil
 	}
-	l.local.record(k, p, now, l.receivedAt(now), n, peek, &d, &hd, int64(l.set.ShieldMax/time.Microsecond))
+	l.local.record(k, p, now, l.receivedAt(now), n, peek, &d, hd, int64(l.set.ShieldMax/time.Microsecond))
 	if d.allowed && !peek && u != nil {
 		u.onRedisCall(conn, ks[0], l.callMember(p, args, seq), d.win, now)
 	}
