@@ -158,7 +158,7 @@ func (l *Limiter) compileGroup(group string, checks []Check) ([]groupPair, error
 // member id its events are recorded under.
 func (l *Limiter) encodeGroup(g []groupPair, legs []leg, now int64) (keys, args []string, member string) {
 	keys = make([]string, 0, 3*len(g))
-	args = make([]string, 0, 2+17*len(g))
+	args = make([]string, 0, 2+13*len(g))
 	at := ""
 	for i := range g {
 		if l.set.Clock != nil || g[i].p.alg.timed() {
@@ -188,8 +188,7 @@ func (l *Limiter) encodeGroup(g []groupPair, legs []leg, now int64) (keys, args 
 		hd := &legs[i].hd
 		args = append(args, string(kind), itoa(second), itoa(gp.p.rate), itoa(gp.n), id, flag(gp.p.penalize), flag(gp.dry),
 			itoa(hd.retry), itoa(hd.owed), itoa(hd.banLeft), itoa(hd.since),
-			itoa(pp.warnAfter), itoa(pp.banAfter), itoa(pp.banFor), itoa(pp.memory),
-			strconv.FormatFloat(pp.growth, 'g', -1, 64), itoa(pp.maxBan))
+			itoa(pp.memory), ladder(pp))
 	}
 	return keys, args, member
 }
@@ -241,4 +240,11 @@ func (l *Limiter) groupWithoutRedis(checks []Check, g []groupPair, s sent, now i
 		}
 	}
 	return results
+}
+
+// ladder is a penalty's ladder as one argument (see writeLadder).
+func ladder(pp *penaltyPlan) string {
+	var b strings.Builder
+	writeLadder(&b, pp)
+	return b.String()
 }

@@ -86,12 +86,12 @@ func TestEncodeCallMatchesRedisKeys(t *testing.T) {
 	if strings.Join(ks, "|") != strings.Join([]string{want3[0], want3[1], want3[5]}, "|") {
 		t.Errorf("keys %q, want %q", ks, []string{want3[0], want3[1], want3[5]})
 	}
-	want := []string{"1795344143891600", "1000000", "7", "2", "ID99", "5", "6", "8", "3", "1", "2", "3", "4", "1.5", "9"}
+	want := []string{"1795344143891600", "1000000", "7", "2", "ID99", "5:6:8:3", "4", "1:2:3:1.5:9"}
 	if strings.Join(args, "|") != strings.Join(want, "|") {
 		t.Errorf("args %q, want %q", args, want)
 	}
 	p.penalize = false
-	if ks, args := encodeCall(&keys, &argv, "rl:", k, &p, 0, false, 0, "ID", 1, &held{}, nil); len(ks) != 2 || strings.Join(args, "|") != "|1000000|7|0|ID1|0|0|0|0" {
+	if ks, args := encodeCall(&keys, &argv, "rl:", k, &p, 0, false, 0, "ID", 1, &held{}, nil); len(ks) != 1 || strings.Join(args, "|") != "|1000000|7|0|ID1|0" {
 		t.Errorf("args without a clock or penalty: %q", args)
 	}
 }

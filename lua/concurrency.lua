@@ -5,8 +5,8 @@
 --
 -- concurrency.read puts back, before the decision counts, the leases the
 -- calling process holds on Redis when Redis lost them: the pair's mark is
--- gone. The process sends them after the penalty's arguments (ARGV[10] on,
--- ARGV[16] on with a penalty), as pairs of the lease's time and its id;
+-- gone. The process sends them after the penalty's arguments (ARGV[7] on,
+-- ARGV[9] on with a penalty), as pairs of the lease's time and its id;
 -- the mark is the time of the pair's last Reset (tomb, KEYS[3]), or -1
 -- when none is remembered, and lasts while a lease recorded on Redis can
 -- live. So a process' leases count in the very decision after Redis
@@ -21,7 +21,7 @@
 {{- define "concurrency.args"}}{{template "sliding.args" .}}{{end}}
 
 {{- define "concurrency.read" -}}
-local first = {{if .Penalty}}16{{else}}10{{end}}
+local first = {{if .Penalty}}9{{else}}7{{end}}
 if #ARGV > first and redis.call('EXISTS', tomb) == 0 then
   for i = first, #ARGV - 1, 2 do
     redis.call('ZADD', key, 'NX', ARGV[i], ARGV[i + 1])

@@ -13,13 +13,13 @@
 --          bucket or a quota), penalty state (HASH) and last Reset's time.
 -- ARGV[1]  now in µs since the epoch, or '' to read Redis' TIME.
 -- ARGV[2]  m: how many rules.
--- ARGV[3 + 17(i-1)] ...  rule i's kind ('l' log, 'g' GCRA, 'q' quota),
+-- ARGV[3 + 13(i-1)] ...  rule i's kind ('l' log, 'g' GCRA, 'q' quota),
 --          then as allow.lua's ARGV[2..5] for its kind (window, rate, n,
 --          member id; for the other kinds see allow.lua),
 --          penalize (1 or 0), dry run (1 or 0), held, owed, a known
---          ban's µs left and since (as allow.lua's ARGV[6..9]), then its
---          penalty's six arguments (see penalty.lua's penalty.args and
---          penalty.ladder).
+--          ban's µs left and since (as allow.lua's ARGV[6] holds them),
+--          then its penalty's two arguments (as allow.lua's ARGV[7..8]; see
+--          penalty.lua's penalty.args and penalty.ladder).
 --
 -- Returns allow.lua's nine numbers per rule asked: for every rule when the
 -- request is allowed, up to the rejecting rule otherwise.
@@ -34,7 +34,7 @@ local rules = tonumber(ARGV[2])
 local out = {}
 local passed = {}
 for i = 1, rules do
-  local a = 3 + 17 * (i - 1)
+  local a = 3 + 13 * (i - 1)
   local kind = ARGV[a]
   local key, pen, tomb = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
   local rate, n = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
