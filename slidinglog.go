@@ -197,7 +197,6 @@ func (l *slidingLog) subtract(sent []event) (removed int64) {
 // recorded, which lets a script tell the events a Reset voided from those
 // it did not (see held.since): the sliding log is one.
 type ager interface {
-	meter
 	// oldest returns the time of the oldest event still in the window at
 	// now (maxTime when there is none).
 	oldest(now, window int64) int64

@@ -79,12 +79,7 @@ func TestFaultLeasesAcrossRestart(t *testing.T) {
 	if le, res, err := other.Acquire(ctx, rule, "tenant"); le != nil || err != nil || res.Allowed {
 		t.Fatalf("another instance's second Acquire = %v, %+v, %v; want refused: 3 are held", le, res, err)
 	}
-	for _, le := range []*ratelimit.Lease{a, c, d} {
-		if err := le.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	noLeaseLeft(t, srv, log)
+	releaseAll(t, srv, log, a, c, d)
 	if r, err := other.Peek(ctx, rule, "tenant"); err != nil || r.Remaining != 3 {
 		t.Fatalf("Peek after every release = %+v, %v; want 3 free", r, err)
 	}
@@ -132,12 +127,7 @@ func TestFaultLeasesPutBackByTheNextAcquire(t *testing.T) {
 	if le, res, err := b.Acquire(ctx, rule, "tenant"); le != nil || err != nil || res.Allowed {
 		t.Fatalf("another instance's Acquire with 3 held = %v, %+v, %v; want refused", le, res, err)
 	}
-	for _, le := range []*ratelimit.Lease{x, y, z} {
-		if err := le.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	noLeaseLeft(t, srv, log)
+	releaseAll(t, srv, log, x, y, z)
 }
 
 // onRedisAgain waits until l decides key under rule on Redis again, in 8
@@ -155,11 +145,16 @@ func onRedisAgain(t *testing.T, l *ratelimit.Limiter, rule ratelimit.Rule, key s
 	})
 }
 
-// noLeaseLeft waits until Redis holds no lease under log: a release Redis
-// could not take when it was made (a connection lost in the restart) is
-// sent again by the write-back's loop.
-func noLeaseLeft(t *testing.T, srv *redistest.Server, log string) {
+// releaseAll releases leases and waits until Redis holds no lease under
+// log: a release Redis could not take when it was made (a connection lost
+// in the restart) is sent again by the write-back's loop.
+func releaseAll(t *testing.T, srv *redistest.Server, log string, leases ...*ratelimit.Lease) {
 	t.Helper()
+	for _, le := range leases {
+		if err := le.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	testkit.Eventually(t, "no lease left in "+log, func() bool { return mustInt(t, srv, "ZCARD", log) == 0 })
 }
 
@@ -262,12 +257,9 @@ func TestFaultLeasesFleetOutage(t *testing.T) {
 			t.Fatalf("limiter %d: Acquire after the recovery with %d held = %+v, %v; want refused", i, total, res, err)
 		}
 	}
+	var all []*ratelimit.Lease
 	for _, hs := range held {
-		for _, le := range hs {
-			if err := le.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
+		all = append(all, hs...)
 	}
-	noLeaseLeft(t, srv, log)
+	releaseAll(t, srv, log, all...)
 }

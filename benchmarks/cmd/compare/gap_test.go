@@ -10,7 +10,7 @@ import (
 // BenchmarkLocalGap measures ours and the naive exact log (case D's
 // contenders) in one loop each, from one goroutine, where a profile can
 // tell their costs apart (see BENCHMARKS.md, "What stands between the local
-// path and the naive log"): on one key, whose log stays in cache, the gap is
+// path and its targets"): on one key, whose log stays in cache, the gap is
 // what each call does beside the log; on 10,000 keys it adds what their
 // logs cost in memory. The window is a millisecond, so that one key's log
 // holds a millisecond of calls, and the rate, 10^9, never rejects.
