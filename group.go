@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/rueidis"
 )
@@ -69,12 +70,34 @@ func (l *Limiter) routeGroup(ctx context.Context, group string, checks []Check) 
 		return l.groupWithoutRedis(checks, g, sent{path: PathLocal}, now), PathLocal, nil
 	}
 	// What this process' own count adds to each pair's decision, with
-	// the pairs' events reserved where they fit (see mirror.go).
+	// the pairs' events reserved where they fit (see mirror.go), and a
+	// seat among the calls of each full pair (see crowd.go).
 	legs := make([]leg, len(g))
+	queue := l.set.ShieldMax >= 0
 	for i := range g {
-		legs[i] = leg{k: &g[i].k, p: &g[i].p, n: g[i].n}
+		legs[i] = leg{k: &g[i].k, p: &g[i].p, n: g[i].n, queue: queue}
 	}
-	l.local.holdLegs(legs, now)
+	var w waiting
+	defer w.stop()
+	for {
+		// A group its first pair denies is denied by that pair alone:
+		// the shield answers it when it holds that pair's rejection.
+		if first := &g[0]; queue && !first.dry && legs[0].seat == nil {
+			if d, ok := l.local.shielded(first.k, &first.p, now, first.n, false, legs[0].waited || l.set.Clock == nil); ok {
+				return []Result{d.result(first.p.rate, false)}, PathShield, nil
+			}
+		}
+		i, seat := l.local.holdLegs(legs, now)
+		if seat == nil {
+			break
+		}
+		if err := w.await(ctx, l.local, &legs[i], seat, l.set.Timeout); err != nil {
+			return nil, PathNone, err
+		}
+		for j := range legs {
+			legs[j].queue, legs[j].waited = legs[i].queue, true
+		}
+	}
 	keys, args, member := l.encodeGroup(g, legs, now)
 	script := groupScript
 	if kinds {
@@ -205,7 +228,13 @@ func (l *Limiter) groupResults(checks []Check, g []groupPair, ds []decision, leg
 		if denied {
 			mirrored.allowed = false // a pair that would allow recorded nothing either
 		}
-		l.local.record(g[i].k, &g[i].p, now, at, g[i].n, false, &mirrored, &legs[i].hd, -1)
+		// The shield keeps the first pair's state: a rejection only when
+		// that pair denied the group (see routeGroup).
+		shieldMax := int64(-1)
+		if i == 0 && (!denied || len(ds) == 1) {
+			shieldMax = int64(l.set.ShieldMax / time.Microsecond)
+		}
+		l.local.record(g[i].k, &g[i].p, now, at, g[i].n, false, &mirrored, &legs[i].hd, shieldMax)
 		d.count = mirrored.count
 		results[i] = d.result(g[i].p.rate, false)
 		results[i].dryRun(checks[i].Rule.DryRun)

@@ -58,6 +58,8 @@ type shardTables struct {
 	buckets  table[bucket]     // GCRA buckets
 	quotas   table[quota]      // calendar quotas
 	debts    table[*debt]      // what was decided without Redis, owed to it (see writeback.go)
+	crowds   table[crowd]      // the calls of full pairs on their way to Redis (see crowd.go)
+	reserved int64             // events hold reserved for calls not landed yet (see held.others)
 	owing    *owing            // the store's count of what the debts hold
 }
 
@@ -82,6 +84,7 @@ func newLocalStore(capacity int) *localStore {
 		sh.buckets = newTable[bucket](per)
 		sh.quotas = newTable[quota](per)
 		sh.debts = newTable[*debt](per)
+		sh.crowds = newTableEvict(per, (*crowd).wakeAll)
 		sh.owing = &s.owing
 	}
 	return s
@@ -182,28 +185,8 @@ func (s *localStore) admit(k *lkey, p *plan, rate, now, n int64, peek bool, owed
 		return d
 	}
 	d.retry = m.retryIn(now, p.window, rate, asked)
-	if !p.penalize || n > rate {
-		return d
-	}
-	if peek {
-		d.warned = p.penalty.warnAfter > 0 && d.violations >= p.penalty.warnAfter
-		return d
-	}
-	if st == nil {
-		st = &strikes{}
-		sh.strikes.add(k, h, st)
-	}
-	ban, warned := p.penalty.violate(st, now)
-	if owed != nil {
-		sh.oweViolation(k, h, owed, now, ban)
-	}
-	d.banned, d.warned = ban > 0, warned
-	d.violations = st.violations
-	if d.banned {
-		d.banLeft = ban
-		d.retry = max(d.retry, d.banLeft)
-		sh.strikes.remove(k, h)
-		sh.bans.add(k, h, st)
+	if p.penalize && n <= rate {
+		sh.violate(k, h, p, now, peek, owed, &d)
 	}
 	return d
 }
@@ -276,6 +259,7 @@ func (s *localStore) reset(k lkey, p *plan, now int64) {
 	sh.strikes.remove(&k, h)
 	sh.bans.remove(&k, h)
 	sh.denials.remove(&k, h)
+	sh.dropCrowd(&k, h)
 	sh.resetDebt(&k, h, p, now)
 }
 

@@ -26,39 +26,66 @@ package ratelimit
 
 // held is what hold found of one pair before its call went to Redis.
 type held struct {
-	retry    int64 // µs until the process' own count has room for the call (0: it has)
-	owed     int64 // events decided without Redis that still count and are not in Redis yet
-	banLeft  int64 // µs left of a ban this process knows of (0: none)
-	since    int64 // the oldest event the process' own count holds (0: unknown)
-	count    int64 // the process' own count before the call
-	reserved bool  // the call's events were recorded at now, pending Redis' answer
+	retry   int64 // µs until the process' own count has room for the call (0: it has)
+	owed    int64 // events decided without Redis that still count and are not in Redis yet
+	banLeft int64 // µs left of a ban this process knows of (0: none)
+	since   int64 // the oldest event the process' own count holds (0: unknown)
+	count   int64 // the process' own count before the call
+	// others is how many events calls of the shard had reserved, and not
+	// landed, when this one was held: count holds at most that many events
+	// Redis may not have decided yet (see record).
+	others int64
+	// strikes are violations the process counted itself (the shield's
+	// answers, see shield.go) that the call delivers to Redis, the last
+	// of them at struck (see lua/decide.lua). They left the pair's debt,
+	// and go back to it unless Redis answered (see release).
+	strikes, struck int64
+	reserved        bool // the call's events were recorded at now, pending Redis' answer
+	seated          bool // the call took a seat in its pair's crowd (see crowd.go)
+	queued          bool // the call queues in its pair's crowd (leg.queue)
 }
 
 // holds reports whether the process' own count holds the call back (its
 // retry or a ban): only then does the script need the pair's last Reset.
 func (hd *held) holds() bool { return hd.retry > 0 || hd.banLeft > 0 }
 
-// hold looks at k's own count at now for a call of n events (peek: one
-// event, recording nothing) under p, and reserves the events when they fit
-// and nothing bans the key (see held).
-func (s *localStore) hold(k lkey, p *plan, now, n int64, peek bool) held {
+// hold looks at the own count of lg's pair at now for a call of lg.n
+// events (peek: one event, recording nothing) under lg.p, and reserves the
+// events when they fit and nothing bans the key (see held). With lg.queue,
+// the call takes a seat in the pair's crowd when it has one, or when the
+// own count is full (see crowd.go), and is not held at all when every seat
+// is taken: hold then returns the seat it waits for, and nothing else; with lg.carry, it is handed the violations the
+// process owes Redis for the pair, to deliver them (see held.strikes).
+func (s *localStore) hold(lg *leg, now int64) (held, *seat) {
+	k, p, n, peek, queue := *lg.k, lg.p, lg.n, lg.peek, lg.queue
 	sh, h := s.atPlan(&k, p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	var hd held
+	hd := held{queued: queue}
+	// A seat the call was given while it waited: the crowd counts it.
+	granted := lg.seat != nil
+	lg.seat = nil
+	var c *crowd
+	if queue || granted {
+		if c = sh.crowdOf(&k, h); c != nil && !granted && c.full() {
+			return held{}, c.wait()
+		}
+	}
 	if p.penalize && sh.bans.Len() > 0 {
 		if st := sh.findStrikes(&k, h, now); st != nil && st.banEnd > now {
 			hd.banLeft = st.banEnd - now
 		}
 	}
+	var dt *debt
 	if sh.debts.Len() > 0 {
-		if d := sh.debtOf(&k, h); d != nil && d.p.alg == p.alg {
-			hd.owed = d.events.since(p.alg.dueFrom(*p, now))
+		if dt = sh.debtOf(&k, h); dt != nil && dt.p.alg == p.alg {
+			hd.owed = dt.events.since(p.alg.dueFrom(*p, now))
 		}
 	}
 	m, ok := sh.meter(&k, h, p, now, !peek)
 	if !ok {
-		return hd
+		hd.seated = sh.sit(c, granted)
+		return hd, nil
 	}
 	asked := n
 	if peek {
@@ -67,37 +94,85 @@ func (s *localStore) hold(k lkey, p *plan, now, n int64, peek bool) held {
 		m.prune(now, p.window)
 	}
 	hd.count = m.count(now, p.window)
+	hd.others = sh.reserved
 	if o, ok := m.(ager); ok {
 		hd.since = o.oldest(now, p.window)
 	}
 	if hd.count+asked > p.rate {
 		hd.retry = max(1, m.retryIn(now, p.window, p.rate, asked))
-		return hd
-	}
-	if !peek && hd.banLeft == 0 {
+		if queue || granted {
+			// Full by the process' own count: one call at a time asks
+			// Redis (which may know a Reset), and only when no other
+			// call of the pair is on its way with a seat: its landing
+			// may free the count, or cache a rejection in the shield.
+			if c == nil {
+				c = sh.gather(&k, h)
+				granted = false // its crowd is gone: a new one counts no seat
+			}
+			if mine := b2i(granted); c.flying-int64(mine) > 0 {
+				c.flying -= int64(mine)
+				return held{}, c.wait()
+			}
+		}
+	} else if !peek && hd.banLeft == 0 {
 		m.add(now, p.window, n)
 		hd.reserved = true
+		sh.reserved += n
 	}
-	return hd
+	hd.seated = sh.sit(c, granted)
+	if dt != nil && lg.carry && p.penalize && dt.p.alg == p.alg {
+		dt.hand(&hd, now)
+	}
+	return hd, nil
+}
+
+// sit gives a held call a seat in c, when it has a crowd: the one it was
+// granted, or a new one. The caller holds sh.mu.
+func (sh *localShard) sit(c *crowd, granted bool) bool {
+	switch {
+	case c == nil:
+		return false
+	case !granted:
+		c.flying++
+	}
+	return true
 }
 
 // A leg is one pair of a decision on its way to Redis: the pair, its plan,
 // the events the call asks for (peek: one, recording nothing), and what
 // hold found of it. Allow's call has one leg, AllowGroup's one per pair.
 type leg struct {
-	k    *lkey
-	p    *plan
-	n    int64
-	peek bool
-	hd   held
+	k     *lkey
+	p     *plan
+	n     int64
+	peek  bool
+	queue bool // the leg takes a seat in its pair's crowd (see hold)
+	carry bool // the leg delivers the violations its pair owes (see hold)
+	// waited says the call waited for its pair's calls to land: what
+	// they cached in the shield after the call's time answers it.
+	waited bool
+	seat   *seat // a seat the call was given while it waited (see hold)
+	hd     held
 }
 
-// holdLegs holds each leg at now (see hold).
-func (s *localStore) holdLegs(legs []leg, now int64) {
+// holdLegs holds each leg at now (see hold). When a leg must wait for a
+// seat it returns the leg's index and the seat, and holds no leg.
+func (s *localStore) holdLegs(legs []leg, now int64) (int, *seat) {
 	for i := range legs {
 		lg := &legs[i]
-		lg.hd = s.hold(*lg.k, lg.p, now, lg.n, lg.peek)
+		var w *seat
+		if lg.hd, w = s.hold(lg, now); w != nil {
+			s.releaseLegs(legs[:i], now)
+			for j := range legs[i+1:] {
+				if later := &legs[i+1+j]; later.seat != nil {
+					s.giveBack(*later.k, later.p, later.seat)
+					later.seat = nil
+				}
+			}
+			return i, w
+		}
 	}
+	return 0, nil
 }
 
 // releaseLegs takes back what holdLegs reserved at now (see release).
@@ -108,17 +183,24 @@ func (s *localStore) releaseLegs(legs []leg, now int64) {
 	}
 }
 
-// release takes back the events hold reserved for k at now, when the call
-// was not allowed on Redis.
+// release takes back the events hold reserved for k at now, and the
+// violations it handed the call, when the call was not decided on Redis.
 func (s *localStore) release(k lkey, p *plan, now, n int64, hd *held) {
-	if !hd.reserved {
+	if !hd.reserved && !hd.seated && hd.strikes == 0 {
 		return
 	}
-	hd.reserved = false
 	sh, h := s.atPlan(&k, p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sh.unreserve(&k, h, p, now, n)
+	sh.land(&k, h, hd, nil, p.rate)
+	if hd.strikes > 0 {
+		sh.oweStrikes(&k, h, p, hd)
+	}
+	if hd.reserved {
+		hd.reserved = false
+		sh.reserved -= n
+		sh.unreserve(&k, h, p, now, n)
+	}
 }
 
 // unreserve takes back a reservation of n events at now, and forgets the
@@ -139,7 +221,16 @@ func (s *localStore) record(k lkey, p *plan, now, at, n int64, peek bool, d *dec
 	sh, h := s.atPlan(&k, p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	sh.land(&k, h, hd, d, p.rate)
+	// What the process' own count knows that Redis may lack: the events
+	// it held before the call, less those of calls still on their way,
+	// which Redis may not have decided yet (it decides them after this
+	// one, or has: either way its count is the order it made).
 	own := hd.count
+	if hd.reserved {
+		own = max(0, hd.count-hd.others)
+		sh.reserved -= n
+	}
 	switch {
 	case hd.reserved && !d.allowed:
 		sh.unreserve(&k, h, p, now, n)
@@ -156,29 +247,34 @@ func (s *localStore) record(k lkey, p *plan, now, at, n int64, peek bool, d *dec
 		own = n
 	}
 	hd.reserved = false
-	if !peek {
-		sh.mirror(&k, h, p, now, at, d)
-	}
+	sh.mirror(&k, h, p, now, at, d, peek)
 	d.count = max(d.count, own) // Redis' count holds what it is owed
 	if shieldMax >= 0 {
 		switch {
 		case d.allowed && !peek:
 			sh.denials.remove(&k, h) // events arrived: a cached rejection may be stale
-		case n == 1 || peek:
-			sh.shield(&k, h, p, at, d, shieldMax)
+		case hd.retry > 0 && hd.others > 0:
+			// The process' own count held the call back with events of
+			// calls on their way in it, which Redis may yet reject: no
+			// rejection to cache.
+		case peek:
+			sh.shield(&k, h, p, at, 1, d, shieldMax)
+		default:
+			sh.shield(&k, h, p, at, n, d, shieldMax)
 		}
 	}
 }
 
 // mirror copies a decision Redis made for a call at now, received at at,
 // into the local state: the whole state of a meter that keeps one (a
-// bucket, a quota; the later wins), and the penalty state. The meter's
-// state is placed from the call's time, when its own reservation was made
-// and no later than Redis decided: from the receipt it would run ahead of
-// Redis' by the round trip, and this process' own count would hold back
-// calls Redis allows. The caller holds sh.mu.
-func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, at int64, d *decision) {
-	if d.allowed {
+// bucket, a quota; the later wins), and the penalty state (a peek only
+// learns the violations). The meter's state is
+// placed from the call's time, when its own reservation was made and no
+// later than Redis decided: from the receipt it would run ahead of Redis'
+// by the round trip, and this process' own count would hold back calls
+// Redis allows. The caller holds sh.mu.
+func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, at int64, d *decision, peek bool) {
+	if d.allowed && !peek {
 		if m, ok := sh.meter(k, h, p, now, false); ok {
 			if c, ok := m.(stateCopier); ok {
 				c.copyFrom(now, d.count, d.reset) // a bucket or a quota: Redis' state is in the reply
@@ -188,11 +284,24 @@ func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, at int64, d *decis
 	if !p.penalize {
 		return
 	}
+	// Violations this process counted itself (the shield's answers,
+	// decisions without Redis) that Redis has not been given yet count on
+	// top of Redis' own.
+	v, bans := d.violations, d.bans
+	if sh.debts.Len() > 0 {
+		if dt := sh.debtOf(k, h); dt != nil && dt.p.alg == p.alg && dt.violations > 0 && at-dt.lastViolation < p.penalty.memory {
+			v, bans = v+dt.violations, bans+dt.bans
+		}
+	}
+	d.violations = v
+	if peek {
+		return
+	}
 	switch {
 	case d.banned:
 		sh.strikes.remove(k, h)
-		sh.bans.add(k, h, &strikes{violations: d.violations, last: at, banEnd: at + d.banLeft, bans: d.bans})
-	case d.violations > 0:
+		sh.bans.add(k, h, &strikes{violations: v, last: at, banEnd: at + d.banLeft, bans: bans})
+	case v > 0:
 		st := sh.findStrikes(k, h, at)
 		if st == nil {
 			st = &strikes{last: at}
@@ -201,7 +310,7 @@ func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, at int64, d *decis
 		if !d.allowed {
 			st.last = at
 		}
-		st.violations, st.banEnd, st.bans = d.violations, 0, d.bans
+		st.violations, st.banEnd, st.bans = v, 0, bans
 	default:
 		sh.strikes.remove(k, h)
 		sh.bans.remove(k, h)

@@ -264,17 +264,49 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 		*res = l.withoutRedis(r, p, k, n, peek, s, u, now)
 		return PathLocal, nil
 	}
-	if n == 1 && l.set.ShieldMax >= 0 {
-		if d, ok := l.local.shielded(k, p, now); ok {
-			d.fill(res, p.rate, false)
-			return PathShield, nil
-		}
-	}
+	return l.onRedis(ctx, conn, r, p, k, n, peek, u, now, res)
+}
+
+// onRedis decides a call on Redis (or from the shield), or, when the
+// pipeline says Redis cannot be used, without it. A call whose pair is
+// crowded waits for a seat, and a call admission control would shed waits
+// for its pair's call on the way, when one is (see crowd.go).
+func (l *Limiter) onRedis(ctx context.Context, conn *redisConn, r *Rule, p *plan, k lkey, n int64, peek bool, u *undo, now int64, res *Result) (Path, error) {
 	// What this process' own count adds to Redis' decision, with the
 	// call's events reserved in it when they fit (see mirror.go).
-	legs := [1]leg{{k: &k, p: p, n: n, peek: peek}}
-	l.local.holdLegs(legs[:], now)
-	hd := &legs[0].hd
+	legs := [1]leg{{k: &k, p: p, n: n, peek: peek, queue: !peek && l.set.ShieldMax >= 0 && !p.alg.leased(), carry: true}}
+	var w waiting
+	defer w.stop()
+	for {
+		path, seat, err := l.redisOnce(ctx, conn, r, legs[:], u, now, res)
+		if seat == nil {
+			return path, err
+		}
+		if err := w.await(ctx, l.local, &legs[0], seat, l.set.Timeout); err != nil {
+			return PathNone, err
+		}
+	}
+}
+
+// redisOnce is one try of onRedis at now: it returns a seat to wait for,
+// and nothing else, when the call must wait for its pair's calls on the
+// way.
+func (l *Limiter) redisOnce(ctx context.Context, conn *redisConn, r *Rule, legs []leg, u *undo, now int64, res *Result) (Path, *seat, error) {
+	lg := &legs[0]
+	p, k, n, peek := lg.p, *lg.k, lg.n, lg.peek
+	if l.set.ShieldMax >= 0 && lg.seat == nil {
+		// A rejection cached after the call's time answers it when the
+		// call waited for it, or when the time is the process' own,
+		// which never goes back: the call came late (see shielded).
+		if d, ok := l.local.shielded(k, p, now, n, peek, lg.waited || l.set.Clock == nil); ok {
+			d.fill(res, p.rate, false)
+			return PathShield, nil, nil
+		}
+	}
+	if _, w := l.local.holdLegs(legs, now); w != nil {
+		return PathNone, w, nil
+	}
+	hd := &lg.hd
 	var keys [3]string
 	var argv [callArgs]string
 	sentN := n
@@ -293,12 +325,19 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	}
 	ks, args := encodeCall(&keys, &argv, l.set.KeyPrefix, k, p, now, useNow, sentN, l.id, seq, hd, leases)
 	var d decision
-	s, err := l.sendHeld(ctx, conn, ks[0], subject{"rule", r.Name}, legs[:], now, func(ctx context.Context, c rueidis.Client) (err error) {
+	s, err := l.sendHeld(ctx, conn, ks[0], subject{"rule", r.Name}, legs, now, func(ctx context.Context, c rueidis.Client) (err error) {
 		d, err = redisDecision(ctx, c, p, ks, args)
 		return err
 	}, nil)
 	if err != nil {
-		return PathRedis, err
+		return PathRedis, nil, err
+	}
+	if s.path == PathShed && lg.queue {
+		// Admission control had no slot: while a call of the pair is on
+		// its way, wait for its answer instead (see crowd.go).
+		if w := l.local.onItsWay(k, p); w != nil {
+			return PathNone, w, nil
+		}
 	}
 	if s.path != PathRedis {
 		if (s.mayHaveRun() || p.alg.leased()) && !peek {
@@ -310,14 +349,14 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 			}
 		}
 		*res = l.withoutRedis(r, p, k, n, peek, s, u, now)
-		return s.path, nil
+		return s.path, nil, nil
 	}
 	l.local.record(k, p, now, l.receivedAt(now), n, peek, &d, hd, int64(l.set.ShieldMax/time.Microsecond))
 	if d.allowed && !peek && u != nil {
 		u.onRedisCall(conn, ks[0], l.callMember(p, args, seq), d.win, now)
 	}
 	d.fill(res, p.rate, false)
-	return PathRedis, nil
+	return PathRedis, nil, nil
 }
 
 // member returns the member id of the Limiter's call numbered seq: unique

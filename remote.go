@@ -283,15 +283,24 @@ func writeLadder(b *strings.Builder, pp *penaltyPlan) {
 
 // writeHeld writes what the process' own count adds to a call (allow.lua's
 // ARGV[6]): "0" when it adds nothing, as for most calls, and otherwise
-// retry, owed, ban left and since, joined by ':'. One argument instead of
-// four: each argument sent costs Redis ~1.3k instructions (callgrind).
+// retry, owed, ban left and since, joined by ':', and after them the
+// violations it delivers and the time of their last when it delivers any
+// (see held.strikes). One argument instead of four or six: each argument
+// sent costs Redis ~1.3k instructions (callgrind).
 func writeHeld(b *strings.Builder, hd *held) {
-	if hd.retry == 0 && hd.owed == 0 && hd.banLeft == 0 {
+	if hd.retry == 0 && hd.owed == 0 && hd.banLeft == 0 && hd.strikes == 0 {
 		b.WriteByte('0')
 		return
 	}
 	var num [24]byte
-	for i, v := range [4]int64{hd.retry, hd.owed, hd.banLeft, hd.since} {
+	nums := [6]int64{hd.retry, hd.owed, hd.banLeft, hd.since, hd.strikes, hd.struck}
+	if hd.strikes == 0 {
+		nums[4] = -1 // the last two only when the call delivers violations
+	}
+	for i, v := range nums {
+		if v < 0 && i >= 4 {
+			break
+		}
 		if i > 0 {
 			b.WriteByte(':')
 		}

@@ -9,6 +9,7 @@ package ratelimit
 // the local path's µs, taken on receipt (never Redis' own TIME).
 type denial struct {
 	rate, window int64 // the rule it holds for
+	n            int64 // the events the rejected call asked for (a peek: 1)
 	penalize     bool
 	alg          algorithm
 	mark         int64 // what else it must match of the plan (see algorithm.shieldMark)
@@ -27,7 +28,7 @@ type denial struct {
 // Reset lifts either; this limiter's Reset clears the cache, another
 // process' is seen when the entry ends, or after shieldMax when > 0. An
 // allowed decision drops a stale entry. The caller holds sh.mu.
-func (sh *localShard) shield(k *lkey, h uint64, p *plan, now int64, d *decision, shieldMax int64) {
+func (sh *localShard) shield(k *lkey, h uint64, p *plan, now, n int64, d *decision, shieldMax int64) {
 	if d.allowed {
 		sh.denials.remove(k, h)
 		return
@@ -38,10 +39,10 @@ func (sh *localShard) shield(k *lkey, h uint64, p *plan, now int64, d *decision,
 		until = now + d.banLeft
 	case p.alg.leased():
 		return // a release may free a slot at any moment
-	case !p.penalize:
-		until = now + d.retry
 	default:
-		return // a rejection under a penalty is a violation: Redis must count it
+		// Under a penalty too: each call it answers is a violation,
+		// counted here and owed to Redis (see shielded).
+		until = now + d.retry
 	}
 	if shieldMax > 0 {
 		until = min(until, now+shieldMax)
@@ -54,15 +55,21 @@ func (sh *localShard) shield(k *lkey, h uint64, p *plan, now int64, d *decision,
 		until, retryAt, resetAt = min(until, h), min(retryAt, h), min(resetAt, h)
 	}
 	sh.denials.add(k, h, denial{
-		rate: p.rate, window: p.window, penalize: p.penalize, alg: p.alg, mark: p.alg.shieldMark(*p), banned: d.banned,
+		rate: p.rate, window: p.window, n: n, penalize: p.penalize, alg: p.alg, mark: p.alg.shieldMark(*p), banned: d.banned,
 		since: now, until: until, retryAt: retryAt, resetAt: resetAt,
 		violations: d.violations, forgetAt: now + d.memoryLeft,
 	})
 }
 
-// shielded answers a call for one event from the shield, when it holds a
-// rejection of k under the same rule that has not ended by now.
-func (s *localStore) shielded(k lkey, p *plan, now int64) (decision, bool) {
+// shielded answers a call for n events (peek: for one, recording
+// nothing) from the shield, when it holds a rejection of k under the same rule that has
+// not ended by now (or, for a call that came late, that was cached after
+// its time: it waited for its pair's calls to land, or its time is the
+// process' own, which never goes back). Under a penalty the call is a violation, as on Redis:
+// the process counts it on the ladder it mirrors from Redis and owes it to
+// Redis, where the write-back adds it (see oweViolation), so that a crowd
+// at a full key costs Redis one call per freed slot, not one per caller.
+func (s *localStore) shielded(k lkey, p *plan, now, n int64, peek, late bool) (decision, bool) {
 	sh, h := s.atPlan(&k, p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -73,17 +80,74 @@ func (s *localStore) shielded(k lkey, p *plan, now int64) (decision, bool) {
 	if e == nil {
 		return decision{}, false
 	}
+	if late && now < e.since {
+		// The rejection was cached after the call's time, which is not
+		// a clock gone back: the call is answered as at the
+		// rejection's time, within the call.
+		now = e.since
+	}
+	if e.n != n {
+		return decision{}, false // a rejection of as many events answers a call
+	}
 	if now >= e.until || now < e.since || e.rate != p.rate || e.window != p.window || e.penalize != p.penalize ||
 		e.alg != p.alg || e.mark != p.alg.shieldMark(*p) {
 		sh.denials.remove(&k, h)
 		return decision{}, false
 	}
 	d := decision{count: e.rate, retry: e.retryAt - now, reset: max(0, e.resetAt-now), banned: e.banned}
-	if e.banned {
+	if e.n > 1 && !e.banned {
+		// A rejection of one event leaves none (Remaining 0) until it
+		// ends; one of n events may leave some, and more as events
+		// leave the window: Remaining is the process' own count's.
+		if m, ok := sh.meter(&k, h, p, now, false); ok {
+			d.count = max(m.count(now, p.window), e.rate-e.n+1)
+		} else {
+			d.count = e.rate - e.n + 1
+		}
+	}
+	switch {
+	case e.banned:
 		d.banLeft = e.until - now
 		if now < e.forgetAt {
 			d.violations = e.violations
 		}
+	case p.penalize:
+		if peek || p.penalty.remembered(sh.findStrikes(&k, h, now), now)+1 >= p.penalty.banAfter {
+			// Redis answers a peek, with the violations the process
+			// delivers (see hold): this process' count may lag behind
+			// Redis' by the replies on their way. And a violation that
+			// bans the key is Redis' to count, so that every process
+			// sees the ban at once.
+			return decision{}, false
+		}
+		sh.violate(&k, h, p, now, peek, p, &d)
 	}
 	return d, true
+}
+
+// violate counts a violation of k at now under p on the process' own
+// ladder into d (a peek only reads it: its warning), and owes it to Redis
+// under owed when owed is not nil. The caller holds sh.mu.
+func (sh *localShard) violate(k *lkey, h uint64, p *plan, now int64, peek bool, owed *plan, d *decision) {
+	st := sh.findStrikes(k, h, now)
+	d.violations = p.penalty.remembered(st, now)
+	if peek {
+		d.warned = p.penalty.warnAfter > 0 && d.violations >= p.penalty.warnAfter
+		return
+	}
+	if st == nil {
+		st = &strikes{}
+		sh.strikes.add(k, h, st)
+	}
+	ban, warned := p.penalty.violate(st, now)
+	if owed != nil {
+		sh.oweViolation(k, h, owed, now, ban)
+	}
+	d.violations, d.warned = st.violations, warned
+	if ban > 0 {
+		d.banned, d.banLeft = true, ban
+		d.retry = max(d.retry, ban)
+		sh.strikes.remove(k, h)
+		sh.bans.add(k, h, st)
+	}
 }

@@ -26,7 +26,17 @@ type entry[V any] struct {
 }
 
 func newTable[V any](size int) table[V] {
-	lru, err := simplelru.NewLRU[uint64, *entry[V]](max(size, 1), nil)
+	return newTableEvict[V](size, nil)
+}
+
+// newTableEvict is newTable with a function called with each value that
+// leaves the table, evicted or removed (not one replaced by add).
+func newTableEvict[V any](size int, gone func(*V)) table[V] {
+	var onEvict simplelru.EvictCallback[uint64, *entry[V]]
+	if gone != nil {
+		onEvict = func(_ uint64, e *entry[V]) { gone(&e.v) }
+	}
+	lru, err := simplelru.NewLRU[uint64, *entry[V]](max(size, 1), onEvict)
 	if err != nil {
 		panic(err) // unreachable: the size is positive
 	}

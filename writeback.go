@@ -259,6 +259,27 @@ func (s *localStore) oweBan(k lkey, p *plan, end int64) {
 	d.banEnd = max(d.banEnd, end)
 }
 
+// hand moves the violations d owes Redis into hd, for the call hold
+// makes at now to deliver (see held.strikes), unless a batch of d is on its
+// way (it may carry them) or they are forgotten by now. The caller holds
+// the debt's shard's lock.
+func (d *debt) hand(hd *held, now int64) {
+	if d.violations == 0 || d.inflight || d.unsure != nil || now-d.lastViolation >= d.p.penalty.memory {
+		return
+	}
+	hd.strikes, hd.struck = d.violations, d.lastViolation
+	d.violations = 0
+}
+
+// oweStrikes gives k's debt back the violations a call was handed (see
+// debt.hand) and did not deliver. The caller holds sh.mu.
+func (sh *localShard) oweStrikes(k *lkey, h uint64, p *plan, hd *held) {
+	d := sh.owe(k, h, p)
+	d.violations += hd.strikes
+	d.lastViolation = max(d.lastViolation, hd.struck)
+	hd.strikes = 0
+}
+
 // oweReset remembers a Reset made at now that Redis did not get. The
 // caller holds sh.mu.
 func (sh *localShard) oweReset(k *lkey, h uint64, p *plan, now int64) {

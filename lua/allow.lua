@@ -26,14 +26,16 @@
 --          calls); a bucket's rq, ticks per µs (Rate / gcd(Window, Rate));
 --          the end of a quota's period, in µs; unused for a counter.
 -- ARGV[6]  what the calling process' own count adds: '0' when nothing, as
---          for most calls, and otherwise four numbers joined by ':' (one
---          argument instead of four saves Redis ~3.8k instructions a call,
---          callgrind): held, µs until the process' own count has room for
+--          for most calls, and otherwise four or six numbers joined by ':'
+--          (one argument instead of four saves Redis ~3.8k instructions a
+--          call, callgrind): held, µs until the process' own count has room for
 --          the call (0: it has; see decide.lua); owed, events the process
 --          allowed without Redis that Redis does not hold yet; ban_left, µs
 --          left of a ban the process knows of (0: none); since, the oldest
 --          event the process' own count holds, in µs (0: not known; see
---          decide.lua).
+--          decide.lua); and only when the call delivers violations the
+--          process counted itself (the shield's answers, see shield.go):
+--          strikes, how many, and struck, the time of the last, in µs.
 -- ARGV[7]  with a penalty: memory, µs violations are remembered.
 -- ARGV[8]  with a penalty: the ladder, joined by ':': warn_after (0: no
 --          warning stage), ban_after (>= 1), ban_for (µs), growth of each
@@ -59,10 +61,11 @@ local key, pen, tomb = KEYS[1], KEYS[2], KEYS[3]
 local rate, n = tonumber(ARGV[3]), tonumber(ARGV[4])
 {{/* Most calls' process adds nothing: ARGV[6] is '0', and comparing an
 interned string costs Redis less than any conversion. */}}
-local held, owed, ban_left, since = 0, 0, 0, 0
+local held, owed, ban_left, since, strikes, struck = 0, 0, 0, 0, 0, 0
 if ARGV[6] ~= '0' then
-  local h, o, b, s = string.match(ARGV[6], '^(%-?%d+):(%-?%d+):(%-?%d+):(%-?%d+)$')
+  local h, o, b, s, v, l = string.match(ARGV[6], '^(%-?%d+):(%-?%d+):(%-?%d+):(%-?%d+):?(%d*):?(%d*)$')
   held, owed, ban_left, since = tonumber(h), tonumber(o), tonumber(b), tonumber(s)
+  strikes, struck = tonumber(v) or 0, tonumber(l) or 0
 end
 {{kind "args" .}}
 {{- if .Penalty}}

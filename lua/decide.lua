@@ -10,7 +10,9 @@
 -- event and records nothing.
 --
 -- The calling process adds what it knows of the pair (see mirror.go's
--- hold): held, how long until its own count has room for the call (0: it
+-- hold), and may deliver violations it counted itself (strikes, the last
+-- at struck: the shield's answers under a penalty), which count as if
+-- Redis had counted them then: held, how long until its own count has room for the call (0: it
 -- has; otherwise the call is rejected as a full meter would reject it),
 -- owed, events it allowed without Redis that Redis has not been sent yet
 -- (they count on top of the meter's count), and ban_left, a ban it knows
@@ -28,7 +30,7 @@
 -- decides, and nothing is a function.
 --
 -- The decision reads the locals now, key (the meter's key), pen, tomb,
--- rate, n, held, owed, ban_left and since, the kind's own (its args and
+-- rate, n, held, owed, ban_left, since, strikes and struck, the kind's own (its args and
 -- read pieces declare them) and, with a penalty, penalty.args' memory (the
 -- ladder's other numbers are read where a call climbs it). It declares
 -- ok (1 or 0), count (the events in the window after the call), retry (µs
@@ -61,6 +63,9 @@ if held > 0 or ban_left > 0 then
 end
 {{- if .Penalty}}
 {{template "penalty.read"}}
+if strikes > 0 then
+  {{template "penalty.deliver"}}
+end
 {{template "penalty.forget" "now"}}
 local memory_left = 0
 if v > 0 then

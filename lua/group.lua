@@ -39,6 +39,7 @@ for i = 1, rules do
   local key, pen, tomb = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
   local rate, n = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
   local held, owed, ban_left, since = tonumber(ARGV[a + 7]), tonumber(ARGV[a + 8]), tonumber(ARGV[a + 9]), tonumber(ARGV[a + 10])
+  local strikes, struck = 0, 0 -- a group delivers no violations (see decide.lua)
   local penalize = ARGV[a + 5] == '1'
 {{- if .Kinds}}
   if kind == 'g' and penalize then

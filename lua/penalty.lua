@@ -42,6 +42,23 @@ if redis.call('EXISTS', pen) == 1 then
 end
 {{- end}}
 
+{{/* penalty.deliver adds strikes violations, the last of them at struck,
+that the calling process counted itself, to v and writes them: as if each
+had been counted on Redis when it happened (penalty.forget then measures
+Memory from the latest). */}}
+{{- define "penalty.deliver" -}}
+if struck > last then
+  last = struck
+end
+v = v + strikes
+local keep = memory
+if ban_end - now > keep then
+  keep = ban_end - now
+end
+redis.call('HSET', pen, 'v', string.format('%d', v), 'l', string.format('%d', last))
+redis.call('PEXPIRE', pen, {{template "ttl" "keep"}})
+{{- end}}
+
 {{/* penalty.forget forgets the violations (and the bans remembered with
 them) at the time the Lua expression given as the piece's argument
 computes, when memory µs have passed since the last. */}}

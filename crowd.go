@@ -1,0 +1,248 @@
+package ratelimit
+
+import (
+	"context"
+	"time"
+)
+
+// The crowd at a full key: once a pair has no room left, this process'
+// calls for it go to Redis a few at a time, and the others wait for them
+// to land instead of all asking at once.
+//
+// A hot key under a crowd of callers spends most of its time full. Every
+// call that went to Redis then would be rejected there, thousands a
+// second for a rule of 100, and every one of them would take a slot of
+// admission control from the calls of other keys; when the shield's
+// cached rejection ends (a slot frees), the whole crowd would go at once,
+// admission control would shed what it cannot serve in time, and those
+// calls would come back Degraded from a healthy Redis.
+//
+// So a pair that Redis rejected, or that this process' own count found
+// full (see hold), gets a crowd: a count of the calls on their way to
+// Redis with a seat (flying) and of the seats (room). While every seat is
+// taken, or others wait, a call waits until one of the pair's calls lands,
+// then looks again (the shield first: a rejection that landed answers it
+// at once). A call the own count finds full goes only when no other call
+// of the pair flies: their landing may free the count, or cache a
+// rejection. A rejection leaves one seat: one call probes, when the own
+// count says a slot frees. An allowed call leaves as many seats as Redis
+// says remain, at least one; when that is more than half the rule, and no
+// call flies or waits, the pair is no longer crowded and its crowd is
+// dropped. So while demand exceeds the rule a freed slot costs Redis at
+// most two calls (the call it allows, and a probe that finds the key full
+// again, cached by the shield), whatever the crowd.
+//
+// A call waits at most half of Options.Timeout for a seat, counted from its
+// start; it then goes to Redis without one, so that no call takes more than
+// 1.5 × Timeout. A call that admission control would shed waits for a
+// landing of its pair in the same way, when one is on its way, instead of
+// being decided Degraded.
+
+// crowd is the calls of one pair on their way to Redis, and those that wait
+// for a seat. Its shard's lock guards it.
+type crowd struct {
+	flying int64   // calls with a seat, not landed yet
+	room   int64   // seats: at most this many calls fly at once (>= 1)
+	queue  []*seat // calls waiting, oldest first
+}
+
+// seat is a call waiting in a crowd. Its shard's lock guards granted and
+// gone: granted means it was woken with a seat (the crowd's flying counts
+// it), gone that it stopped waiting first. ready is closed when it is
+// woken, with a seat or to look again.
+type seat struct {
+	ready   chan struct{}
+	granted bool
+	gone    bool
+}
+
+// crowdOf returns k's crowd, or nil. The caller holds sh.mu.
+func (sh *localShard) crowdOf(k *lkey, h uint64) *crowd {
+	if sh.crowds.Len() == 0 {
+		return nil
+	}
+	return sh.crowds.peek(k, h)
+}
+
+// gather returns k's crowd, making one with a single seat when it has
+// none. The caller holds sh.mu.
+func (sh *localShard) gather(k *lkey, h uint64) *crowd {
+	if c := sh.crowdOf(k, h); c != nil {
+		return c
+	}
+	return sh.crowds.add(k, h, crowd{room: 1})
+}
+
+// full reports whether a call that comes now must wait: every seat is
+// taken, or others wait already (they go first).
+func (c *crowd) full() bool { return c.flying >= c.room || len(c.queue) > 0 }
+
+// wait puts a call at the end of the queue.
+func (c *crowd) wait() *seat {
+	w := &seat{ready: make(chan struct{})}
+	c.queue = append(c.queue, w)
+	return w
+}
+
+// seatWaiting gives the free seats to the calls that wait, oldest first.
+func (c *crowd) seatWaiting() {
+	for len(c.queue) > 0 && c.flying < c.room {
+		w := c.queue[0]
+		c.queue[0] = nil
+		c.queue = c.queue[1:]
+		if w.gone {
+			continue
+		}
+		w.granted = true
+		c.flying++
+		close(w.ready)
+	}
+}
+
+// wakeAll wakes every call that waits, without a seat: each looks again
+// (the shield first: a rejection just landed).
+func (c *crowd) wakeAll() {
+	for i, w := range c.queue {
+		if !w.gone {
+			close(w.ready)
+		}
+		c.queue[i] = nil
+	}
+	c.queue = c.queue[:0]
+}
+
+// land notes that a call of k landed: with a seat when hd says so, and on
+// Redis when d is not nil, in which case Redis' answer sets the seats: one
+// after a rejection (which gathers a crowd for a call that queues), what
+// remains after an allowed call (rate - count).
+// After a rejection every waiting call looks again (the shield may answer
+// it); otherwise the free seats go to the calls that wait, oldest first.
+// The caller holds sh.mu.
+func (sh *localShard) land(k *lkey, h uint64, hd *held, d *decision, rate int64) {
+	seated := hd.seated
+	hd.seated = false
+	c := sh.crowdOf(k, h)
+	if c == nil {
+		if hd.queued && d != nil && !d.allowed {
+			sh.gather(k, h) // a rejection: the pair is full
+		}
+		return
+	}
+	if seated {
+		c.flying--
+	}
+	switch {
+	case d == nil:
+	case !d.allowed:
+		c.room = 1
+		c.wakeAll()
+		return
+	case 2*(rate-d.count) > rate && c.flying == 0 && len(c.queue) == 0:
+		// More than half the rule left, no call on its way and nobody
+		// waiting: the pair is no longer crowded.
+		sh.crowds.remove(k, h)
+		return
+	default:
+		c.room = max(1, rate-d.count)
+	}
+	c.seatWaiting()
+}
+
+// dropCrowd forgets k's crowd, waking the calls that wait (a Reset). The
+// caller holds sh.mu.
+func (sh *localShard) dropCrowd(k *lkey, h uint64) {
+	if sh.crowdOf(k, h) != nil {
+		sh.crowds.remove(k, h) // wakes them: see newLocalStore
+	}
+}
+
+// onItsWay puts the call at the end of k's queue, when a call of k is on
+// its way with a seat; nil otherwise.
+func (s *localStore) onItsWay(k lkey, p *plan) *seat {
+	sh, h := s.atPlan(&k, p)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if c := sh.crowdOf(&k, h); c != nil && c.flying > 0 {
+		return c.wait()
+	}
+	return nil
+}
+
+// leave takes a call that stopped waiting out of k's queue, and reports
+// whether it was given a seat meanwhile (it then flies with it).
+func (s *localStore) leave(k lkey, p *plan, w *seat) bool {
+	sh, _ := s.atPlan(&k, p)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if w.granted {
+		return true
+	}
+	w.gone = true
+	return false
+}
+
+// giveBack returns a seat a call was given and will not use. The caller
+// holds no lock.
+func (s *localStore) giveBack(k lkey, p *plan, w *seat) {
+	sh, h := s.atPlan(&k, p)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if c := sh.crowdOf(&k, h); c != nil {
+		c.flying--
+		c.seatWaiting()
+	}
+}
+
+// waiting is a call's waits for a seat: they end together half of
+// Options.Timeout after the first began.
+type waiting struct {
+	until time.Time
+	timer *time.Timer
+}
+
+// await waits for a seat in lg's crowd (w): until w is woken, ctx ends or
+// the call's time for waiting runs out, in which case lg no longer
+// queues: it goes to Redis without a seat. A seat it was given is left in
+// lg.seat for hold. ctx's end is returned as its error, the seat given
+// back.
+func (wt *waiting) await(ctx context.Context, s *localStore, lg *leg, w *seat, timeout time.Duration) error {
+	lg.waited = true
+	if wt.until.IsZero() {
+		wt.until = time.Now().Add(timeout / 2)
+	}
+	var err error
+	if left := time.Until(wt.until); left > 0 {
+		if wt.timer == nil {
+			wt.timer = time.NewTimer(left)
+		} else {
+			wt.timer.Reset(left)
+		}
+		select {
+		case <-w.ready:
+			if w.granted {
+				lg.seat = w
+			}
+			return nil
+		case <-wt.timer.C:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	if s.leave(*lg.k, lg.p, w) {
+		if err != nil {
+			s.giveBack(*lg.k, lg.p, w)
+			return err
+		}
+		lg.seat = w
+		return nil
+	}
+	lg.queue = false
+	return err
+}
+
+// stop releases the timer, if the call waited.
+func (wt *waiting) stop() {
+	if wt.timer != nil {
+		wt.timer.Stop()
+	}
+}
