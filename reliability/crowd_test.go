@@ -1,0 +1,289 @@
+package reliability_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/httplimit"
+	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
+)
+
+// TestHotKeyCrowd puts a crowd of callers that pause about 1ms between
+// calls (like request handlers) on one key of 100 a second, on a healthy
+// redis-server with default Options, for every rate kind with and without
+// a penalty, and through Allow, AllowN, AllowAll, AllowGroup and httplimit
+// (issue #27: such a key at times starved a second, admitting 28 of its
+// 100, or came back Degraded). What must hold, whatever the crowd:
+//
+//   - no call errs or is Degraded (a call that admission control would
+//     shed waits for its key's call on the way instead), and the worst
+//     call stays within 1.5 × Timeout;
+//   - liveness: every whole second from the load's start admits at least
+//     0.9 × Rate (a calendar quota: exactly its Rate in all);
+//   - containment: the exact log never allows more than Rate in any
+//     window-long interval (testkit.MostContained);
+//   - Redis runs at most 2 × (calls allowed) + 20 scripts a second for
+//     the key, counted by Redis itself (INFO commandstats) for each whole
+//     second, less AllowAll's calls for its other rule: a freed slot costs
+//     the call it allows and one probe that finds the key full again (see
+//     crowd.go).
+//
+// Like TestSpikeOnHealthyRedis it measures the scheduling of thousands of
+// goroutines on two cores: scripts/test runs it without the race
+// detector, one package at a time.
+func TestHotKeyCrowd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts redis-server and drives crowds for about a minute")
+	}
+	if testkit.RaceEnabled {
+		t.Skip("measures a crowd; scripts/test runs it without the race detector")
+	}
+	if !testkit.HaveRedis(t) {
+		t.Skip("needs redis-server")
+	}
+	srv := redistest.Start(t, redistest.Options{})
+	// A penalty that never bans, so that every rejection is a violation
+	// counted (on Redis, or by the shield and owed to Redis) while the
+	// key stays live.
+	lenient := &ratelimit.Penalty{WarnAfter: 1 << 20, BanAfter: 1 << 30, BanFor: time.Second}
+	persec := ratelimit.PerSecond(100)
+	kinds := []struct {
+		name string
+		rule ratelimit.Rule
+	}{
+		{"sliding log", ratelimit.Rule{Limit: persec}},
+		{"approximate", ratelimit.Rule{Limit: persec, Approximate: true}},
+		{"gcra", ratelimit.Rule{Limit: persec, Kind: ratelimit.GCRA}},
+		{"quota", ratelimit.Rule{Limit: ratelimit.Limit{Rate: 300, Period: ratelimit.Day}, Kind: ratelimit.CalendarQuota}},
+	}
+	type tcase struct {
+		name    string
+		rule    ratelimit.Rule
+		via     string
+		callers int
+	}
+	var cases []tcase
+	for _, k := range kinds {
+		for _, pen := range []*ratelimit.Penalty{nil, lenient} {
+			r := k.rule
+			r.Penalty = pen
+			name := k.name
+			if pen != nil {
+				name += " with a penalty"
+			}
+			cases = append(cases, tcase{name + " via Allow", r, "Allow", 1024})
+		}
+	}
+	sliding := ratelimit.Rule{Limit: persec}
+	cases = append(cases,
+		tcase{"sliding log via Allow, 2048 callers", sliding, "Allow", 2048},
+		tcase{"sliding log via AllowN", sliding, "AllowN", 1024},
+		tcase{"sliding log via AllowAll", sliding, "AllowAll", 1024},
+		tcase{"sliding log via AllowGroup", sliding, "AllowGroup", 1024},
+		tcase{"sliding log via httplimit", sliding, "httplimit", 256},
+	)
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.rule.Name = fmt.Sprintf("crowd%d", i)
+			crowdRun(t, srv, c.rule, c.via, c.callers)
+		})
+	}
+}
+
+// crowdRun drives callers against one key of rule through via for three
+// seconds and checks what TestHotKeyCrowd says.
+func crowdRun(t *testing.T, srv *redistest.Server, rule ratelimit.Rule, via string, callers int) {
+	const seconds = 3
+	var logs testkit.SyncBuffer
+	// The decisions Redis made for the rule, by second and outcome.
+	var onRedis [seconds + 1][2]atomic.Int64
+	// AllowAll's other rule has its own script calls: not the key's.
+	var others [seconds + 1]atomic.Int64
+	var began atomic.Int64
+	var slowest atomic.Int64 // the longest decision, as OnDecision times it
+	opts := ratelimit.Options{KeyPrefix: "crowd:", Logger: quietLogger(&logs), OnDecision: func(d ratelimit.Decision) {
+		for w := slowest.Load(); int64(d.Took) > w && !slowest.CompareAndSwap(w, int64(d.Took)); w = slowest.Load() {
+		}
+		if d.Path != ratelimit.PathRedis || began.Load() == 0 {
+			return
+		}
+		s := min(time.Duration(time.Now().UnixNano()-began.Load())/time.Second, seconds)
+		switch {
+		case d.Rule.Name != rule.Name:
+			others[s].Add(1)
+		case d.Result.Allowed:
+			onRedis[s][0].Add(1)
+		default:
+			onRedis[s][1].Add(1)
+		}
+	}}
+	l, err := ratelimit.Dial(testkit.ClientOption(srv.Addr()), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	n := 1
+	if via == "AllowN" {
+		n = 2
+	}
+	// Each way of asking, as one function of the caller: whether it was
+	// allowed and whether it was Degraded.
+	var ask func() (allowed, degraded bool, err error)
+	switch via {
+	case "Allow", "AllowN":
+		ask = func() (bool, bool, error) {
+			r, err := l.AllowN(ctx, rule, "hot", n)
+			return r.Allowed, r.Degraded, err
+		}
+	case "AllowAll":
+		// A second rule that always has room, after the hot one, as
+		// AllowAll's doc advises: the pair most likely to deny first.
+		roomy := ratelimit.Rule{Name: rule.Name + ":roomy", Limit: ratelimit.PerSecond(1_000_000)}
+		ask = func() (bool, bool, error) {
+			rs, err := l.AllowAll(ctx, []ratelimit.Check{{Rule: rule, Key: "hot"}, {Rule: roomy, Key: "hot"}})
+			if err != nil || len(rs) == 0 {
+				return false, false, err
+			}
+			last := rs[len(rs)-1]
+			return last.Allowed && len(rs) == 2, last.Degraded, nil
+		}
+	case "AllowGroup":
+		roomy := ratelimit.Rule{Name: rule.Name + ":roomy", Limit: ratelimit.PerSecond(1_000_000)}
+		ask = func() (bool, bool, error) {
+			rs, err := l.AllowGroup(ctx, "hot", []ratelimit.Check{{Rule: rule, Key: "hot"}, {Rule: roomy, Key: "hot"}})
+			if err != nil || len(rs) == 0 {
+				return false, false, err
+			}
+			last := rs[len(rs)-1]
+			return last.Allowed && len(rs) == 2, last.Degraded, nil
+		}
+	case "httplimit":
+		h := httplimit.Limit(l, rule, httplimit.Global(), httplimit.Options{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		srvHTTP := httptest.NewServer(h)
+		defer srvHTTP.Close()
+		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: callers}}
+		defer client.CloseIdleConnections()
+		ask = func() (bool, bool, error) {
+			resp, err := client.Get(srvHTTP.URL)
+			if err != nil {
+				return false, false, err
+			}
+			resp.Body.Close()
+			switch resp.StatusCode {
+			case http.StatusOK:
+				return true, false, nil
+			case http.StatusTooManyRequests:
+				return false, false, nil
+			}
+			return false, false, fmt.Errorf("status %d", resp.StatusCode)
+		}
+	default:
+		t.Fatalf("unknown way %q", via)
+	}
+
+	scripts := make([]int, 0, seconds+1)
+	scripts = append(scripts, scriptCalls(t, srv))
+	var mu sync.Mutex
+	var spans []testkit.Span
+	var errs, degraded atomic.Int64
+	var worst atomic.Int64
+	start := time.Now()
+	began.Store(start.UnixNano())
+	stop := start.Add(seconds * time.Second)
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []testkit.Span
+			for time.Now().Before(stop) {
+				began := time.Now()
+				allowed, deg, err := ask()
+				ended := time.Now()
+				if took := int64(ended.Sub(began)); took > worst.Load() {
+					for w := worst.Load(); took > w && !worst.CompareAndSwap(w, took); w = worst.Load() {
+					}
+				}
+				switch {
+				case err != nil:
+					if errs.Add(1) == 1 {
+						t.Errorf("%s: %v", via, err)
+					}
+				case deg:
+					degraded.Add(1)
+				case allowed && ended.Before(stop):
+					mine = append(mine, testkit.Span{Start: began, End: ended, N: n})
+				}
+				time.Sleep(time.Millisecond)
+			}
+			mu.Lock()
+			spans = append(spans, mine...)
+			mu.Unlock()
+		}()
+	}
+	// Redis' own count of scripts run, read at each whole second.
+	for s := 1; s <= seconds; s++ {
+		time.Sleep(time.Until(start.Add(time.Duration(s) * time.Second)))
+		scripts = append(scripts, scriptCalls(t, srv))
+	}
+	wg.Wait()
+
+	var per [seconds]int
+	for _, s := range spans {
+		per[s.End.Sub(start)/time.Second] += s.N
+	}
+	var ran [seconds]int
+	for s := range ran {
+		ran[s] = scripts[s+1] - scripts[s]
+		if via == "AllowAll" {
+			ran[s] -= int(others[s].Load())
+		}
+	}
+	var decided [seconds][2]int64
+	for s := range decided {
+		decided[s] = [2]int64{onRedis[s][0].Load(), onRedis[s][1].Load()}
+	}
+	t.Logf("%d callers via %s: allowed per second %v, scripts per second %v (decisions on Redis, allowed and rejected: %v), worst call %v (decision %v), %d Degraded, %d errors",
+		callers, via, per, ran, decided, time.Duration(worst.Load()).Round(time.Millisecond), time.Duration(slowest.Load()).Round(time.Millisecond), degraded.Load(), errs.Load())
+	if d := degraded.Load(); d > 0 {
+		t.Errorf("%d calls came back Degraded from a healthy Redis; log:\n%s", d, logs.String())
+	}
+	// The worst decision, and for the calls made directly the worst call
+	// as the caller timed it (over HTTP it holds the server's and the
+	// client's work too).
+	bound := 3 * ratelimit.DefaultTimeout / 2
+	if w := time.Duration(slowest.Load()); w > bound {
+		t.Errorf("the slowest decision took %v, more than 1.5 × Timeout (%v)", w, bound)
+	}
+	if w := time.Duration(worst.Load()); w > bound && via != "httplimit" {
+		t.Errorf("the worst call took %v, more than 1.5 × Timeout (%v)", w, bound)
+	}
+	rate := int(rule.Limit.Rate)
+	total := 0
+	for s, got := range per {
+		total += got
+		if rule.Kind != ratelimit.CalendarQuota && 10*got < 9*rate {
+			t.Errorf("second %d admitted %d, under 0.9 × Rate (%d) while the crowd demanded more", s, got, rate)
+		}
+		if ran[s] > 2*got+20 {
+			t.Errorf("second %d ran %d scripts on Redis for %d events allowed: more than 2 × allowed + 20", s, ran[s], got)
+		}
+	}
+	if rule.Kind == ratelimit.CalendarQuota && total != rate {
+		t.Errorf("the day's quota admitted %d, want its Rate %d", total, rate)
+	}
+	if rule.Kind == ratelimit.SlidingLog && !rule.Approximate {
+		if most, at := testkit.MostContained(spans, rule.Limit.Window); most > rate {
+			t.Errorf("%d events allowed within one window from %v on, more than Rate %d", most, at.Sub(start), rate)
+		}
+	}
+}
