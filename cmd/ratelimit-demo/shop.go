@@ -155,10 +155,9 @@ func serve(w io.Writer, opt rueidis.ClientOption, where, addr, rulesPath string,
 		Handler:           shopWith(lim, httplimit.IPOptions{TrustedProxies: proxies}, watcher),
 		ReadHeaderTimeout: 5 * time.Second,
 	}
-	inspect := http.NewServeMux()
-	inspect.Handle("/limits/", http.StripPrefix("/limits", rules.Handler(watcher, lim)))
-	inspectSrv := &http.Server{Handler: inspect, ReadHeaderTimeout: 5 * time.Second}
-	fmt.Fprintf(w, "Rules from %s (%s).\nInspection page (loopback only): http://%s/limits/\n\n",
+	inspectSrv := &http.Server{Handler: inspection(watcher, lim), ReadHeaderTimeout: 5 * time.Second}
+	fmt.Fprintf(w, "Rules from %s (%s).\nInspection page (loopback only): http://%[3]s/limits/ (the rules in force, any key's state);\n"+
+		"which route uses which rule, and the key each one counts a request under: http://%[3]s/\n\n",
 		rulesPath, describeRules(watcher.Current()), inspectLn.Addr())
 	printTips(w, baseURL(ln.Addr(), addr), limitsKept(lim, where), proxies)
 
@@ -176,6 +175,16 @@ func serve(w io.Writer, opt rueidis.ClientOption, where, addr, rulesPath string,
 		return err
 	}
 	return nil
+}
+
+// inspection returns the inspection page: the rules in force and any
+// key's state under /limits/ (rules.Handler), and at / an index of which
+// route uses which rule and the key each request is counted under.
+func inspection(watcher *rules.Watcher, lim *ratelimit.Limiter) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/limits/", http.StripPrefix("/limits", rules.Handler(watcher, lim)))
+	mux.Handle("GET /{$}", routesIndex())
+	return mux
 }
 
 // rulesFile returns the rules file to watch: path, or, when path is "",
