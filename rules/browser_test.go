@@ -57,7 +57,8 @@ func dumpDOM(t *testing.T, browser, url string) string {
 
 // TestInspectInABrowser loads the inspection page in a real headless
 // browser: it shows the rules, escaped, a key never seen as one with no
-// state, a banned key's time rounded, and a new rule after a reload.
+// state, a banned key's time rounded, that the Limiter has no Redis, and a
+// new rule after a reload.
 func TestInspectInABrowser(t *testing.T) {
 	browser := chromium(t)
 	in := newInspection(t, 20*time.Millisecond)
@@ -73,7 +74,8 @@ func TestInspectInABrowser(t *testing.T) {
 	url := in.srv.URL + "/limits/?rule=shop:coupon&key=user:gold"
 	dom := dumpDOM(t, browser, url)
 	for _, want := range []string{"<h1>Rate limit rules</h1>", "<code>shop:coupon</code>", "&lt;script&gt;alert('x')&lt;/script&gt;",
-		"30 of 30", "(the key's override)", "no state: never seen, or expired; check the key"} {
+		"30 of 30", "(the key's override)", "no state: never seen, or expired; check the key",
+		"</span>: every decision is local"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the page in the browser lacks %q:\n%s", want, dom)
 		}

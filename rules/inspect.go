@@ -16,9 +16,10 @@ import (
 
 // Handler returns an http.Handler that shows operators, as HTML or as
 // JSON, the rules w has in force and where they came from (the file, the
-// last reload, the last error), the Stats of lim (the breakers open,
-// whether Redis is in use, the fleet's instance count, the write-back
-// queue), and, when asked with ?rule=NAME&key=KEY, that key's state under
+// last reload, the last error), the Stats of lim (whether it is connected
+// to Redis at all, as a Dial that cannot reach Redis yet is not, the
+// breakers open, whether Redis is in use, the fleet's instance count, the
+// write-back queue), and, when asked with ?rule=NAME&key=KEY, that key's state under
 // that rule (from [ratelimit.Limiter.Peek]: what is left, when the window
 // empties, the violations, a ban). lim may be nil: the page then shows the
 // rules only.

@@ -249,6 +249,21 @@ func TestInspectSaysNoState(t *testing.T) {
 	}
 }
 
+// TestInspectSaysWhetherConnected: a Limiter without Redis is said to
+// decide locally, and its instance count of 0 is explained.
+func TestInspectSaysWhetherConnected(t *testing.T) {
+	in := newInspection(t, time.Hour)
+	_, body := in.get(t, "")
+	for _, want := range []string{
+		`<td id="connected"><span class="warning">no</span>: every decision is local`,
+		`<td id="instances">0 (no heartbeat has reached Redis: not connected)</td>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %q:\n%s", want, body)
+		}
+	}
+}
+
 func TestInspectIsReadOnly(t *testing.T) {
 	in := newInspection(t, time.Hour)
 	for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodDelete} {
