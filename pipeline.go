@@ -138,11 +138,12 @@ func (l *Limiter) sendHeld(ctx context.Context, conn *redisConn, redisKey string
 	return s, err
 }
 
-// logOutage logs a failed Redis call: as an error when it means the client
-// is misconfigured, as a warning otherwise.
+// logOutage logs a failed Redis call: as an error, saying what Redis
+// refused, when it means the client is misconfigured (see refusal); as a
+// warning otherwise.
 func (l *Limiter) logOutage(err error) {
-	if isAuthFailure(err) {
-		l.log.log(logAuth, slog.LevelError, "ratelimit: redis refused the credentials; deciding locally", "err", err)
+	if msg, ok := refusal(err); ok {
+		l.log.log(logAuth, slog.LevelError, msg, "err", err)
 		return
 	}
 	l.log.log(logOutage, slog.LevelWarn, "ratelimit: redis call failed; deciding locally", "err", err)

@@ -478,9 +478,6 @@ var unavailableCodes = []string{
 	"OOM", "MISCONF", "NOREPLICAS", "NOAUTH", "NOPERM", "WRONGPASS",
 }
 
-// authCodes are the outages that mean misconfiguration: logged as errors.
-var authCodes = []string{"NOAUTH", "NOPERM", "WRONGPASS"}
-
 func replyCode(msg string) string {
 	if i := strings.IndexByte(msg, ' '); i >= 0 {
 		return msg[:i]
@@ -508,9 +505,21 @@ func classify(ctx context.Context, err error) *callError {
 	return &callError{cause: outage, err: err}
 }
 
-// isAuthFailure reports whether err is an error reply that means the client
-// is not allowed in: a misconfiguration that must be loud.
-func isAuthFailure(err error) bool {
+// refusal returns the log line for an error reply that means
+// misconfiguration, which must be loud, saying what Redis refused: the
+// credentials for WRONGPASS and NOAUTH (a wrong password, or none), the
+// permission to run the limiter's commands for NOPERM (the user is in, but
+// its ACL does not allow the scripts). ok is false for any other error.
+func refusal(err error) (msg string, ok bool) {
 	re, ok := rueidis.IsRedisErr(err)
-	return ok && hasCode(authCodes, replyCode(re.Error()))
+	if !ok {
+		return "", false
+	}
+	switch replyCode(re.Error()) {
+	case "WRONGPASS", "NOAUTH":
+		return "ratelimit: redis refused the credentials; deciding locally", true
+	case "NOPERM":
+		return "ratelimit: redis refused the permission for the limiter's commands (ACL); deciding locally", true
+	}
+	return "", false
 }

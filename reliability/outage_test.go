@@ -119,6 +119,7 @@ func TestUnavailableRepliesFallBack(t *testing.T) {
 		"TRYAGAIN Multiple keys request during rehashing of slot",
 		"OOM command not allowed when used memory > 'maxmemory'.",
 		"NOAUTH Authentication required.",
+		"WRONGPASS invalid username-password pair or user is disabled.",
 		"NOPERM this user has no permissions to run the 'evalsha' command",
 	} {
 		code := strings.Fields(reply)[0]
@@ -137,12 +138,20 @@ func TestUnavailableRepliesFallBack(t *testing.T) {
 				}
 			}
 			testkit.Eventually(t, "breaker opened", func() bool { return strings.Contains(states.String(), "closed->open") })
-			wantLevel := "level=WARN"
-			if code == "NOAUTH" || code == "NOPERM" {
-				wantLevel = "level=ERROR"
+			// What the log says Redis refused: credentials are not a
+			// permission, and a permission is not a credential.
+			wantLevel, wantMsg := "level=WARN", "redis call failed"
+			switch code {
+			case "NOAUTH", "WRONGPASS":
+				wantLevel, wantMsg = "level=ERROR", "redis refused the credentials"
+			case "NOPERM":
+				wantLevel, wantMsg = "level=ERROR", "redis refused the permission for the limiter's commands (ACL)"
 			}
-			if !strings.Contains(logs.String(), wantLevel) || !strings.Contains(logs.String(), code) {
-				t.Errorf("log for %s lacks %s:\n%s", code, wantLevel, logs.String())
+			if !strings.Contains(logs.String(), wantLevel) || !strings.Contains(logs.String(), code) || !strings.Contains(logs.String(), wantMsg) {
+				t.Errorf("log for %s lacks %s or %q:\n%s", code, wantLevel, wantMsg, logs.String())
+			}
+			if code == "NOPERM" && strings.Contains(logs.String(), "credentials") {
+				t.Errorf("NOPERM logged as a refusal of the credentials:\n%s", logs.String())
 			}
 		})
 	}

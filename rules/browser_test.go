@@ -56,14 +56,26 @@ func dumpDOM(t *testing.T, browser, url string) string {
 }
 
 // TestInspectInABrowser loads the inspection page in a real headless
-// browser: it shows the rules, escaped, and a new rule after a reload.
+// browser: it shows the rules, escaped, a key never seen as one with no
+// state, a banned key's time rounded, that the Limiter has no Redis, and a
+// new rule after a reload.
 func TestInspectInABrowser(t *testing.T) {
 	browser := chromium(t)
 	in := newInspection(t, 20*time.Millisecond)
+	coupon, _ := in.w.For("shop:coupon", "user:alice")
+	for range 5 { // two violations ban alice for 5m
+		in.lim.Allow(context.Background(), coupon, "user:alice")
+	}
+	in.clk.Advance(12*time.Second + 360955*time.Microsecond)
+	if dom := dumpDOM(t, browser, in.srv.URL+"/limits/?rule=shop:coupon&key=user:alice"); !strings.Contains(dom, "yes, for 4m48s") ||
+		strings.Contains(dom, "no state") {
+		t.Errorf("the page in the browser does not show alice banned for 4m48s:\n%s", dom)
+	}
 	url := in.srv.URL + "/limits/?rule=shop:coupon&key=user:gold"
 	dom := dumpDOM(t, browser, url)
 	for _, want := range []string{"<h1>Rate limit rules</h1>", "<code>shop:coupon</code>", "&lt;script&gt;alert('x')&lt;/script&gt;",
-		"30 of 30", "(the key's override)"} {
+		"30 of 30", "(the key's override)", "no state: never seen, or expired; check the key",
+		"</span>: every decision is local"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the page in the browser lacks %q:\n%s", want, dom)
 		}

@@ -16,12 +16,19 @@ import (
 
 // Handler returns an http.Handler that shows operators, as HTML or as
 // JSON, the rules w has in force and where they came from (the file, the
-// last reload, the last error), the Stats of lim (the breakers open,
-// whether Redis is in use, the fleet's instance count, the write-back
-// queue), and, when asked with ?rule=NAME&key=KEY, that key's state under
+// last reload, the last error), the Stats of lim (whether it is connected
+// to Redis at all, as a Dial that cannot reach Redis yet is not, the
+// breakers open, whether Redis is in use, the fleet's instance count, the
+// write-back queue), and, when asked with ?rule=NAME&key=KEY, that key's state under
 // that rule (from [ratelimit.Limiter.Peek]: what is left, when the window
 // empties, the violations, a ban). lim may be nil: the page then shows the
 // rules only.
+//
+// The page rounds the durations of a key's state as a person reads them
+// (to the millisecond below a second, to a tenth of a second below a
+// minute, to the second above); the JSON has them exact. A key with no
+// state at all, never seen or expired, is said to have none, since a
+// mistyped key looks like an idle one otherwise.
 //
 // It answers GET and HEAD only, and changes nothing: Peek records no event
 // and counts no violation. It answers JSON for ?format=json, or for a
@@ -45,7 +52,30 @@ const peekTimeout = 2 * time.Second
 //go:embed inspect.html
 var pageSource string
 
-var page = template.Must(template.New("page").Parse(pageSource))
+var page = template.Must(template.New("page").Funcs(template.FuncMap{"human": human}).Parse(pageSource))
+
+// human rounds a duration (as Duration.String writes it) as a person reads
+// it: to the microsecond below a millisecond, so that it never reads 0
+// when it is not, to the millisecond below a second, to a tenth of a
+// second below a minute, and to the second above: "4m47.639045s" is
+// "4m48s". Anything else is returned as it is.
+func human(s string) string {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return s
+	}
+	switch a := d.Abs(); {
+	case a < time.Millisecond:
+		d = d.Round(time.Microsecond)
+	case a < time.Second:
+		d = d.Round(time.Millisecond)
+	case a < time.Minute:
+		d = d.Round(100 * time.Millisecond)
+	default:
+		d = d.Round(time.Second)
+	}
+	return d.String()
+}
 
 // report is what the handler shows. Its JSON names follow the rules
 // file's.
@@ -123,6 +153,9 @@ type queryView struct {
 }
 
 type keyState struct {
+	// NoState reports a key with no state at all: nothing counted, no
+	// violation, no ban; never seen, or its state expired.
+	NoState    bool   `json:"no_state"`
 	WouldAllow bool   `json:"would_allow"`
 	Quota      int    `json:"quota"`
 	Remaining  int    `json:"remaining"`
@@ -229,7 +262,8 @@ func (h *inspector) query(ctx context.Context, set *Set, name, key string) *quer
 		q.Error = err.Error()
 		return q
 	}
-	q.State = &keyState{WouldAllow: res.Allowed, Quota: res.Limit, Remaining: res.Remaining,
+	q.State = &keyState{NoState: res.Remaining == res.Limit && res.ResetAfter == 0 && res.Violations == 0 && !res.Banned,
+		WouldAllow: res.Allowed, Quota: res.Limit, Remaining: res.Remaining,
 		RetryAfter: res.RetryAfter.String(), ResetAfter: res.ResetAfter.String(), Violations: res.Violations,
 		Warned: res.Warned, Banned: res.Banned, BannedFor: res.BannedFor.String(), Degraded: res.Degraded}
 	return q

@@ -42,6 +42,7 @@ type inspection struct {
 	path string
 	w    *rules.Watcher
 	lim  *ratelimit.Limiter
+	clk  *ratelimittest.Clock
 	srv  *httptest.Server
 }
 
@@ -56,7 +57,8 @@ func newInspection(t *testing.T, interval time.Duration) *inspection {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.Close() })
-	lim, err := ratelimit.New(nil, ratelimit.Options{Clock: ratelimittest.NewClock(time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC))})
+	clk := ratelimittest.NewClock(time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC))
+	lim, err := ratelimit.New(nil, ratelimit.Options{Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +67,7 @@ func newInspection(t *testing.T, interval time.Duration) *inspection {
 	mux.Handle("/limits/", http.StripPrefix("/limits", rules.Handler(w, lim)))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return &inspection{path: path, w: w, lim: lim, srv: srv}
+	return &inspection{path: path, w: w, lim: lim, clk: clk, srv: srv}
 }
 
 func (in *inspection) get(t *testing.T, query string, header ...string) (*http.Response, string) {
@@ -114,12 +116,14 @@ type report struct {
 		Override bool   `json:"override"`
 		Error    string `json:"error"`
 		State    *struct {
+			NoState    bool   `json:"no_state"`
 			WouldAllow bool   `json:"would_allow"`
 			Quota      int    `json:"quota"`
 			Remaining  int    `json:"remaining"`
 			Violations int    `json:"violations"`
 			Banned     bool   `json:"banned"`
 			BannedFor  string `json:"banned_for"`
+			RetryAfter string `json:"retry_after"`
 		} `json:"state"`
 	} `json:"query"`
 }
@@ -197,6 +201,66 @@ func TestInspectHTML(t *testing.T) {
 	}
 	if strings.Contains(body, "<script>") {
 		t.Error("a rule's name reached the page unescaped")
+	}
+}
+
+// TestInspectRoundsDurations: the page shows a ban's remaining time as a
+// person reads it; the JSON keeps it exact.
+func TestInspectRoundsDurations(t *testing.T) {
+	in := newInspection(t, time.Hour)
+	coupon, _ := in.w.For("shop:coupon", "user:alice")
+	for range 5 { // two violations ban alice for 5m
+		in.lim.Allow(context.Background(), coupon, "user:alice")
+	}
+	in.clk.Advance(12*time.Second + 360955*time.Microsecond)
+	const query = "?rule=shop:coupon&key=user:alice"
+	if s := in.report(t, query+"&format=json").Query.State; s == nil || s.BannedFor != "4m47.639045s" || s.RetryAfter != "4m47.639045s" {
+		t.Fatalf("the JSON's state: %+v, want banned for 4m47.639045s exactly", s)
+	}
+	_, body := in.get(t, query)
+	if !strings.Contains(body, "yes, for 4m48s") || !strings.Contains(body, "<td>4m48s</td>") || strings.Contains(body, "4m47.6") {
+		t.Errorf("the page does not round the ban's 4m47.639045s to 4m48s:\n%s", body)
+	}
+}
+
+// TestInspectSaysNoState: a key with no state at all (mistyped, never
+// seen, or expired) is said to have none, on the page and in the JSON; a
+// key with events is not.
+func TestInspectSaysNoState(t *testing.T) {
+	in := newInspection(t, time.Hour)
+	const noState = "no state: never seen, or expired; check the key"
+	coupon, _ := in.w.For("shop:coupon", "user:bob")
+	in.lim.Allow(context.Background(), coupon, "user:bob")
+	for _, c := range []struct {
+		key  string
+		want bool
+	}{{"user:bob", false}, {"user:bbo", true}, {"bob", true}} {
+		query := "?rule=shop:coupon&key=" + c.key
+		if s := in.report(t, query+"&format=json").Query.State; s == nil || s.NoState != c.want {
+			t.Errorf("%s: the JSON's state %+v, want no_state %v", c.key, s, c.want)
+		}
+		if _, body := in.get(t, query); strings.Contains(body, noState) != c.want {
+			t.Errorf("%s: the page says %q: %v, want %v", c.key, noState, !c.want, c.want)
+		}
+	}
+	in.clk.Advance(time.Minute) // bob's one event leaves the window
+	if s := in.report(t, "?format=json&rule=shop:coupon&key=user:bob").Query.State; !s.NoState {
+		t.Errorf("bob after his event expired: %+v, want no_state", s)
+	}
+}
+
+// TestInspectSaysWhetherConnected: a Limiter without Redis is said to
+// decide locally, and its instance count of 0 is explained.
+func TestInspectSaysWhetherConnected(t *testing.T) {
+	in := newInspection(t, time.Hour)
+	_, body := in.get(t, "")
+	for _, want := range []string{
+		`<td id="connected"><span class="warning">no</span>: every decision is local`,
+		`<td id="instances">0 (no heartbeat has reached Redis: not connected)</td>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %q:\n%s", want, body)
+		}
 	}
 }
 

@@ -23,7 +23,8 @@
 // flash sale for everyone at once, coupon claims per user, merchant pages
 // per client IP. Their limits come from a rules file (-rules, or a copy of
 // the default rules.yaml), reloaded while the server runs, and a read-only
-// page on loopback shows the rules in force and any key's state.
+// page on loopback shows the rules in force and any key's state, and which
+// route uses which rule and the key each request is counted under.
 //
 // The demo is a module of its own, so that the library's core never
 // requires the rules module; go.work at the repository's root lets

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -323,12 +324,43 @@ func TestFlags(t *testing.T) {
 // X-Forwarded-For changes nothing only when no proxy is trusted.
 func TestTipsSayWhatForwardedForDoes(t *testing.T) {
 	var none, some bytes.Buffer
-	printTips(&none, "http://127.0.0.1:8080", "miniredis", nil)
-	printTips(&some, "http://127.0.0.1:8080", "miniredis", []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")})
+	printTips(&none, "http://127.0.0.1:8080", "limits kept in miniredis", nil)
+	printTips(&some, "http://127.0.0.1:8080", "limits kept in miniredis", []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")})
 	if !strings.Contains(none.String(), "A forged X-Forwarded-For changes nothing") {
 		t.Errorf("without -trust the tips do not say a forged X-Forwarded-For changes nothing:\n%s", none.String())
 	}
 	if strings.Contains(some.String(), "changes nothing: no proxy") || !strings.Contains(some.String(), "only when the request comes from a proxy in [127.0.0.0/8]") {
 		t.Errorf("with -trust the tips misstate X-Forwarded-For:\n%s", some.String())
+	}
+}
+
+// TestBannerSaysWhereLimitsAreKept: with Redis out of reach at startup,
+// -serve's banner says so, and that decisions are local until it can be
+// reached, instead of that the limits are kept in Redis.
+func TestBannerSaysWhereLimitsAreKept(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := ln.Addr().String()
+	ln.Close() // nothing listens there from now on
+	mr := miniredis.RunT(t)
+	for _, c := range []struct {
+		addr, want string
+	}{
+		{down, "Redis at " + down + " cannot be reached yet: decisions are local, this process's alone,\nuntil it can"},
+		{mr.Addr(), "limits kept in Redis at " + mr.Addr() + "."},
+	} {
+		lim, err := ratelimit.Dial(rueidis.ClientOption{InitAddress: []string{c.addr}},
+			ratelimit.Options{Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		printTips(&b, "http://127.0.0.1:8080", limitsKept(lim, "Redis at "+c.addr), nil)
+		lim.Close()
+		if !strings.Contains(b.String(), c.want) {
+			t.Errorf("Redis at %s: the banner lacks %q:\n%s", c.addr, c.want, b.String())
+		}
 	}
 }

@@ -155,12 +155,11 @@ func serve(w io.Writer, opt rueidis.ClientOption, where, addr, rulesPath string,
 		Handler:           shopWith(lim, httplimit.IPOptions{TrustedProxies: proxies}, watcher),
 		ReadHeaderTimeout: 5 * time.Second,
 	}
-	inspect := http.NewServeMux()
-	inspect.Handle("/limits/", http.StripPrefix("/limits", rules.Handler(watcher, lim)))
-	inspectSrv := &http.Server{Handler: inspect, ReadHeaderTimeout: 5 * time.Second}
-	fmt.Fprintf(w, "Rules from %s (%s).\nInspection page (loopback only): http://%s/limits/\n\n",
+	inspectSrv := &http.Server{Handler: inspection(watcher, lim), ReadHeaderTimeout: 5 * time.Second}
+	fmt.Fprintf(w, "Rules from %s (%s).\nInspection page (loopback only): http://%[3]s/limits/ (the rules in force, any key's state);\n"+
+		"which route uses which rule, and the key each one counts a request under: http://%[3]s/\n\n",
 		rulesPath, describeRules(watcher.Current()), inspectLn.Addr())
-	printTips(w, baseURL(ln.Addr(), addr), where, proxies)
+	printTips(w, baseURL(ln.Addr(), addr), limitsKept(lim, where), proxies)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -176,6 +175,16 @@ func serve(w io.Writer, opt rueidis.ClientOption, where, addr, rulesPath string,
 		return err
 	}
 	return nil
+}
+
+// inspection returns the inspection page: the rules in force and any
+// key's state under /limits/ (rules.Handler), and at / an index of which
+// route uses which rule and the key each request is counted under.
+func inspection(watcher *rules.Watcher, lim *ratelimit.Limiter) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/limits/", http.StripPrefix("/limits", rules.Handler(watcher, lim)))
+	mux.Handle("GET /{$}", routesIndex())
+	return mux
 }
 
 // rulesFile returns the rules file to watch: path, or, when path is "",
@@ -233,13 +242,26 @@ func baseURL(bound net.Addr, addr string) string {
 	return "http://" + net.JoinHostPort(host, port)
 }
 
-func printTips(w io.Writer, base, where string, proxies []netip.Prefix) {
+// limitsKept says where lim keeps its limits as Dial left it (where names
+// the server): in Redis once Dial connected, and otherwise that Redis
+// cannot be reached yet and each decision is local until it can.
+func limitsKept(lim *ratelimit.Limiter, where string) string {
+	if lim.Stats().Connected {
+		return "limits kept in " + where
+	}
+	return where + " cannot be reached yet: decisions are local, this process's alone,\n" +
+		"until it can (the log says when it connects)"
+}
+
+// printTips prints how to try the shop at base; kept says where its limits
+// are kept (see limitsKept).
+func printTips(w io.Writer, base, kept string, proxies []netip.Prefix) {
 	forwarded := "A forged X-Forwarded-For changes nothing: no proxy is trusted (see -trust)"
 	if len(proxies) > 0 {
 		forwarded = fmt.Sprintf("X-Forwarded-For counts only when the request comes from a proxy in %v;\n"+
 			"  # sent from elsewhere, as here unless you are inside those prefixes, it changes nothing", proxies)
 	}
-	fmt.Fprintf(w, `Shop on %[1]s, limits kept in %[2]s. Try:
+	fmt.Fprintf(w, `Shop on %[1]s, %[2]s. Try:
 
   # Flash sale: 100 orders in any 10s, for everyone together (the 101st gets 429)
   for i in $(seq 101); do curl -s -o /dev/null -w '%%{http_code}\n' -X POST %[1]s/flash-sale/orders; done | sort | uniq -c
@@ -260,5 +282,5 @@ func printTips(w io.Writer, base, where string, proxies []netip.Prefix) {
   for i in $(seq 6); do curl -s -o /dev/null -w '%%{http_code}\n' -H "X-Forwarded-For: 198.51.100.$i" %[1]s/merchants/42; done
 
 Ctrl-C stops the server.
-`, base, where, userHeader, forwarded)
+`, base, kept, userHeader, forwarded)
 }
