@@ -93,12 +93,14 @@ type Options struct {
 	// outage does not flood the log. The default is 10s.
 	LogInterval time.Duration
 	// ShieldMax bounds the hot-key shield. A rejection that nothing but a
-	// Reset can lift early (a full window under a rule without penalty, or
-	// a ban) is cached per process, and the same call for one event is
-	// answered from the cache, without a Redis round trip, until it could
-	// pass. A Reset through this Limiter clears the cache at once; a Reset
+	// Reset can lift early (a full window, or a ban) is cached per process,
+	// and the same call (as many events) is answered from the cache,
+	// without a Redis round trip, until it could pass; under a penalty each
+	// answer counts a violation, which the key's next call delivers to
+	// Redis. A Reset through this Limiter clears the cache at once; a Reset
 	// made by another process is seen here when the cached rejection ends,
-	// or after ShieldMax when ShieldMax > 0. Negative turns the shield off.
+	// or after ShieldMax when ShieldMax > 0. Negative turns the shield off,
+	// and with it the crowd at a full key (see README's "Hot keys").
 	// The default, 0, caches each rejection until it ends.
 	ShieldMax time.Duration
 	// WriteBackMax bounds the events decided without Redis (during an
