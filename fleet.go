@@ -33,15 +33,82 @@ func (l *Limiter) heartbeats(conn *redisConn) {
 	key := fleetKey(l.set.KeyPrefix)
 	t := time.NewTicker(l.set.HeartbeatInterval)
 	defer t.Stop()
+	kicked := false
 	for {
-		l.heartbeat(conn, key)
+		l.beat(conn, key, kicked)
 		select {
 		case <-l.done:
 			l.withdraw(conn, key)
 			return
 		case <-t.C:
+			kicked = false
+		case <-l.hbKick:
+			kicked = true
 		}
 	}
+}
+
+// kickHeartbeat makes the next heartbeat come now, without waiting: once
+// Redis can be used again (the fleet's debts are learnt at once), and once
+// the write-back has brought everything (the others stop reserving for
+// this Limiter at once).
+func (l *Limiter) kickHeartbeat() {
+	select {
+	case l.hbKick <- struct{}{}:
+	default:
+	}
+}
+
+// The fleet's reserve: what the other instances decided without Redis, and
+// the write-back has not brought to Redis yet, is not in Redis' count, and
+// an instance that decides on Redis meanwhile could admit the whole rule on
+// top of it. So until every instance has written back, each decision on
+// Redis counts a reserve for the others, on top of Redis' count (as held.owed
+// counts the caller's own debts): the degraded share of each other live
+// instance that may hold such decisions. Redis orders every decision, and
+// the heartbeat tells which instances those are (lua/fleet.lua): those that
+// said they owe Redis (their write-back is not done), and those that missed
+// a heartbeat (Redis may be out of their reach: a partition). An instance
+// whose breaker opened asks, with its first decision on Redis after (see
+// settled), which other instances have not announced themselves since it
+// opened: their calls failed too, likely, and they may owe Redis as well,
+// so they count until they announce themselves again (this assumes that
+// the hosts' clocks agree to well within a heartbeat period). And
+// when Redis lost its data (the instances set is newer than the one it
+// announced itself in), the others' decisions of the last window are gone
+// from Redis with it: each instance reserves every other's share for one
+// Window from when it learnt of the loss, and counts its own events of the
+// window (its own count, which Redis lost too) where it counted only those
+// it owes. The reserve leaves an instance
+// at least its own share, so that a fleet whose shares add up to more than
+// the rule (Options.DegradedShare) is not shut out.
+//
+// So a window that spans a recovery admits at most the instances' shares
+// together, Rate + instances - 1 for the exact log (README, "Fallback and
+// circuit breaker"); the price is that an instance that owes, or has gone
+// away without withdrawing, holds back the others' admissions by its share
+// until it has written back or its announcement runs out.
+
+// reserve returns the events a decision on Redis through conn for a rule
+// of rate and window counts for the other instances (see above), and
+// whether Redis lost its data less than a window ago.
+func (l *Limiter) reserve(conn *redisConn, rate, window int64) (events int64, lost bool) {
+	n := l.set.fleet.Load()
+	if n <= 1 {
+		return 0, false
+	}
+	others := l.unsettled.Load()
+	if !l.settled(conn) {
+		others = n - 1 // this Limiter's breaker opened: likely the others' too
+	}
+	if at := l.lostAt.Load(); at != 0 && l.clock.now()-at < window {
+		others, lost = n-1, true
+	}
+	if others <= 0 {
+		return 0, lost
+	}
+	share := l.set.degradedRate(rate)
+	return min(min(others, n-1)*share, max(0, rate-share)), lost
 }
 
 // rejoinBeats is how many successful heartbeats after a failed one may
@@ -58,24 +125,40 @@ const rejoinBeats = 3
 //     failed: the other instances' failed too (Redis refused them all, or
 //     shed them under load), for long enough to be trimmed, and each is
 //     back only at its next heartbeat.
-func (l *Limiter) heartbeat(conn *redisConn, key string) {
+func (l *Limiter) heartbeat(conn *redisConn, key string) { l.beat(conn, key, false) }
+
+// beat is heartbeat; a kicked one (see kickHeartbeat) comes between two of
+// the period's and is not one of the rejoinBeats.
+func (l *Limiter) beat(conn *redisConn, key string, kicked bool) {
 	period := int64(l.set.HeartbeatInterval / time.Microsecond)
-	var live, age int64
+	var live, age, unsettled, redisNow int64
+	owes := "0"
+	if l.local.owing.events.Load() > 0 {
+		owes = "1"
+	}
 	// A heartbeat takes an admission slot only when one is to spare, unless
 	// the last one found none: then it waits for one as a call does, so
 	// that load never starves it for long enough that the other instances
 	// trim this one and enlarge their shares.
 	spare := !l.heartbeatStarved.Load()
+	// Since an opening of this Limiter's breaker, the others must have
+	// announced themselves again since it to count as settled (see
+	// reserve): their calls failed too, likely, and they decided without
+	// Redis.
+	opens, failures := l.opens.Load(), l.failures.Load()
+	if opens != l.settledOpens.Load() {
+		l.settleFrom.Store(l.openedAt.Load())
+	}
 	err := l.sendWithoutFallback(context.Background(), conn, key, subject{"heartbeat", key}, "announcing the limiter", spare,
 		func(ctx context.Context, c rueidis.Client) error {
-			reply, err := fleetScript.exec(ctx, c, []string{key, key + ":born"}, []string{l.id, itoa(period)}).AsIntSlice()
+			reply, err := fleetScript.exec(ctx, c, []string{key, key + ":born", key + ":owing"}, []string{l.id, itoa(period), owes, itoa(l.settleFrom.Load())}).AsIntSlice()
 			if err != nil {
 				return err
 			}
-			if len(reply) != 2 {
+			if len(reply) != 4 {
 				return &callError{cause: misuse, err: errors.New("unexpected heartbeat reply")}
 			}
-			live, age = reply[0], reply[1]
+			live, age, unsettled, redisNow = reply[0], reply[1], reply[2], reply[3]
 			return nil
 		})
 	l.heartbeatStarved.Store(errors.Is(err, errShed))
@@ -86,13 +169,59 @@ func (l *Limiter) heartbeat(conn *redisConn, key string) {
 		return
 	}
 	rejoining := l.rejoining.Load() > 0
-	if rejoining {
+	if rejoining && !kicked {
 		l.rejoining.Add(-1)
 	}
 	if age < 3*period || rejoining {
 		live = max(live, l.set.fleet.Load())
 	}
+	if old := l.setAge.Swap(age); old > 0 && age < old {
+		// A newer set than the one this Limiter announced itself in:
+		// Redis lost its data (see reserve).
+		l.lostAt.Store(l.clock.now())
+	}
 	l.set.fleet.Store(max(1, live))
+	l.unsettled.Store(unsettled)
+	l.settledOpens.Store(opens)
+	l.checkedFailures.Store(failures)
+	if from := l.settleFrom.Load(); from != 0 && redisNow-from >= 3*period {
+		l.settleFrom.Store(0) // an instance that has not announced itself since is trimmed
+	}
+}
+
+// settled reports whether a heartbeat since the last opening of this
+// Limiter's breaker has told which other instances may owe Redis (see
+// reserve). When none has, it sends one at once, unless another call is
+// sending it or one was tried less than Options.ProbeAfter ago: then it
+// reports false, and the caller counts every other instance as owing.
+func (l *Limiter) settled(conn *redisConn) bool {
+	if l.opens.Load() == l.settledOpens.Load() && l.failures.Load() == l.checkedFailures.Load() {
+		return true
+	}
+	if !l.settling.TryLock() {
+		return l.opens.Load() == l.settledOpens.Load()
+	}
+	defer l.settling.Unlock()
+	if l.opens.Load() == l.settledOpens.Load() && l.failures.Load() == l.checkedFailures.Load() {
+		return true
+	}
+	now := l.clock.now()
+	if last := l.settleTried.Load(); last != 0 && now-last < int64(l.set.ProbeAfter/time.Microsecond) {
+		return false
+	}
+	l.settleTried.Store(now)
+	l.beat(conn, fleetKey(l.set.KeyPrefix), true)
+	return l.opens.Load() == l.settledOpens.Load()
+}
+
+// noteFailure notes a call to Redis that failed as an outage: the next
+// decision on Redis asks the fleet first (see settled), so that it learns
+// at once whether Redis lost its data (a restart fails every call in
+// flight), without assuming that the other instances owe.
+func (l *Limiter) noteFailure() {
+	if l.set.HeartbeatInterval > 0 {
+		l.failures.Add(1)
+	}
 }
 
 // withdraw removes the Limiter from the instances set when it closes, so

@@ -76,6 +76,7 @@ func (l *Limiter) routeGroup(ctx context.Context, group string, checks []Check) 
 	queue := l.set.ShieldMax >= 0
 	for i := range g {
 		legs[i] = leg{k: &g[i].k, p: &g[i].p, n: g[i].n, queue: queue}
+		legs[i].reserve, legs[i].lost = l.reserve(conn, g[i].p.rate, g[i].p.window)
 	}
 	var w waiting
 	defer w.stop()

@@ -82,6 +82,8 @@ func (s *localStore) hold(lg *leg, now int64) (held, *seat) {
 			hd.owed = dt.events.since(p.alg.dueFrom(*p, now))
 		}
 	}
+	hd.owed += lg.reserve
+
 	m, ok := sh.meter(&k, h, p, now, !peek)
 	if !ok {
 		hd.seated = sh.sit(c, granted)
@@ -95,6 +97,9 @@ func (s *localStore) hold(lg *leg, now int64) (held, *seat) {
 	}
 	hd.count = m.count(now, p.window)
 	hd.others = sh.reserved
+	if lg.lost {
+		hd.owed = max(hd.owed, hd.count-hd.others+lg.reserve)
+	}
 	if o, ok := m.(ager); ok {
 		hd.since = o.oldest(now, p.window)
 	}
@@ -152,7 +157,13 @@ type leg struct {
 	// they cached in the shield after the call's time answers it.
 	waited bool
 	seat   *seat // a seat the call was given while it waited (see hold)
-	hd     held
+	// reserve is what the decision counts for the other instances'
+	// decisions Redis lacks (see Limiter.reserve): hold adds it to owed.
+	// With lost, Redis lost its data less than a window ago: the process'
+	// own count is owed whole, not only its debts.
+	reserve int64
+	lost    bool
+	hd      held
 }
 
 // holdLegs holds each leg at now (see hold). When a leg must wait for a

@@ -120,6 +120,7 @@ func (l *Limiter) send(ctx context.Context, conn *redisConn, redisKey string, ab
 		return sent{b: b}, fmt.Errorf("%w: %s: %w", ErrRedis, about, ce.err)
 	}
 	b.noteAnswer(answerNo)
+	l.noteFailure()
 	l.logOutage(ce.err)
 	return sent{path: PathLocal, b: b, cause: ce.err}, nil
 }

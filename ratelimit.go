@@ -40,7 +40,27 @@ type Limiter struct {
 	wbKick chan struct{} // wakes the write-back (see writeback.go)
 
 	heartbeatStarved atomic.Bool  // the last heartbeat found no admission slot to spare
+	writeBackStarved atomic.Bool  // the last write-back batch found none
 	rejoining        atomic.Int32 // heartbeats left whose count may not lower the last (see heartbeat)
+	hbKick           chan struct{}
+	// The fleet's reserve (see fleet.go): the instances set's age at the
+	// last heartbeat; other live instances that may hold decisions Redis
+	// lacks, as the last heartbeat counted them; the breaker's openings,
+	// and those a heartbeat has settled since (until then every other
+	// instance is assumed to owe) and when it last opened; since when
+	// (µs since the epoch) the others must have announced themselves
+	// again to count as settled; and when Redis was seen to have lost its
+	// data (process µs).
+	setAge              atomic.Int64
+	unsettled           atomic.Int64
+	opens, settledOpens atomic.Int64
+	openedAt            atomic.Int64 // process µs of the last opening
+	settleFrom          atomic.Int64
+	lostAt              atomic.Int64
+	failures            atomic.Int64 // calls to Redis that failed as an outage
+	checkedFailures     atomic.Int64 // those a heartbeat has come after
+	settling            sync.Mutex   // one settling heartbeat at a time (see settled)
+	settleTried         atomic.Int64 // process µs of the last one
 
 	leases leaseSet // the leases handed out (see lease.go)
 
@@ -140,6 +160,7 @@ func newLimiter(opts Options, remote bool) (*Limiter, error) {
 		id:        base64.RawURLEncoding.EncodeToString(raw[:]),
 		done:      make(chan struct{}),
 		wbKick:    make(chan struct{}, 1),
+		hbKick:    make(chan struct{}, 1),
 	}
 	l.local.owing.max = int64(set.WriteBackMax)
 	if remote {
@@ -159,9 +180,12 @@ func (l *Limiter) announce(c BreakerChange) {
 	switch c.To {
 	case BreakerOpen:
 		kind, level, msg = logOpen, slog.LevelWarn, "ratelimit: redis circuit breaker open; deciding locally"
+		l.openedAt.Store(l.clock.now())
+		l.opens.Add(1) // the other instances' too, likely: see reserve
 	case BreakerClosed:
 		kind, msg = logClosed, "ratelimit: redis circuit breaker closed; deciding on redis again"
 		l.kickWriteBack()
+		l.kickHeartbeat()
 	}
 	l.log.log(kind, level, msg, "breaker", c.Breaker, "from", c.From.String(), "to", c.To.String())
 	if l.set.OnBreakerChange != nil {
@@ -275,6 +299,9 @@ func (l *Limiter) onRedis(ctx context.Context, conn *redisConn, r *Rule, p *plan
 	// What this process' own count adds to Redis' decision, with the
 	// call's events reserved in it when they fit (see mirror.go).
 	legs := [1]leg{{k: &k, p: p, n: n, peek: peek, queue: !peek && l.set.ShieldMax >= 0 && !p.alg.leased(), carry: true}}
+	if !p.alg.leased() {
+		legs[0].reserve, legs[0].lost = l.reserve(conn, p.rate, p.window)
+	}
 	var w waiting
 	defer w.stop()
 	for {

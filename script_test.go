@@ -38,8 +38,8 @@ func (c *countingClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.
 // Redis' TIME) once and returns the live count it answers.
 func fleetBeat(t *testing.T, c rueidis.Client, id string) int64 {
 	t.Helper()
-	reply, err := fleetScript.exec(context.Background(), c, []string{"s:v1:{instances}", "s:v1:{instances}:born"}, []string{id, "1000000"}).AsIntSlice()
-	if err != nil || len(reply) != 2 {
+	reply, err := fleetScript.exec(context.Background(), c, []string{"s:v1:{instances}", "s:v1:{instances}:born", "s:v1:{instances}:owing"}, []string{id, "1000000", "0", "0"}).AsIntSlice()
+	if err != nil || len(reply) != 4 {
 		t.Fatalf("fleet.lua: %v, %v", reply, err)
 	}
 	return reply[0]

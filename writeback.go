@@ -550,6 +550,9 @@ func (l *Limiter) writeBackLoop() {
 		if l.local.owing.debts.Load() > 0 {
 			for l.writeBack(ctx) {
 			}
+			if l.writeBackStarved.Load() {
+				l.kickWriteBack() // again at once, waiting for a slot this time
+			}
 		}
 		if l.leases.owing() {
 			for _, u := range l.leases.takeOwed() {
@@ -597,6 +600,15 @@ func (l *Limiter) writeBack(ctx context.Context) (more bool) {
 	if conn == nil {
 		return false
 	}
+	if l.local.owing.events.Load() > 0 {
+		defer func() {
+			if !more && l.local.owing.events.Load() == 0 && l.set.HeartbeatInterval > 0 {
+				// Everything is on Redis: say so at once, so that the other
+				// instances stop reserving for this one (see reserve).
+				l.beat(conn, fleetKey(l.set.KeyPrefix), true)
+			}
+		}()
+	}
 	now := l.localNow()
 	newID := func() string { return l.member(l.seq.Add(1)) + "w" }
 	for i := range l.local.shards {
@@ -625,9 +637,15 @@ func (l *Limiter) sendBatch(ctx context.Context, conn *redisConn, b *batch, now 
 	keys := redisKeys(l.set.KeyPrefix, b.k)
 	all := []string{keys[0], keys[1], keys[2], batchKey(l.set.KeyPrefix, b.k, b.id), keys[3], keys[4], keys[5]}
 	args := b.args(now)
-	s, err := l.send(ctx, conn, all[0], subject{"rule", b.k.rule}, true, func(ctx context.Context, c rueidis.Client) error {
+	// A batch takes an admission slot only when one is to spare, unless
+	// the last one found none: then it waits for one as a call does, so
+	// that load never starves the write-back, and with it the other
+	// instances, which reserve this one's share until it is done (see
+	// reserve).
+	s, err := l.send(ctx, conn, all[0], subject{"rule", b.k.rule}, !l.writeBackStarved.Load(), func(ctx context.Context, c rueidis.Client) error {
 		return writeBackScript.exec(ctx, c, all, args).Error()
 	})
+	l.writeBackStarved.Store(s.path == PathShed)
 	switch {
 	case errors.Is(err, ErrRedis):
 		return refused

@@ -15,14 +15,29 @@
 --          set younger than three heartbeat periods may not hold every
 --          live Limiter yet (Redis lost it, and the others announce
 --          themselves again at their next heartbeat).
+-- KEYS[3]  the Limiters that owe Redis decisions they made without it
+--          (<prefix>v1:{instances}:owing): a ZSET of ids scored as in
+--          KEYS[1].
 -- ARGV[1]  the Limiter's id.
 -- ARGV[2]  the Limiter's heartbeat period in µs.
+-- ARGV[3]  '1' when the Limiter owes Redis decisions it made without it
+--          (the write-back has not brought them yet), '0' otherwise.
+-- ARGV[4]  a time in µs (Redis' TIME) since which the other Limiters must
+--          have announced themselves to count as settled, or '0': the
+--          calling Limiter's calls failed until then, and so may theirs.
 --
--- Trims the Limiters whose time ran out, adds or refreshes this one, keeps
--- the set for as long as its longest-lived member, and returns how many
--- Limiters are live, this one included, and how old the set is, in µs.
+-- Trims the Limiters whose time ran out, adds or refreshes this one (and
+-- its debt), keeps the sets for as long as their longest-lived member, and
+-- returns how many Limiters are live, this one included, how old the set
+-- is, in µs, how many other live Limiters may hold decisions Redis lacks,
+-- and Redis' TIME. Those are the Limiters that owe some, those that missed
+-- a heartbeat (their last is more than one and a half of this one's
+-- periods old: Redis may be out of their reach, and they decide without
+-- it), and those whose last heartbeat came before ARGV[4]. (A Limiter's
+-- last heartbeat is its score less three periods: this one's, as every
+-- Limiter of a fleet has the same.)
 {{- define "fleet" -}}
-local set, born = KEYS[1], KEYS[2]
+local set, born, owing = KEYS[1], KEYS[2], KEYS[3]
 local now
 do
   {{template "now.redis"}}
@@ -33,11 +48,33 @@ if redis.call('EXISTS', set) == 0 then
 end
 redis.call('ZREMRANGEBYSCORE', set, '-inf', string.format('%d', now))
 redis.call('ZADD', set, string.format('%d', now + live), ARGV[1])
+redis.call('ZREMRANGEBYSCORE', owing, '-inf', string.format('%d', now))
+if ARGV[3] == '1' then
+  redis.call('ZADD', owing, string.format('%d', now + live), ARGV[1])
+else
+  redis.call('ZREM', owing, ARGV[1])
+end
 local keep = math.ceil(live / 1000)
 if redis.call('PTTL', set) < keep then
   redis.call('PEXPIRE', set, keep)
   redis.call('PEXPIRE', born, keep)
 end
+if redis.call('PTTL', owing) < keep then
+  redis.call('PEXPIRE', owing, keep)
+end
 local since = tonumber(redis.call('GET', born)) or now
-return {redis.call('ZCARD', set), now - since}
+local unsettled, seen = 0, {}
+local before = math.max(now + live / 2, tonumber(ARGV[4]) + live)
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', set, '-inf', string.format('(%d', before))) do
+  if id ~= ARGV[1] then
+    seen[id] = true
+    unsettled = unsettled + 1
+  end
+end
+for _, id in ipairs(redis.call('ZRANGE', owing, 0, -1)) do
+  if id ~= ARGV[1] and not seen[id] then
+    unsettled = unsettled + 1
+  end
+end
+return {redis.call('ZCARD', set), now - since, unsettled, now}
 {{- end}}
