@@ -30,6 +30,7 @@ import (
 // timed by the wall clock around it, with the events it recorded.
 type spanCall struct {
 	rule       int
+	inst       int // the Limiter it was made on
 	start, end time.Time
 	n          int // events recorded (0: none)
 	err        error
@@ -66,6 +67,9 @@ type pathAt struct {
 type fault struct {
 	kind       string // "noperm" or "kill"
 	start, end time.Time
+	// in is when the fault was in effect for sure (Forbid or Kill had
+	// returned): it began somewhere between start and in.
+	in time.Time
 }
 
 // recoverySeed is the seed of a run: RATELIMIT_RECOVERY_SEED, or a new one.
@@ -90,6 +94,11 @@ type recoveryRun struct {
 	limiters int      // callers spread over this many Limiters (0: one)
 	faults   []string // the kinds of fault, in order
 	opts     ratelimit.Options
+	// down and up bound how long each fault lasts and how long Redis is
+	// usable after it (zero: 300ms to 1.5s down, 0.8s to 2.5s up).
+	down, up [2]time.Duration
+	tail     time.Duration // how much longer the load runs after the last fault's up
+	pause    time.Duration // each caller's pause between calls (0: a closed loop)
 }
 
 // runRecovery drives the load, injects the faults at random phases and
@@ -170,7 +179,8 @@ func runRecovery(t *testing.T, cfg recoveryRun) ([]spanCall, []fault, []time.Tim
 		wg.Add(1)
 		go func(g int) {
 			defer wg.Done()
-			l := limiters[g%len(limiters)]
+			inst := g % len(limiters)
+			l := limiters[inst]
 			var mine []spanCall
 			for i := 0; !stop.Load(); i++ {
 				r := requests[(g+i)%len(requests)]
@@ -181,14 +191,17 @@ func runRecovery(t *testing.T, cfg recoveryRun) ([]spanCall, []fault, []time.Tim
 					worst.Store(took) // a rough maximum: racing stores may lose a close second
 				}
 				if err != nil {
-					mine = append(mine, spanCall{start: start, end: end, err: err})
+					mine = append(mine, spanCall{inst: inst, start: start, end: end, err: err})
 				}
 				for j, n := range ns {
 					if n > 0 { // only these matter, and there are millions of the others
-						mine = append(mine, spanCall{rule: r.rules[j], start: start, end: end, n: n})
+						mine = append(mine, spanCall{rule: r.rules[j], inst: inst, start: start, end: end, n: n})
 					}
 				}
 				total.Add(1)
+				if cfg.pause > 0 {
+					time.Sleep(cfg.pause)
+				}
 			}
 			mu.Lock()
 			calls = append(calls, mine...)
@@ -200,24 +213,34 @@ func runRecovery(t *testing.T, cfg recoveryRun) ([]spanCall, []fault, []time.Tim
 	pause := func(lo, hi time.Duration) {
 		time.Sleep(lo + time.Duration(rng.Int64N(int64(hi-lo))))
 	}
+	down, up := cfg.down, cfg.up
+	if down == [2]time.Duration{} {
+		down = [2]time.Duration{300 * time.Millisecond, 1500 * time.Millisecond}
+	}
+	if up == [2]time.Duration{} {
+		up = [2]time.Duration{800 * time.Millisecond, 2500 * time.Millisecond}
+	}
 	pause(500*time.Millisecond, 1500*time.Millisecond)
 	for _, kind := range cfg.faults {
 		f := fault{kind: kind, start: time.Now()}
 		switch kind {
 		case "noperm":
 			srv.Forbid(true)
-			pause(300*time.Millisecond, 1500*time.Millisecond)
+			f.in = time.Now()
+			pause(down[0], down[1])
 			srv.Forbid(false)
 		case "kill":
 			srv.Kill()
-			pause(300*time.Millisecond, 1500*time.Millisecond)
+			f.in = time.Now()
+			pause(down[0], down[1])
 			srv.Restart()
 		}
 		f.end = time.Now()
 		faults = append(faults, f)
 		t.Logf("fault %s from +%v to +%v", kind, f.start.Sub(faults[0].start).Round(time.Millisecond), f.end.Sub(faults[0].start).Round(time.Millisecond))
-		pause(800*time.Millisecond, 2500*time.Millisecond)
+		pause(up[0], up[1])
 	}
+	time.Sleep(cfg.tail)
 	stop.Store(true)
 	wg.Wait()
 	st := limiters[0].Stats()
