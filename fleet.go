@@ -36,6 +36,11 @@ func (l *Limiter) heartbeats(conn *redisConn) {
 	kicked := false
 	for {
 		l.beat(conn, key, kicked)
+		if l.owes() && l.local.owing.events.Load() == 0 {
+			// Owing only for a decision made without Redis just now:
+			// say it is done once Timeout has passed (see owes).
+			time.AfterFunc(l.set.Timeout, l.kickHeartbeat)
+		}
 		select {
 		case <-l.done:
 			l.withdraw(conn, key)
@@ -97,9 +102,12 @@ func (l *Limiter) reserve(conn *redisConn, rate, window int64) (events int64, lo
 	if n <= 1 {
 		return 0, false
 	}
+	settled := l.settled(conn) // first: it may learn who owes
 	others := l.unsettled.Load()
-	if !l.settled(conn) {
-		others = n - 1 // this Limiter's breaker opened: likely the others' too
+	if !settled {
+		// Its calls failed, and no heartbeat has said since whether
+		// Redis lost its data or who owes: as if both.
+		others, lost = n-1, true
 	}
 	if at := l.lostAt.Load(); at != 0 && l.clock.now()-at < window {
 		others, lost = n-1, true
@@ -133,7 +141,7 @@ func (l *Limiter) beat(conn *redisConn, key string, kicked bool) {
 	period := int64(l.set.HeartbeatInterval / time.Microsecond)
 	var live, age, unsettled, redisNow int64
 	owes := "0"
-	if l.local.owing.events.Load() > 0 {
+	if l.owes() {
 		owes = "1"
 	}
 	// A heartbeat takes an admission slot only when one is to spare, unless
@@ -146,7 +154,10 @@ func (l *Limiter) beat(conn *redisConn, key string, kicked bool) {
 	// reserve): their calls failed too, likely, and they decided without
 	// Redis.
 	opens, failures := l.opens.Load(), l.failures.Load()
-	if opens != l.settledOpens.Load() {
+	switch failedAt := l.failedAt.Load(); {
+	case failures != l.checkedFailures.Load() && failedAt != 0:
+		l.settleFrom.Store(failedAt)
+	case opens != l.settledOpens.Load():
 		l.settleFrom.Store(l.openedAt.Load())
 	}
 	err := l.sendWithoutFallback(context.Background(), conn, key, subject{"heartbeat", key}, "announcing the limiter", spare,
@@ -183,26 +194,47 @@ func (l *Limiter) beat(conn *redisConn, key string, kicked bool) {
 	l.set.fleet.Store(max(1, live))
 	l.unsettled.Store(unsettled)
 	l.settledOpens.Store(opens)
-	l.checkedFailures.Store(failures)
+	if l.checkedFailures.Swap(failures) != failures {
+		l.failedAt.Store(0)
+	}
 	if from := l.settleFrom.Load(); from != 0 && redisNow-from >= 3*period {
 		l.settleFrom.Store(0) // an instance that has not announced itself since is trimmed
 	}
 }
 
-// settled reports whether a heartbeat since the last opening of this
-// Limiter's breaker has told which other instances may owe Redis (see
-// reserve). When none has, it sends one at once, unless another call is
-// sending it or one was tried less than Options.ProbeAfter ago: then it
-// reports false, and the caller counts every other instance as owing.
-func (l *Limiter) settled(conn *redisConn) bool {
-	if l.opens.Load() == l.settledOpens.Load() && l.failures.Load() == l.checkedFailures.Load() {
+// owes reports whether the Limiter may owe Redis decisions it made
+// without it: events the write-back has not brought, or a decision without
+// Redis less than Options.Timeout ago, since calls that found the breaker
+// open, or failed, just before Redis came back may still be recording
+// theirs. A heartbeat that says so is followed by another once that time
+// has passed (see heartbeats), so that the others stop counting this one
+// soon after it is done.
+func (l *Limiter) owes() bool {
+	if l.local.owing.events.Load() > 0 {
 		return true
 	}
-	if !l.settling.TryLock() {
-		return l.opens.Load() == l.settledOpens.Load()
+	at := l.decidedLocally.Load()
+	return at != 0 && l.clock.now()-at < int64(l.set.Timeout/time.Microsecond)
+}
+
+// settled reports whether a heartbeat since the last opening of this
+// Limiter's breaker, and since its last failed call, has told which other
+// instances may owe Redis and whether Redis lost its data (see reserve).
+// When none has, it sends one at once (the calls that come meanwhile wait
+// for it), unless one was tried less than Options.ProbeAfter ago: then it
+// reports false, and the caller counts every other instance as owing and
+// its own whole count, as after a loss.
+func (l *Limiter) settled(conn *redisConn) bool {
+	done := func() bool {
+		return l.opens.Load() == l.settledOpens.Load() && l.failures.Load() == l.checkedFailures.Load()
 	}
+	if done() {
+		return true
+	}
+	// The calls that come meanwhile wait for it: one round trip, once.
+	l.settling.Lock()
 	defer l.settling.Unlock()
-	if l.opens.Load() == l.settledOpens.Load() && l.failures.Load() == l.checkedFailures.Load() {
+	if done() {
 		return true
 	}
 	now := l.clock.now()
@@ -211,15 +243,17 @@ func (l *Limiter) settled(conn *redisConn) bool {
 	}
 	l.settleTried.Store(now)
 	l.beat(conn, fleetKey(l.set.KeyPrefix), true)
-	return l.opens.Load() == l.settledOpens.Load()
+	return done()
 }
 
 // noteFailure notes a call to Redis that failed as an outage: the next
 // decision on Redis asks the fleet first (see settled), so that it learns
 // at once whether Redis lost its data (a restart fails every call in
-// flight), without assuming that the other instances owe.
+// flight), and counts the other instances that have not announced
+// themselves since the first such failure: Redis may have failed them too.
 func (l *Limiter) noteFailure() {
 	if l.set.HeartbeatInterval > 0 {
+		l.failedAt.CompareAndSwap(0, l.clock.now())
 		l.failures.Add(1)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/rueidis"
 )
@@ -233,7 +232,7 @@ func (l *Limiter) groupResults(checks []Check, g []groupPair, ds []decision, leg
 		// that pair denied the group (see routeGroup).
 		shieldMax := int64(-1)
 		if i == 0 && (!denied || len(ds) == 1) {
-			shieldMax = int64(l.set.ShieldMax / time.Microsecond)
+			shieldMax = legs[0].shieldMax(&l.set)
 		}
 		l.local.record(g[i].k, &g[i].p, now, at, g[i].n, false, &mirrored, &legs[i].hd, shieldMax)
 		d.count = mirrored.count

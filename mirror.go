@@ -1,5 +1,7 @@
 package ratelimit
 
+import "time"
+
 // The mirror and the hold: this process' own count of a pair, kept in the
 // local store, counts in every decision Redis makes for it.
 //
@@ -129,6 +131,17 @@ func (s *localStore) hold(lg *leg, now int64) (held, *seat) {
 		dt.hand(&hd, now)
 	}
 	return hd, nil
+}
+
+// shieldMax is what record caches lg's rejection for (see
+// Options.ShieldMax), in µs: nothing (-1) when the decision counted the
+// fleet's reserve, which may end at any heartbeat, while the rejection's
+// RetryAfter counts it as if it stood (a whole Window, at worst).
+func (lg *leg) shieldMax(s *settings) int64 {
+	if lg.reserve > 0 || lg.lost {
+		return -1
+	}
+	return int64(s.ShieldMax / time.Microsecond)
 }
 
 // sit gives a held call a seat in c, when it has a crowd: the one it was

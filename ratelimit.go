@@ -57,7 +57,9 @@ type Limiter struct {
 	openedAt            atomic.Int64 // process µs of the last opening
 	settleFrom          atomic.Int64
 	lostAt              atomic.Int64
+	decidedLocally      atomic.Int64 // the time of the last decision made without Redis (see owes)
 	failures            atomic.Int64 // calls to Redis that failed as an outage
+	failedAt            atomic.Int64 // process µs of the first not yet checked (0: none)
 	checkedFailures     atomic.Int64 // those a heartbeat has come after
 	settling            sync.Mutex   // one settling heartbeat at a time (see settled)
 	settleTried         atomic.Int64 // process µs of the last one
@@ -378,7 +380,7 @@ func (l *Limiter) redisOnce(ctx context.Context, conn *redisConn, r *Rule, legs 
 		*res = l.withoutRedis(r, p, k, n, peek, s, u, now)
 		return s.path, nil, nil
 	}
-	l.local.record(k, p, now, l.receivedAt(now), n, peek, &d, hd, int64(l.set.ShieldMax/time.Microsecond))
+	l.local.record(k, p, now, l.receivedAt(now), n, peek, &d, hd, lg.shieldMax(&l.set))
 	if d.allowed && !peek && u != nil {
 		u.onRedisCall(conn, ks[0], l.callMember(p, args, seq), d.win, now)
 	}
@@ -437,6 +439,7 @@ func (l *Limiter) withoutRedis(r *Rule, p *plan, k lkey, n int64, peek bool, s s
 	} else {
 		l.outages.Add(1)
 	}
+	l.decidedLocally.Store(now) // see owes
 	rate := l.set.degradedRate(p.rate)
 	policy := r.Degraded
 	if policy == DegradedDefault {
