@@ -281,6 +281,9 @@ func (s *localStore) record(k lkey, p *plan, now, at, n int64, peek bool, d *dec
 			// The process' own count held the call back with events of
 			// calls on their way in it, which Redis may yet reject: no
 			// rejection to cache.
+		case peek && p.penalize:
+			// A peek counted no violation: the shield's answers would
+			// count them from a state Redis did not decide for a call.
 		case peek:
 			sh.shield(&k, h, p, at, 1, d, shieldMax)
 		default:
