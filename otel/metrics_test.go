@@ -196,11 +196,11 @@ func TestDecisions(t *testing.T) {
 	login := ratelimit.Rule{Name: "login", Limit: ratelimit.PerMinute(1),
 		Penalty: &ratelimit.Penalty{WarnAfter: 2, BanAfter: 3, BanFor: time.Hour}}
 	allow(login, "ip")                      // redis: allowed
-	allow(login, "ip")                      // redis: rejected (violation 1)
-	if r := allow(login, "ip"); !r.Warned { // redis: warned (2)
+	allow(login, "ip")                      // redis: rejected (violation 1), now shielded
+	if r := allow(login, "ip"); !r.Warned { // shield: warned (2), the violation owed to Redis
 		t.Fatalf("want a warning: %+v", r)
 	}
-	if r := allow(login, "ip"); !r.Banned { // redis: banned (3), now shielded
+	if r := allow(login, "ip"); !r.Banned { // redis: banned (3, the owed one delivered), now shielded
 		t.Fatalf("want a ban: %+v", r)
 	}
 	allow(login, "ip") // shield: banned
@@ -255,8 +255,8 @@ func TestDecisions(t *testing.T) {
 		"ratelimit.errors {error} error.type=invalid_n,rule=plain":   1,
 		"ratelimit.errors {error} error.type=canceled,rule=plain":    1,
 
-		"ratelimit.decision.duration s path=redis":  10, // 9 calls and the Peek
-		"ratelimit.decision.duration s path=shield": 2,
+		"ratelimit.decision.duration s path=redis":  9, // 8 calls and the Peek
+		"ratelimit.decision.duration s path=shield": 3,
 		"ratelimit.decision.duration s path=local":  3,
 
 		"ratelimit.breaker.changes {change} state=open": 1,
