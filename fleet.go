@@ -136,7 +136,8 @@ const rejoinBeats = 3
 func (l *Limiter) heartbeat(conn *redisConn, key string) { l.beat(conn, key, false) }
 
 // beat is heartbeat; a kicked one (see kickHeartbeat) comes between two of
-// the period's and is not one of the rejoinBeats.
+// the period's, is not one of the rejoinBeats, and may raise the count but
+// never lowers it: only the period's heartbeats do.
 func (l *Limiter) beat(conn *redisConn, key string, kicked bool) {
 	period := int64(l.set.HeartbeatInterval / time.Microsecond)
 	var live, age, unsettled, redisNow int64
@@ -183,7 +184,7 @@ func (l *Limiter) beat(conn *redisConn, key string, kicked bool) {
 	if rejoining && !kicked {
 		l.rejoining.Add(-1)
 	}
-	if age < 3*period || rejoining {
+	if age < 3*period || rejoining || kicked {
 		live = max(live, l.set.fleet.Load())
 	}
 	if old := l.setAge.Swap(age); old > 0 && age < old {
