@@ -36,11 +36,6 @@ func (l *Limiter) heartbeats(conn *redisConn) {
 	kicked := false
 	for {
 		l.beat(conn, key, kicked)
-		if l.owes() && l.local.owing.events.Load() == 0 {
-			// Owing only for a decision made without Redis just now:
-			// say it is done once Timeout has passed (see owes).
-			time.AfterFunc(l.set.Timeout, l.kickHeartbeat)
-		}
 		select {
 		case <-l.done:
 			l.withdraw(conn, key)
@@ -142,7 +137,7 @@ func (l *Limiter) beat(conn *redisConn, key string, kicked bool) {
 	period := int64(l.set.HeartbeatInterval / time.Microsecond)
 	var live, age, unsettled, redisNow int64
 	owes := "0"
-	if l.owes() {
+	if l.owes(conn) {
 		owes = "1"
 	}
 	// A heartbeat takes an admission slot only when one is to spare, unless
@@ -204,18 +199,22 @@ func (l *Limiter) beat(conn *redisConn, key string, kicked bool) {
 }
 
 // owes reports whether the Limiter may owe Redis decisions it made
-// without it: events the write-back has not brought, or a decision without
-// Redis less than Options.Timeout ago, since calls that found the breaker
-// open, or failed, just before Redis came back may still be recording
-// theirs. A heartbeat that says so is followed by another once that time
-// has passed (see heartbeats), so that the others stop counting this one
-// soon after it is done.
-func (l *Limiter) owes() bool {
+// without it: events the write-back has not brought there yet, or a
+// breaker in front of conn that is not closed. A half-open breaker lets one
+// probe through and decides the calls that come meanwhile without Redis:
+// those may record their events just after a heartbeat that is that probe
+// said nothing was owed. The heartbeat that follows the breaker's closing
+// (see announce) says what is true then.
+func (l *Limiter) owes(conn *redisConn) bool {
 	if l.local.owing.events.Load() > 0 {
 		return true
 	}
-	at := l.decidedLocally.Load()
-	return at != 0 && l.clock.now()-at < int64(l.set.Timeout/time.Microsecond)
+	for _, b := range conn.breakers.all {
+		if BreakerState(b.state.Load()) != BreakerClosed {
+			return true
+		}
+	}
+	return false
 }
 
 // settled reports whether a heartbeat since the last opening of this

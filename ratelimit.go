@@ -57,7 +57,6 @@ type Limiter struct {
 	openedAt            atomic.Int64 // process µs of the last opening
 	settleFrom          atomic.Int64
 	lostAt              atomic.Int64
-	decidedLocally      atomic.Int64 // the time of the last decision made without Redis (see owes)
 	failures            atomic.Int64 // calls to Redis that failed as an outage
 	failedAt            atomic.Int64 // process µs of the first not yet checked (0: none)
 	checkedFailures     atomic.Int64 // those a heartbeat has come after
@@ -439,7 +438,6 @@ func (l *Limiter) withoutRedis(r *Rule, p *plan, k lkey, n int64, peek bool, s s
 	} else {
 		l.outages.Add(1)
 	}
-	l.decidedLocally.Store(now) // see owes
 	rate := l.set.degradedRate(p.rate)
 	policy := r.Degraded
 	if policy == DegradedDefault {
