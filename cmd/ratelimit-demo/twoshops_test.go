@@ -3,9 +3,7 @@ package main
 import (
 	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
@@ -63,47 +61,10 @@ func TestTwoShopsAcrossRedisRestart(t *testing.T) {
 		testkit.Eventually(t, "each shop counts both", func() bool { return lim.Stats().Instances == shops })
 	}
 
-	type order struct {
-		shop int
-		span testkit.Span
-	}
-	var (
-		mu       sync.Mutex
-		accepted []order
-		statuses = map[int]int{}
-		stop     = make(chan struct{})
-		wg       sync.WaitGroup
-	)
+	var crowd orderCrowd
+	stop := make(chan struct{})
 	for shop, url := range urls {
-		client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: conns, MaxIdleConnsPerHost: conns}}
-		for range conns {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					start := time.Now()
-					resp, err := client.Post(url+"/flash-sale/orders", "application/json", nil)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					end := time.Now()
-					mu.Lock()
-					statuses[resp.StatusCode]++
-					if resp.StatusCode == http.StatusCreated {
-						accepted = append(accepted, order{shop: shop, span: testkit.Span{Start: start, End: end, N: 1}})
-					}
-					mu.Unlock()
-				}
-			}()
-		}
+		crowd.order(t, shop, url, conns, stop)
 	}
 	window := flashSaleRule.Limit.Window
 	time.Sleep(3 * time.Second)
@@ -115,13 +76,10 @@ func TestTwoShopsAcrossRedisRestart(t *testing.T) {
 	back := time.Now()
 	time.Sleep(2*window + time.Second)
 	close(stop)
-	wg.Wait()
-	t.Logf("statuses %v", statuses)
-	for code := range statuses {
-		if code != http.StatusCreated && code != http.StatusTooManyRequests {
-			t.Errorf("%d responses with status %d", statuses[code], code)
-		}
-	}
+	crowd.wg.Wait()
+	t.Logf("statuses %v", crowd.statuses)
+	crowd.checkStatuses(t)
+	accepted := crowd.accepted
 
 	rate := int(flashSaleRule.Limit.Rate)
 	share := (rate + shops - 1) / shops
