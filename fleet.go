@@ -134,6 +134,14 @@ func (l *Limiter) heartbeat(conn *redisConn, key string) { l.beat(conn, key, fal
 // the period's, is not one of the rejoinBeats, and may raise the count but
 // never lowers it: only the period's heartbeats do.
 func (l *Limiter) beat(conn *redisConn, key string, kicked bool) {
+	// One heartbeat at a time, and none after the withdrawal: a beat the
+	// write-back or a decision sends (see writeBack, settled) must not
+	// announce again a Limiter that Close withdrew.
+	l.beating.Lock()
+	defer l.beating.Unlock()
+	if l.withdrawn {
+		return
+	}
 	period := int64(l.set.HeartbeatInterval / time.Microsecond)
 	var live, age, unsettled, redisNow int64
 	owes := "0"
@@ -265,6 +273,9 @@ func (l *Limiter) noteFailure() {
 // nothing after it to protect), only for Options.Timeout, and is skipped
 // while the key's breaker is open.
 func (l *Limiter) withdraw(conn *redisConn, key string) {
+	l.beating.Lock()
+	defer l.beating.Unlock()
+	l.withdrawn = true
 	if conn.breakers.forKey(key).resting() {
 		return
 	}

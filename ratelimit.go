@@ -43,6 +43,8 @@ type Limiter struct {
 	writeBackStarved atomic.Bool  // the last write-back batch found none
 	rejoining        atomic.Int32 // heartbeats left whose count may not lower the last (see heartbeat)
 	hbKick           chan struct{}
+	beating          sync.Mutex // one heartbeat at a time; guards withdrawn
+	withdrawn        bool       // Close withdrew the Limiter from the fleet
 	// The fleet's reserve (see fleet.go): the instances set's age at the
 	// last heartbeat; other live instances that may hold decisions Redis
 	// lacks, as the last heartbeat counted them; the breaker's openings,
