@@ -49,9 +49,9 @@ func (l *Limiter) heartbeats(conn *redisConn) {
 }
 
 // kickHeartbeat makes the next heartbeat come now, without waiting: once
-// Redis can be used again (the fleet's debts are learnt at once), and once
-// the write-back has brought everything (the others stop reserving for
-// this Limiter at once).
+// a breaker closes, so that the fleet learns at once what this Limiter
+// owes and this Limiter what the others do. (The write-back beats itself
+// once it has brought everything: see writeBack.)
 func (l *Limiter) kickHeartbeat() {
 	select {
 	case l.hbKick <- struct{}{}:
