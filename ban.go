@@ -28,12 +28,12 @@ func (l *Limiter) Ban(ctx context.Context, rule Rule, key string, d time.Duratio
 			return nil
 		},
 		local: func(k lkey, _ *plan, now int64) { l.local.ban(k, now, ban) },
-		redis: func(keys *[6]string, _ *plan, now int64) (*script, []string, []string) {
+		redis: func(keys *pairKeys, _ *plan, now int64) (*script, []string, []string) {
 			var at string
 			if l.set.Clock != nil {
 				at = itoa(now)
 			}
-			return banScript, keys[1:2], []string{at, itoa(ban)}
+			return banScript, []string{keys.penalty}, []string{at, itoa(ban)}
 		},
 		owe: func(k lkey, p *plan, now int64) { l.local.oweBan(k, p, now+ban) },
 	})

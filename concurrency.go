@@ -27,17 +27,15 @@ func (concurrencyKind) name() string { return "concurrency" }
 // script is the sliding log's, but for the leases the calling process
 // sends along, which it puts back when Redis lost them (see
 // lua/concurrency.lua and leaseSet.onRedis).
-func (concurrencyKind) script(penalize bool) *script {
-	return concurrencyScripts[b2i(penalize)]
-}
+func (concurrencyKind) scripts() *kindScripts { return concurrencyScripts }
 
-// concurrencyScripts are allow.lua composed with lua/concurrency.lua's
-// pieces (see allowScripts).
-var concurrencyScripts = allowScripts("concurrency")
+// concurrencyScripts are the entries composed with lua/concurrency.lua's pieces
+// (see composeKind).
+var concurrencyScripts = composeKind("concurrency")
 
 func (concurrencyKind) leased() bool { return true }
-func (concurrencyKind) grouped() (string, bool) {
-	return "a concurrency rule cannot be grouped: use Acquire, and give the slot back with Release", false
+func (concurrencyKind) grouped() string {
+	return "a concurrency rule cannot be grouped: use Acquire, and give the slot back with Release"
 }
 
 func (concurrencyKind) compile(r *Rule, _ *plan) string {

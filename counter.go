@@ -95,7 +95,7 @@ func (counterKind) name() string                              { return "sliding 
 func (counterKind) compile(r *Rule, _ *plan) string           { return checkWindow(r, false) }
 func (counterKind) letter() byte                              { return 'c' }
 func (counterKind) windowed() bool                            { return true }
-func (counterKind) grouped() (string, bool)                   { return "approximate rules cannot be grouped", false }
+func (counterKind) grouped() string                           { return "approximate rules cannot be grouped" }
 func (counterKind) dueFrom(p plan, now int64) int64           { return floorDiv(now, p.window) - 1 }
 func (counterKind) named() bool                               { return false }
 func (counterKind) undoArgs(_ plan, win int64) (int64, int64) { return win, 0 }
@@ -103,13 +103,11 @@ func (counterKind) undoArgs(_ plan, win int64) (int64, int64) { return win, 0 }
 // stamp: the index of the fixed window the event went into.
 func (counterKind) stamp(p plan, now int64) int64 { return floorDiv(now, p.window) }
 
-func (counterKind) script(penalize bool) *script {
-	return counterScripts[b2i(penalize)]
-}
+func (counterKind) scripts() *kindScripts { return counterScripts }
 
-// counterScripts are allow.lua composed with lua/counter.lua's pieces (see
-// allowScripts).
-var counterScripts = allowScripts("counter")
+// counterScripts are the entries composed with lua/counter.lua's pieces
+// (see composeKind).
+var counterScripts = composeKind("counter")
 
 func (counterKind) args(p plan) (int64, int64, bool) { return p.window, 0, false }
 

@@ -121,7 +121,7 @@ func (gcraKind) timed() bool                     { return false }
 func (gcraKind) setTime(*plan, int64)            {}
 func (gcraKind) letter() byte                    { return 'g' }
 func (gcraKind) windowed() bool                  { return false }
-func (gcraKind) grouped() (string, bool)         { return "", false }
+func (gcraKind) grouped() string                 { return "" }
 func (gcraKind) leased() bool                    { return false }
 func (gcraKind) shieldMark(p plan) int64         { return p.emit }
 func (gcraKind) horizon(plan) int64              { return maxTime }
@@ -149,13 +149,11 @@ func (gcraKind) compile(r *Rule, p *plan) string {
 	return ""
 }
 
-func (gcraKind) script(penalize bool) *script {
-	return gcraScripts[b2i(penalize)]
-}
+func (gcraKind) scripts() *kindScripts { return gcraScripts }
 
-// gcraScripts are allow.lua composed with lua/gcra.lua's pieces (see
-// allowScripts).
-var gcraScripts = allowScripts("gcra")
+// gcraScripts are the entries composed with lua/gcra.lua's pieces
+// (see composeKind).
+var gcraScripts = composeKind("gcra")
 
 // args: wq and rq, the cost of an event in ticks and ticks per µs.
 func (gcraKind) args(p plan) (int64, int64, bool)        { return p.wq, p.rq, false }

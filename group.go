@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/redis/rueidis"
 )
@@ -55,14 +56,10 @@ func (l *Limiter) routeGroup(ctx context.Context, group string, checks []Check) 
 		return nil, PathNone, err
 	}
 	now := l.localNow() // the group's one reading of the clock
-	kinds := false      // the group needs group.lua's other kinds' pieces
 	for i := range g {
-		p := &g[i].p
-		if p.alg.timed() {
+		if p := &g[i].p; p.alg.timed() {
 			p.setTime(now)
 		}
-		_, plain := p.alg.grouped()
-		kinds = kinds || !plain
 	}
 	conn := l.conn.Load()
 	if !l.remote || conn == nil {
@@ -99,10 +96,7 @@ func (l *Limiter) routeGroup(ctx context.Context, group string, checks []Check) 
 		}
 	}
 	keys, args, member := l.encodeGroup(g, legs, now)
-	script := groupScript
-	if kinds {
-		script = groupKindsScript
-	}
+	script := groupScript(g)
 	var ds []decision
 	s, err := l.sendHeld(ctx, conn, keys[0], subject{"group", group}, legs, now, func(ctx context.Context, c rueidis.Client) error {
 		resp := script.exec(ctx, c, keys, args)
@@ -158,7 +152,7 @@ func (l *Limiter) compileGroup(group string, checks []Check) ([]groupPair, error
 		if err != nil {
 			return nil, err
 		}
-		if why, _ := p.alg.grouped(); why != "" {
+		if why := p.alg.grouped(); why != "" {
 			return nil, fmt.Errorf("%w: rule %q: %s", ErrInvalidRule, c.Rule.Name, why)
 		}
 		n := int64(max(c.N, 1))
@@ -276,4 +270,34 @@ func ladder(pp *penaltyPlan) string {
 	var b strings.Builder
 	writeLadder(&b, pp)
 	return b.String()
+}
+
+// groupScripts are group.lua's compositions, one for each sequence of
+// kinds and penalties a group has held (see groupScript): as many as the
+// program has kinds of groups.
+var groupScripts sync.Map // string -> *script
+
+// groupScript returns group.lua composed for g's rules, in g's order.
+func groupScript(g []groupPair) *script {
+	var name strings.Builder
+	for i := range g {
+		name.WriteString(g[i].p.alg.scripts().pieces)
+		name.WriteByte("-+"[b2i(g[i].p.penalize)])
+	}
+	if s, ok := groupScripts.Load(name.String()); ok {
+		return s.(*script)
+	}
+	v := variant{}
+	seen := map[string]bool{}
+	for i := range g {
+		kind := g[i].p.alg.scripts().pieces
+		v.Rules = append(v.Rules, variant{Kind: kind, Penalty: g[i].p.penalize, Group: true, Index: i + 1,
+			Second: "ARGV[a + 1]", Fifth: "ARGV[a + 4]", PenaltyAt: "a + 11"})
+		if !seen[kind] {
+			seen[kind] = true
+			v.Preludes = append(v.Preludes, variant{Kind: kind})
+		}
+	}
+	s, _ := groupScripts.LoadOrStore(name.String(), newScript(addsState, compose("group", v)))
+	return s.(*script)
 }

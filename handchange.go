@@ -11,11 +11,11 @@ import (
 // made in the local store at once, then in Redis by a script, and owed to
 // Redis (see writeback.go) when Redis cannot be used.
 type handChange struct {
-	what  string                                                                  // what is not done when Redis cannot be used
-	check func(p *plan) error                                                     // the change's own checks of the rule; may be nil
-	local func(k lkey, p *plan, now int64)                                        // the change in the local store
-	redis func(keys *[6]string, p *plan, now int64) (*script, []string, []string) // the script, its keys (the first routes the call) and arguments
-	owe   func(k lkey, p *plan, now int64)                                        // remembers the change for the write-back
+	what  string                                                                 // what is not done when Redis cannot be used
+	check func(p *plan) error                                                    // the change's own checks of the rule; may be nil
+	local func(k lkey, p *plan, now int64)                                       // the change in the local store
+	redis func(keys *pairKeys, p *plan, now int64) (*script, []string, []string) // the script, its keys (the first routes the call) and arguments
+	owe   func(k lkey, p *plan, now int64)                                       // remembers the change for the write-back
 }
 
 // byHand makes change to key's state under rule: locally, then on Redis.

@@ -34,32 +34,59 @@ func localKey(rule, key string) (lkey, error) {
 	return lkey{rule: rule, key: hex.EncodeToString(sum[:]), hashed: true}, nil
 }
 
-// redisKeys returns the Redis keys of k: the sliding log, the penalty state,
-// the approximate counter, the GCRA bucket, the calendar quota and the time
-// of the last Reset (see lua/reset.lua). Each is
+// pairKeys are the Redis keys of one (rule, key) pair, by what each holds.
+type pairKeys struct {
+	meters  []string // each kind's meter, in meterLetters' order
+	penalty string   // the penalty state (see lua/penalty.lua)
+	reset   string   // the time of the pair's last Reset (see lua/reset.lua)
+}
+
+// meter returns the key of a's meter.
+func (ks pairKeys) meter(a algorithm) string {
+	return ks.meters[strings.IndexByte(meterLetters, a.letter())]
+}
+
+// meterLetters are the last letters of the meters' keys, each once, in the
+// registry's order (see algorithms): a kind that keeps its state in another
+// kind's meter (the leases in the log) shares its letter.
+var meterLetters = func() string {
+	var b []byte
+	for _, a := range algorithms {
+		if !strings.ContainsRune(string(b), rune(a.letter())) {
+			b = append(b, a.letter())
+		}
+	}
+	return string(b)
+}()
+
+// redisKeys returns the Redis keys of k: each kind's meter, the penalty
+// state and the time of the last Reset. Each is
 //
-//	<prefix>v1:{<len>:<rule>:<kind><key>}:<l|p|c|g|q|r>
+//	<prefix>v1:{<len>:<rule>:<kind><key>}:<letter>
 //
 // where <len> is the length of the escaped rule name, <kind> is '=' for a
-// key kept as it is and '#' for a digest, and '%' and '}' are escaped as
-// %25 and %7D in the rule name and the key. The length makes the pair
-// unambiguous (rule "x" key "a:b" differs from rule "x:a" key "b"); the
-// escaping keeps the braces one hash tag, so all keys of a pair are in one
-// Redis Cluster slot while different pairs spread over the slots. The
-// strings share one allocation.
-func redisKeys(prefix string, k lkey) [6]string {
+// key kept as it is and '#' for a digest, <letter> is the meter's (see
+// meterLetters), 'p' or 'r', and '%' and '}' are escaped as %25 and %7D in
+// the rule name and the key. The length makes the pair unambiguous (rule
+// "x" key "a:b" differs from rule "x:a" key "b"); the escaping keeps the
+// braces one hash tag, so all keys of a pair are in one Redis Cluster slot
+// while different pairs spread over the slots. The strings share one
+// allocation.
+func redisKeys(prefix string, k lkey) pairKeys {
 	one := keyLen(prefix, k)
+	letters := meterLetters + "pr"
 	var b strings.Builder
-	b.Grow(6 * one)
-	var keys [6]string
-	for _, kind := range []byte("lpcgqr") {
-		writeKey(&b, prefix, k, kind)
+	b.Grow(len(letters) * one)
+	for i := 0; i < len(letters); i++ {
+		writeKey(&b, prefix, k, letters[i])
 	}
 	all := b.String()
-	for i := range keys {
-		keys[i] = all[i*one : (i+1)*one]
+	key := func(i int) string { return all[i*one : (i+1)*one] }
+	ks := pairKeys{meters: make([]string, len(meterLetters)), penalty: key(len(meterLetters)), reset: key(len(meterLetters) + 1)}
+	for i := range ks.meters {
+		ks.meters[i] = key(i)
 	}
-	return keys
+	return ks
 }
 
 // batchKey returns the Redis key that remembers a write-back batch of k
@@ -87,12 +114,12 @@ func keyLen(prefix string, k lkey) int {
 	return n
 }
 
-// writeKey writes the Redis key of k that ends in kind ('l', 'p', 'c', 'g',
-// 'q', 'r' or 'w'; see redisKeys and batchKey).
+// writeKey writes the Redis key of k that ends in kind (a meter's letter,
+// 'p', 'r' or 'w'; see redisKeys and batchKey).
 // Inside a group the hash tag is the group's, 'g' and the escaped group
 // name with its length, and the pair follows it:
 //
-//	<prefix>v1:{g<len>:<group>}:<len>:<rule>:<kind><key>:<l|p|g|q|r|w>
+//	<prefix>v1:{g<len>:<group>}:<len>:<rule>:<kind><key>:<letter>
 //
 // so every key of the group is in one slot; a tag outside a group starts
 // with a digit, so the two never meet.

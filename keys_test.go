@@ -21,13 +21,13 @@ func TestRedisKeysAreInjective(t *testing.T) {
 			t.Fatal(err)
 		}
 		keys := redisKeys("rl:", k)
-		log, pen := keys[0], keys[1]
+		log, pen, counter := keys.meter(slidingKind{}), keys.penalty, keys.meter(counterKind{})
 		if other, dup := seen[log]; dup {
 			t.Errorf("rule %q key %q and rule %q key %q share the key %q", p[0], p[1], other[0], other[1], log)
 		}
 		seen[log] = p
-		if !strings.HasSuffix(log, "}:l") || !strings.HasSuffix(pen, "}:p") || !strings.HasSuffix(keys[2], "}:c") ||
-			log[:len(log)-1] != pen[:len(pen)-1] || log[:len(log)-1] != keys[2][:len(keys[2])-1] {
+		if !strings.HasSuffix(log, "}:l") || !strings.HasSuffix(pen, "}:p") || !strings.HasSuffix(counter, "}:c") ||
+			log[:len(log)-1] != pen[:len(pen)-1] || log[:len(log)-1] != counter[:len(counter)-1] {
 			t.Errorf("keys %q are not one set", keys)
 		}
 		if got := hashTag(log); strings.Contains(got, "}") || got != hashTag(pen) || got == "" {
@@ -53,7 +53,7 @@ func TestRedisKeysLayout(t *testing.T) {
 		{"r", strings.Repeat("k", MaxKeyLength), "rl:v1:{1:r:=" + strings.Repeat("k", MaxKeyLength) + "}:l"},
 	} {
 		k, _ := localKey(c.rule, c.key)
-		if log := redisKeys("rl:", k)[0]; log != c.log {
+		if log := redisKeys("rl:", k).meter(slidingKind{}); log != c.log {
 			t.Errorf("rule %q key %q: log key %q, want %q", c.rule, c.key, log, c.log)
 		}
 	}
@@ -61,15 +61,16 @@ func TestRedisKeysLayout(t *testing.T) {
 	// AllowGroup's script gets (written one by one by writeKey).
 	g := lkey{rule: "m", key: "u}", group: "g%"}
 	const pair = "rl:v1:{g4:g%25}:1:m:=u%7D:"
-	want := [6]string{pair + "l", pair + "p", pair + "c", pair + "g", pair + "q", pair + "r"}
-	if got := redisKeys("rl:", g); got != want {
+	want := []string{pair + "l", pair + "c", pair + "g", pair + "q", pair + "p", pair + "r"}
+	ks := redisKeys("rl:", g)
+	if got := append(ks.meters, ks.penalty, ks.reset); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("a group pair's keys are %q, want %q", got, want)
 	}
 	if got := batchKey("rl:", g, "ID"); got != "rl:v1:{g4:g%25}:1:m:=u%7D:w:ID" {
 		t.Errorf("a group pair's batch key is %q", got)
 	}
 	k, _ := localKey("r", strings.Repeat("k", MaxKeyLength+1))
-	log := redisKeys("app:", k)[0]
+	log := redisKeys("app:", k).meter(slidingKind{})
 	if !strings.HasPrefix(log, "app:v1:{1:r:#") || len(log) != len("app:v1:{1:r:#}:l")+64 {
 		t.Errorf("a long key's log key is %q, want its SHA-256 in hex", log)
 	}
@@ -83,8 +84,8 @@ func TestEncodeCallMatchesRedisKeys(t *testing.T) {
 	hd := held{retry: 5, owed: 6, banLeft: 8, since: 3}
 	ks, args := encodeCall(&keys, &argv, "rl:", k, &p, 1795344143891600, true, 2, "ID", 99, &hd, nil)
 	want3 := redisKeys("rl:", k)
-	if strings.Join(ks, "|") != strings.Join([]string{want3[0], want3[1], want3[5]}, "|") {
-		t.Errorf("keys %q, want %q", ks, []string{want3[0], want3[1], want3[5]})
+	if w := []string{want3.meter(slidingKind{}), want3.penalty, want3.reset}; strings.Join(ks, "|") != strings.Join(w, "|") {
+		t.Errorf("keys %q, want %q", ks, w)
 	}
 	want := []string{"1795344143891600", "1000000", "7", "2", "ID99", "5:6:8:3", "4", "1:2:3:1.5:9"}
 	if strings.Join(args, "|") != strings.Join(want, "|") {

@@ -35,8 +35,9 @@ type algorithm interface {
 	// letter is the last letter of the Redis key of the pair's events
 	// (see redisKeys).
 	letter() byte
-	// script is the script that decides one call of the kind.
-	script(penalize bool) *script
+	// scripts are the entries composed with the kind's pieces: its
+	// decision, its undo and its write-back.
+	scripts() *kindScripts
 	// args returns allow.lua's ARGV[2] and ARGV[5] (see lua/allow.lua);
 	// member reports that ARGV[5] is the call's member id instead.
 	args(p plan) (second, fifth int64, member bool)
@@ -47,8 +48,8 @@ type algorithm interface {
 	// window its events went into (decision.win).
 	windowed() bool
 	// grouped says why AllowGroup does not take the kind ("" when it
-	// does), and whether group.lua needs no other kind's pieces for it.
-	grouped() (why string, plain bool)
+	// does).
+	grouped() (why string)
 	// leased reports whether the kind hands out leases (see Acquire): the
 	// rate methods refuse it, its rejections are never cached (a release
 	// may free a slot at any moment), and its events are always recorded

@@ -122,12 +122,13 @@ func (l *Limiter) dropLease(ctx context.Context, u *undo) {
 	}
 	key := u.key // the key Redis decided the lease under
 	if key == "" {
-		key = redisKeys(l.set.KeyPrefix, u.k)[0]
+		ks := redisKeys(l.set.KeyPrefix, u.k)
+		key = ks.meter(u.p.alg)
 	}
-	keys, args := [1]string{key}, [5]string{string(u.p.alg.letter()), u.member, "1", "0", "0"}
+	keys, args := [1]string{key}, [4]string{u.member, "1", "0", "0"}
 	err := l.sendWithoutFallback(ctx, l.conn.Load(), key, subject{"rule", u.k.rule}, "releasing a lease", false,
 		func(ctx context.Context, c rueidis.Client) error {
-			return undoScript.exec(ctx, c, keys[:], args[:]).Error()
+			return u.p.alg.scripts().undo.exec(ctx, c, keys[:], args[:]).Error()
 		})
 	if errors.Is(err, ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		l.leases.owe(*u)
@@ -169,14 +170,15 @@ func (le *Lease) Renew(ctx context.Context) error {
 	conn := l.conn.Load()
 	if l.remote && conn != nil {
 		keys := redisKeys(l.set.KeyPrefix, u.k)
+		key := keys.meter(u.p.alg)
 		var at string
 		if l.set.Clock != nil {
 			at = itoa(now)
 		}
 		args := []string{at, itoa(u.p.window), u.member, itoa(u.p.rate), itoa(le.taken)}
 		var renewed bool
-		s, err := l.send(ctx, conn, keys[0], subject{"rule", u.k.rule}, false, func(ctx context.Context, c rueidis.Client) error {
-			v, err := renewScript.exec(ctx, c, []string{keys[0], keys[5]}, args).AsInt64()
+		s, err := l.send(ctx, conn, key, subject{"rule", u.k.rule}, false, func(ctx context.Context, c rueidis.Client) error {
+			v, err := renewScript.exec(ctx, c, []string{key, keys.reset}, args).AsInt64()
 			renewed = v == 1
 			return err
 		})
@@ -349,20 +351,21 @@ func (l *Limiter) recordOver(ctx context.Context, u *undo) bool {
 		return true
 	}
 	keys := redisKeys(l.set.KeyPrefix, u.k)
+	key := keys.meter(u.p.alg)
 	var at string
 	if l.set.Clock != nil {
 		at = itoa(now)
 	}
 	args := []string{at, itoa(u.p.window), u.member, itoa(u.p.rate), itoa(now), "1"}
-	s, err := l.send(ctx, conn, keys[0], subject{"rule", u.k.rule}, false, func(ctx context.Context, c rueidis.Client) error {
-		return renewScript.exec(ctx, c, []string{keys[0], keys[5]}, args).Error()
+	s, err := l.send(ctx, conn, key, subject{"rule", u.k.rule}, false, func(ctx context.Context, c rueidis.Client) error {
+		return renewScript.exec(ctx, c, []string{key, keys.reset}, args).Error()
 	})
 	if err != nil {
 		u.local = false
 		return false
 	}
 	if s.path == PathRedis {
-		u.onRedis, u.key = true, keys[0]
+		u.onRedis, u.key = true, key
 	}
 	l.local.addLease(u.k, &u.p, now, u.member, s.path != PathRedis)
 	return true

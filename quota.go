@@ -111,7 +111,7 @@ func (quotaKind) capacity() string                        { return "Rate" }
 func (quotaKind) timed() bool                             { return true }
 func (quotaKind) letter() byte                            { return 'q' }
 func (quotaKind) windowed() bool                          { return false }
-func (quotaKind) grouped() (string, bool)                 { return "", false }
+func (quotaKind) grouped() string                         { return "" }
 func (quotaKind) leased() bool                            { return false }
 func (quotaKind) degrade(*plan, *settings)                {}
 func (quotaKind) named() bool                             { return false }
@@ -138,13 +138,11 @@ func (quotaKind) compile(r *Rule, p *plan) string {
 	return ""
 }
 
-func (quotaKind) script(penalize bool) *script {
-	return quotaScripts[b2i(penalize)]
-}
+func (quotaKind) scripts() *kindScripts { return quotaScripts }
 
-// quotaScripts are allow.lua composed with lua/quota.lua's pieces (see
-// allowScripts).
-var quotaScripts = allowScripts("quota")
+// quotaScripts are the entries composed with lua/quota.lua's pieces
+// (see composeKind).
+var quotaScripts = composeKind("quota")
 
 // args: the bounds of the call's period.
 func (quotaKind) args(p plan) (int64, int64, bool) { return p.start, p.end, false }

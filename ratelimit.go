@@ -413,7 +413,7 @@ func (p *plan) invalidN(n int64, rule string) error {
 
 // redisDecision runs the rule's script for one call.
 func redisDecision(ctx context.Context, c rueidis.Client, p *plan, keys []string, args []string) (decision, error) {
-	s := p.alg.script(p.penalize)
+	s := p.alg.scripts().allow[b2i(p.penalize)]
 	resp := s.exec(ctx, c, keys, args)
 	if err := resp.Error(); err != nil {
 		return decision{}, err
@@ -550,8 +550,8 @@ func (l *Limiter) Reset(ctx context.Context, rule Rule, key string) error {
 			l.local.reset(k, p, now)
 			l.leases.lose(k)
 		},
-		redis: func(keys *[6]string, p *plan, now int64) (*script, []string, []string) {
-			return resetScript, keys[:], []string{itoa(now), itoa((p.kept(now) + 999) / 1000)}
+		redis: func(keys *pairKeys, p *plan, now int64) (*script, []string, []string) {
+			return resetScript, append([]string{keys.reset, keys.penalty}, keys.meters...), []string{itoa(now), itoa((p.kept(now) + 999) / 1000)}
 		},
 		owe: l.local.oweReset,
 	})

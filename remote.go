@@ -46,21 +46,23 @@ var (
 )
 
 // variant is what one composition of a script is for: the kind of its
-// meter ("sliding", "counter", "gcra" or "quota"), whether the rule has a
-// penalty, whether the decision is one of a group's (it records nothing
-// itself), whether a group holds other kinds than sliding logs, and the
-// Lua expressions of the arguments allow.lua takes as ARGV[2] and ARGV[5]
-// and of the index of the penalty's first.
+// meter (the name of its pieces, as "sliding" for sliding.lua's), whether
+// the rule has a penalty, whether the decision is one of a group's (it
+// records nothing itself) and which (Index, from 1), the Lua expressions
+// of the arguments allow.lua takes as ARGV[2] and ARGV[5] and of the index
+// of the penalty's first; for a group's script, its rules' variants and
+// one of each kind among them (Preludes).
 type variant struct {
 	Kind                     string
 	Penalty                  bool
 	Group                    bool
-	Kinds                    bool
+	Index                    int
 	Second, Fifth, PenaltyAt string
+	Rules, Preludes          []variant
 }
 
 // parsePieces parses lua/ with the functions its pieces use: kind (the
-// variant's kind's piece) and rule (a group's variant for one kind).
+// variant's kind's piece) and has (whether the kind has that piece).
 func parsePieces() *template.Template {
 	t := template.New("lua")
 	t.Funcs(template.FuncMap{
@@ -69,9 +71,7 @@ func parsePieces() *template.Template {
 			err := t.ExecuteTemplate(&b, v.Kind+"."+piece, v)
 			return b.String(), err
 		},
-		"rule": func(kind string, penalty bool) variant {
-			return variant{Kind: kind, Penalty: penalty, Group: true, Second: "ARGV[a + 1]", Fifth: "ARGV[a + 4]", PenaltyAt: "a + 11"}
-		},
+		"has": func(piece string, v variant) bool { return t.Lookup(v.Kind+"."+piece) != nil },
 	})
 	return template.Must(t.ParseFS(luaFiles, "lua/*.lua"))
 }
@@ -112,13 +112,28 @@ func allowVariant(kind string, penalty bool) variant {
 	return variant{Kind: kind, Penalty: penalty, Second: "ARGV[2]", Fifth: "ARGV[5]", PenaltyAt: "7"}
 }
 
-// allowScripts returns allow.lua composed for a rule of kind (the name of
-// its pieces in lua/, as sliding.lua's "sliding"), without and with a
-// penalty: each kind's file holds its own (see algorithm.script).
-func allowScripts(kind string) [2]*script {
-	return [2]*script{
-		newScript(addsState, compose("allow", allowVariant(kind, false))),
-		newScript(addsState, compose("allow", allowVariant(kind, true))),
+// kindScripts are the entries composed with one kind's pieces: each kind's
+// file holds its own (see algorithm.scripts).
+type kindScripts struct {
+	pieces    string     // the name of the kind's pieces in lua/
+	allow     [2]*script // allow.lua, without and with a penalty
+	undo      *script    // undo.lua
+	writeBack *script    // writeback.lua
+}
+
+// composeKind returns the entries composed for a rule of kind (the name of
+// its pieces in lua/, as sliding.lua's "sliding").
+func composeKind(kind string) *kindScripts {
+	return &kindScripts{
+		pieces: kind,
+		allow: [2]*script{
+			newScript(addsState, compose("allow", allowVariant(kind, false))),
+			newScript(addsState, compose("allow", allowVariant(kind, true))),
+		},
+		undo: newScript(removesOnly, compose("undo", variant{Kind: kind})),
+		// The write-back records log events as allow.lua does, and adds
+		// to the other meters through their own pieces.
+		writeBack: newScript(addsState, compose("writeback", variant{Kind: kind})),
 	}
 }
 
@@ -129,15 +144,8 @@ func allowScripts(kind string) [2]*script {
 // at maxmemory before it writes anything (see script); those two only
 // remove, and must run whatever Redis' memory.
 var (
-	groupScript      = newScript(addsState, compose("group", variant{}))
-	groupKindsScript = newScript(addsState, compose("group", variant{Kinds: true}))
-	banScript        = newScript(addsState, compose("ban", variant{}))
-	undoScript       = newScript(removesOnly, compose("undo", variant{}))
-	// writeBackScript writes back what was decided without Redis (see
-	// writeback.go); it records log events as allow.lua does, and adds to
-	// GCRA buckets and quotas through their own pieces.
-	writeBackScript = newScript(addsState, compose("writeback", variant{}))
-	fleetScript     = newScript(addsState, compose("fleet", variant{}))
+	banScript   = newScript(addsState, compose("ban", variant{}))
+	fleetScript = newScript(addsState, compose("fleet", variant{}))
 	// resetScript frees a pair's state, and leaves only the Reset's time,
 	// a few bytes: it runs at maxmemory too, so an operator can free
 	// memory.

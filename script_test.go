@@ -140,25 +140,26 @@ func TestScriptsAtMaxmemory(t *testing.T) {
 
 	for _, u := range []struct {
 		key  string
+		kind algorithm
 		args []string
 		want string // the state left, by GET, HGET c or ZCARD
 	}{
-		{log, []string{"l", "m1", "1"}, "1"},
-		{counter, []string{"c", "", "2", "41"}, "3"},
-		{bucket, []string{"g", "", "1", "100", "1"}, "4900"}, // one event costs 100 µs
-		{quota, []string{"q", "", "1", "1000"}, "1000 3"},
+		{log, slidingKind{}, []string{"m1", "1"}, "1"},
+		{counter, counterKind{}, []string{"", "2", "41"}, "3"},
+		{bucket, gcraKind{}, []string{"", "1", "100", "1"}, "4900"}, // one event costs 100 µs
+		{quota, quotaKind{}, []string{"", "1", "1000"}, "1000 3"},
 	} {
-		back, err := undoScript.exec(ctx, c, []string{u.key}, u.args).AsInt64()
+		back, err := u.kind.scripts().undo.exec(ctx, c, []string{u.key}, u.args).AsInt64()
 		if err != nil || back == 0 {
 			t.Errorf("undo.lua %q at maxmemory = %d, %v; want events taken back", u.args, back, err)
 			continue
 		}
 		var got string
-		switch u.args[0] {
-		case "l":
+		switch u.kind.letter() {
+		case 'l':
 			n, _ := do("ZCARD", u.key).AsInt64()
 			got = strconv.FormatInt(n, 10)
-		case "c":
+		case 'c':
 			got, _ = do("HGET", u.key, "c").ToString()
 		default:
 			got, _ = do("GET", u.key).ToString()

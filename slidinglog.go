@@ -346,19 +346,17 @@ func (slidingKind) name() string                              { return "sliding 
 func (slidingKind) compile(r *Rule, _ *plan) string           { return checkWindow(r, false) }
 func (slidingKind) letter() byte                              { return 'l' }
 func (slidingKind) windowed() bool                            { return false }
-func (slidingKind) grouped() (string, bool)                   { return "", true }
+func (slidingKind) grouped() string                           { return "" }
 func (slidingKind) stamp(_ plan, now int64) int64             { return now }
 func (slidingKind) dueFrom(p plan, now int64) int64           { return now - p.window + 1 }
 func (slidingKind) named() bool                               { return true }
 func (slidingKind) undoArgs(_ plan, win int64) (int64, int64) { return win, 0 }
 
-func (slidingKind) script(penalize bool) *script {
-	return slidingScripts[b2i(penalize)]
-}
+func (slidingKind) scripts() *kindScripts { return slidingScripts }
 
-// slidingScripts are allow.lua composed with lua/sliding.lua's pieces (see
-// allowScripts).
-var slidingScripts = allowScripts("sliding")
+// slidingScripts are the entries composed with lua/sliding.lua's pieces
+// (see composeKind).
+var slidingScripts = composeKind("sliding")
 
 // args: the window, and the call's member id.
 func (slidingKind) args(p plan) (int64, int64, bool) { return p.window, 0, true }

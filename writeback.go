@@ -484,26 +484,25 @@ func (s *localStore) dropAll() {
 
 // args returns the arguments of lua/writeback.lua for b, cut at now.
 func (b *batch) args(now int64) []string {
-	args := make([]string, 16, 16+2*len(b.events)+3*len(b.named))
-	args[0] = string(b.p.alg.letter())
-	args[1] = b.id
-	args[2] = itoa(b.p.window)
-	args[3] = itoa((b.kept(now)+999)/1000 + 1000)
-	args[4] = flag(b.reset)
-	args[5] = itoa(b.resetAt)
-	args[6] = itoa(b.banEnd)
-	args[7] = itoa(b.violations)
-	args[8] = itoa(b.bans)
-	args[9] = itoa(b.lastViolation)
-	args[10] = itoa(b.p.penalty.memory)
-	args[11] = itoa(now)
-	args[12] = itoa(b.p.alg.dueFrom(b.p, now))
+	args := make([]string, 15, 15+2*len(b.events)+3*len(b.named))
+	args[0] = b.id
+	args[1] = itoa(b.p.window)
+	args[2] = itoa((b.kept(now)+999)/1000 + 1000)
+	args[3] = flag(b.reset)
+	args[4] = itoa(b.resetAt)
+	args[5] = itoa(b.banEnd)
+	args[6] = itoa(b.violations)
+	args[7] = itoa(b.bans)
+	args[8] = itoa(b.lastViolation)
+	args[9] = itoa(b.p.penalty.memory)
+	args[10] = itoa(now)
+	args[11] = itoa(b.p.alg.dueFrom(b.p, now))
 	p := b.p
 	if p.alg.timed() {
 		p.setTime(now) // a quota's period at the writer's time
 	}
 	second, fifth, _ := p.alg.args(p)
-	args[13], args[14] = itoa(second), itoa(fifth)
+	args[12], args[13] = itoa(second), itoa(fifth)
 	// The anonymous events first: each stamp's events less its named ones.
 	anon := make(map[int64]int64, len(b.named))
 	for _, nm := range b.named {
@@ -516,7 +515,7 @@ func (b *batch) args(now int64) []string {
 			pairs++
 		}
 	}
-	args[15] = strconv.Itoa(pairs)
+	args[14] = strconv.Itoa(pairs)
 	for _, nm := range b.named {
 		args = append(args, itoa(nm.at), itoa(nm.n), nm.member)
 	}
@@ -635,7 +634,7 @@ func (l *Limiter) writeBack(ctx context.Context) (more bool) {
 // to spare, and says how it ended.
 func (l *Limiter) sendBatch(ctx context.Context, conn *redisConn, b *batch, now int64) outcome {
 	keys := redisKeys(l.set.KeyPrefix, b.k)
-	all := []string{keys[0], keys[1], keys[2], batchKey(l.set.KeyPrefix, b.k, b.id), keys[3], keys[4], keys[5]}
+	all := append([]string{keys.meter(b.p.alg), keys.penalty, batchKey(l.set.KeyPrefix, b.k, b.id), keys.reset}, keys.meters...)
 	args := b.args(now)
 	// A batch takes an admission slot only when one is to spare, unless
 	// the last one found none: then it waits for one as a call does, so
@@ -643,7 +642,7 @@ func (l *Limiter) sendBatch(ctx context.Context, conn *redisConn, b *batch, now 
 	// instances, which reserve this one's share until it is done (see
 	// reserve).
 	s, err := l.send(ctx, conn, all[0], subject{"rule", b.k.rule}, !l.writeBackStarved.Load(), func(ctx context.Context, c rueidis.Client) error {
-		return writeBackScript.exec(ctx, c, all, args).Error()
+		return b.p.alg.scripts().writeBack.exec(ctx, c, all, args).Error()
 	})
 	l.writeBackStarved.Store(s.path == PathShed)
 	switch {

@@ -24,10 +24,13 @@ func (e *wbEnv) redisValue(key string) string {
 	return v
 }
 
-// pairKeys returns the Redis keys of rule and key (see redisKeys).
-func pairKeys(rule Rule, key string) [6]string {
+// meterKey returns the Redis key of the meter of rule and key (see
+// redisKeys).
+func meterKey(rule Rule, key string) string {
 	k, _ := localKey(rule.Name, key)
-	return redisKeys(DefaultKeyPrefix, k)
+	a, _ := algorithmOf(&rule)
+	ks := redisKeys(DefaultKeyPrefix, k)
+	return ks.meter(a)
 }
 
 // TestWriteBackGCRAIssueRepro is the issue's repro for a GCRA bucket: 5
@@ -42,7 +45,7 @@ func TestWriteBackGCRAIssueRepro(t *testing.T) {
 	rule := Rule{Name: "bucket", Kind: GCRA, Limit: Limit{Rate: 5, Window: time.Minute, Burst: 5}}
 	t0 := e.clk.Now()
 	e.outage(rule, "bob")
-	tat := pairKeys(rule, "bob")[3]
+	tat := meterKey(rule, "bob")
 	if v, want := e.redisValue(tat), strconv.FormatInt(t0.Add(time.Minute).UnixMicro(), 10); v != want {
 		t.Fatalf("redis' TAT after the write-back = %q, want %q: the 2 local calls' 24s on top", v, want)
 	}
@@ -70,7 +73,7 @@ func TestWriteBackQuotaIssueRepro(t *testing.T) {
 	rule := Rule{Name: "daily", Kind: CalendarQuota, Limit: Limit{Rate: 5, Period: Day}}
 	day, _ := rule.Limit.PeriodAt(e.clk.Now())
 	e.outage(rule, "bob")
-	quota := pairKeys(rule, "bob")[4]
+	quota := meterKey(rule, "bob")
 	if v, want := e.redisValue(quota), strconv.FormatInt(day.UnixMicro(), 10)+" 5"; v != want {
 		t.Fatalf("redis' quota after the write-back = %q, want %q", v, want)
 	}
@@ -87,7 +90,7 @@ func TestWriteBackQuotaIssueRepro(t *testing.T) {
 	e.clk.advance(midnight.Sub(e.clk.Now()))
 	e.back()
 	e.flush()
-	if v := e.redisValue(pairKeys(fresh, "bob")[4]); v != "" {
+	if v := e.redisValue(meterKey(fresh, "bob")); v != "" {
 		t.Fatalf("yesterday's event was written back: %q", v)
 	}
 	if s := e.l.Stats(); s.WriteBackPending != 0 || s.WrittenBack != 2 || s.WriteBackDropped != 0 {
@@ -114,11 +117,11 @@ func TestWriteBackKindsReplayIgnored(t *testing.T) {
 	e.back()
 	now := e.l.localNow()
 	e.sendTwice(2)
-	if v, want := e.redisValue(pairKeys(bucket, "k")[3]), strconv.FormatInt(now+300_000, 10); v != want {
+	if v, want := e.redisValue(meterKey(bucket, "k")), strconv.FormatInt(now+300_000, 10); v != want {
 		t.Fatalf("redis' TAT after a replayed batch = %q, want %q (3 tokens of 100ms)", v, want)
 	}
 	month, _ := quota.Limit.PeriodAt(e.clk.Now())
-	if v, want := e.redisValue(pairKeys(quota, "k")[4]), strconv.FormatInt(month.UnixMicro(), 10)+" 3"; v != want {
+	if v, want := e.redisValue(meterKey(quota, "k")), strconv.FormatInt(month.UnixMicro(), 10)+" 3"; v != want {
 		t.Fatalf("redis' quota after a replayed batch = %q, want %q", v, want)
 	}
 	if s := e.l.Stats(); s.WrittenBack != 6 || s.WriteBackPending != 0 {

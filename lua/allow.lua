@@ -71,15 +71,15 @@ end
 {{- if .Penalty}}
 {{template "penalty.args" .}}
 {{- end}}
-{{- if eq .Kind "gcra"}}
-{{template "gcra.div"}}
+{{- if has "prelude" .}}
+{{kind "prelude" .}}
 {{- end}}
 {{kind "read" .}}
 {{template "decide" .}}
 {{- if .Penalty}}
 if v == 0 and flags == 0 and k == 0 then
-  return {ok, count, retry, reset{{if eq .Kind "counter"}}, w{{end}}}
+  return {ok, count, retry, reset{{if has "tail" .}}, {{kind "tail" .}}{{end}}}
 end
 {{- end}}
-return {ok, count, retry, reset{{if .Penalty}}, v, flags, banned_for, memory_left, k{{end}}{{if eq .Kind "counter"}}, w{{end}}}
+return {ok, count, retry, reset{{if .Penalty}}, v, flags, banned_for, memory_left, k{{end}}{{if has "tail" .}}, {{kind "tail" .}}{{end}}}
 {{- end}}

@@ -41,6 +41,8 @@ end
 {{- end}}
 
 {{- define "concurrency.pending"}}{{template "sliding.pending" .}}{{end}}
+{{- define "concurrency.undo"}}{{template "sliding.undo" .}}{{end}}
+{{- define "concurrency.writeback"}}{{template "sliding.writeback" .}}{{end}}
 
 {{/* concurrency.mark keeps the pair's mark (tomb) at least as long as a
 lease recorded now can live, the µs of the Lua expression given: it sets

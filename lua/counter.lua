@@ -95,3 +95,38 @@ redis.call('HSET', key, 'w', string.format('%d', w), 'c', string.format('%d', c)
 redis.call('PEXPIRE', key, {{template "ttl" "2 * window"}})
 {{template "counter.reset"}}
 {{- end}}
+
+{{/* counter.undo takes the events back from the current window only. */}}
+{{- define "counter.undo" -}}
+local state = redis.call('HMGET', key, 'w', 'c')
+local c = tonumber(state[2]) or 0
+if tonumber(state[1]) == tonumber(ARGV[3]) then
+  back = math.min(c, n)
+  if back > 0 then
+    redis.call('HSET', key, 'c', string.format('%d', c - back))
+  end
+end
+{{- end}}
+
+{{/* counter.writeback adds each window's events where the counter still
+holds that window. */}}
+{{- define "counter.writeback" -}}
+local window = tonumber(ARGV[2])
+{{template "counter.state" "key"}}
+for i = first, last, 2 do
+  local win = tonumber(ARGV[i])
+  local n = tonumber(ARGV[i + 1])
+  {{template "counter.roll" "win"}}
+  if win == w then
+    c = c + n
+  elseif win == w - 1 then
+    p = p + n
+  end
+end
+redis.call('HSET', key, 'w', string.format('%d', w), 'c', string.format('%d', c), 'p', string.format('%d', p))
+redis.call('PEXPIRE', key, {{template "ttl" "2 * window"}})
+{{- end}}
+
+{{/* counter.tail: the fixed window the call's events went into, the last
+number of allow.lua's reply (see algorithm.windowed and undo.lua). */}}
+{{- define "counter.tail"}}w{{end}}

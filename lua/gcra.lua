@@ -152,9 +152,9 @@ end
 r, read by gcra.state) moves back by n * wq ticks, whatever the time, and
 keeps the key's expiry. The caller has checked that the bucket exists. */}}
 {{- define "gcra.give_back" -}}
-local back = n * wq
-local q = gcra_div(back, rq)
-w, r = w - q, r - (back - q * rq)
+local ticks = n * wq
+local q = gcra_div(ticks, rq)
+w, r = w - q, r - (ticks - q * rq)
 if r < 0 then
   w, r = w - 1, r + rq
 end
@@ -176,3 +176,39 @@ local ticks = r + n * wq
 local q = gcra_div(ticks, rq)
 w, r = w + q, ticks - q * rq
 {{- end}}
+
+{{/* gcra.undo gives the call's tokens back (gcra.give_back). */}}
+{{- define "gcra.undo" -}}
+local wq, rq = tonumber(ARGV[3]), tonumber(ARGV[4])
+{{template "gcra.div"}}
+{{template "gcra.state" "key"}}
+if redis.call('EXISTS', key) == 1 then
+  {{template "gcra.give_back"}}
+  back = n
+end
+{{- end}}
+
+{{/* gcra.writeback adds what is owed whatever the bucket holds (no
+burst), skipping stamps older than the oldest that still counts. */}}
+{{- define "gcra.writeback" -}}
+local now, due = tonumber(ARGV[11]), tonumber(ARGV[12])
+local wq, rq = tonumber(ARGV[13]), tonumber(ARGV[14])
+{{template "gcra.div"}}
+{{template "gcra.state" "key"}}
+for i = first, last, 2 do
+  local at = tonumber(ARGV[i])
+  if at >= due then
+    local n = tonumber(ARGV[i + 1])
+    {{template "gcra.owe"}}
+  end
+end
+local reset
+{{template "gcra.reset"}}
+if reset > 0 then
+  {{template "gcra.value"}}
+  redis.call('SET', key, tat, 'PX', {{template "ttl" "reset"}})
+end
+{{- end}}
+
+{{/* gcra.prelude: the function the bucket's pieces call. */}}
+{{- define "gcra.prelude"}}{{template "gcra.div"}}{{end}}

@@ -4,18 +4,18 @@
 -- that rejects stops the run (counting its violation, as allow.lua does),
 -- and nothing is recorded. A rule in dry run reports its rejection without
 -- stopping the others, and records nothing. An entry of the scripts'
--- templates (see remote.go and now.lua): decide.lua's decision is composed
--- once for each kind the script takes (sliding logs; with .Kinds GCRA
--- buckets and quotas too) with and without a penalty, and each rule runs
--- the one its kind letter and penalize flag name.
+-- templates (see remote.go and now.lua), composed once for each sequence of
+-- rules a group holds, by kind and penalty (.Rules): each rule runs
+-- decide.lua's decision composed for its own, and nothing asks at run time
+-- what kind a rule has.
 --
 -- KEYS[3i-2], KEYS[3i-1], KEYS[3i]  rule i's events (a log, a GCRA
 --          bucket or a quota), penalty state (HASH) and last Reset's time.
 -- ARGV[1]  now in µs since the epoch, or '' to read Redis' TIME.
 -- ARGV[2]  m: how many rules.
--- ARGV[3 + 13(i-1)] ...  rule i's kind ('l' log, 'g' GCRA, 'q' quota),
---          then as allow.lua's ARGV[2..5] for its kind (window, rate, n,
---          member id; for the other kinds see allow.lua),
+-- ARGV[3 + 13(i-1)] ...  rule i's kind (its meter key's letter, for the
+--          reader), then as allow.lua's ARGV[2..5] for its kind (window,
+--          rate, n, member id; for the other kinds see allow.lua),
 --          penalize (1 or 0), dry run (1 or 0), held, owed, a known
 --          ban's µs left and since (as allow.lua's ARGV[6] holds them),
 --          then its penalty's two arguments (as allow.lua's ARGV[7..8]; see
@@ -27,56 +27,33 @@
 {{- define "group" -}}
 {{template "decide.locals"}}
 {{template "now" "ARGV[1]"}}
-{{- if .Kinds}}
-{{template "gcra.div"}}
+{{- range .Preludes}}
+{{- if has "prelude" .}}
+{{kind "prelude" .}}
 {{- end}}
-local rules = tonumber(ARGV[2])
+{{- end}}
 local out = {}
 local passed = {}
-for i = 1, rules do
+{{- range .Rules}}
+do
+  local i = {{.Index}}
   local a = 3 + 13 * (i - 1)
-  local kind = ARGV[a]
   local key, pen, tomb = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
   local rate, n = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
   local held, owed, ban_left, since = tonumber(ARGV[a + 7]), tonumber(ARGV[a + 8]), tonumber(ARGV[a + 9]), tonumber(ARGV[a + 10])
   local strikes, struck = 0, 0 -- a group delivers no violations (see decide.lua)
-  local penalize = ARGV[a + 5] == '1'
-{{- if .Kinds}}
-  if kind == 'g' and penalize then
-    {{template "group.rule" (rule "gcra" true)}}
-  elseif kind == 'g' then
-    {{template "group.rule" (rule "gcra" false)}}
-  elseif kind == 'q' and penalize then
-    {{template "group.rule" (rule "quota" true)}}
-  elseif kind == 'q' then
-    {{template "group.rule" (rule "quota" false)}}
-  elseif penalize then
-{{- else}}
-  if penalize then
-{{- end}}
-    {{template "group.rule" (rule "sliding" true)}}
-  else
-    {{template "group.rule" (rule "sliding" false)}}
-  end
+  {{template "group.rule" .}}
 end
-for _, p in ipairs(passed) do
+{{- end}}
+{{- range .Rules}}
+if passed[{{.Index}}] then
+  local p = passed[{{.Index}}]
   local key, n = p.key, p.n
   local reset
-{{- if .Kinds}}
-  if p.kind == 'g' then
-    {{kind "restore" (rule "gcra" false)}}
-    {{kind "record" (rule "gcra" false)}}
-  elseif p.kind == 'q' then
-    {{kind "restore" (rule "quota" false)}}
-    {{kind "record" (rule "quota" false)}}
-  else
-{{- else}}
-  do
-{{- end}}
-    {{kind "restore" (rule "sliding" false)}}
-    {{kind "record" (rule "sliding" false)}}
-  end
+  {{kind "restore" .}}
+  {{kind "record" .}}
 end
+{{- end}}
 return out
 {{- end}}
 
@@ -98,7 +75,7 @@ out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 
 out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7], out[o + 8], out[o + 9] = ok, count, retry, reset, 0, 0, 0, 0, 0
 {{- end}}
 if allows then
-  passed[#passed + 1] = {kind = kind, key = key, n = n, {{kind "keep" .}}}
+  passed[i] = {key = key, n = n, {{kind "keep" .}}}
 elseif ARGV[a + 6] ~= '1' then
   return out
 end

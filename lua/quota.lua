@@ -73,9 +73,10 @@ local start, finish, c = p.start, p.finish, p.c
 {{- end}}
 
 {{/* quota.take_back takes back up to n events recorded in the period
-(undo.lua), keeping the key's expiry, and sets back to how many. */}}
+(undo.lua), keeping the key's expiry, and sets back (the caller's) to how
+many. */}}
 {{- define "quota.take_back" -}}
-local back = math.min(c, n)
+back = math.min(c, n)
 if back > 0 then
   c = c - back
   redis.call('SET', key, string.format('%d %d', start, c), 'KEEPTTL')
@@ -94,5 +95,27 @@ end
 if not later then
   local reset
   {{template "quota.record"}}
+end
+{{- end}}
+
+{{/* quota.undo takes the events back from the period they went into. */}}
+{{- define "quota.undo" -}}
+local start = tonumber(ARGV[3])
+{{template "quota.state" "key"}}
+{{template "quota.take_back"}}
+{{- end}}
+
+{{/* quota.writeback adds the events of the writer's period. */}}
+{{- define "quota.writeback" -}}
+local now, start, finish = tonumber(ARGV[11]), tonumber(ARGV[13]), tonumber(ARGV[14])
+local n = 0
+for i = first, last, 2 do
+  if tonumber(ARGV[i]) == start then
+    n = n + tonumber(ARGV[i + 1])
+  end
+end
+if n > 0 then
+  {{template "quota.state" "key"}}
+  {{template "quota.owe"}}
 end
 {{- end}}

@@ -5,16 +5,15 @@
 -- write that would grow it, and a Reset must free memory even then. An
 -- entry of the scripts' templates (see remote.go and now.lua).
 --
--- KEYS[1..5]  the pair's log, penalty state, approximate counter, GCRA
---          bucket and calendar quota.
--- KEYS[6]  the time of the pair's last Reset.
+-- KEYS[1]  the time of the pair's last Reset.
+-- KEYS[2..] the pair's state: its penalty state and every kind's meter.
 -- ARGV[1]  the Reset's time, in µs.
 -- ARGV[2]  how long the time is kept, in ms: as long as state from before
 --          it could still count.
 --
 -- Returns 1.
 {{- define "reset" -}}
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
-redis.call('SET', KEYS[6], ARGV[1], 'PX', ARGV[2])
+redis.call('DEL', unpack(KEYS, 2))
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
 {{- end}}

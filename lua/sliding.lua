@@ -107,3 +107,36 @@ else
 end
 redis.call('PEXPIRE', key, {{template "ttl" "window"}})
 {{- end}}
+
+{{/* sliding.undo removes the call's events, named by its member id. */}}
+{{- define "sliding.undo" -}}
+if n == 1 then
+  back = redis.call('ZREM', key, ARGV[1])
+else
+  local batch = {}
+  for i = 1, n do
+    batch[#batch + 1] = ARGV[1] .. string.format(':%d', i)
+    if #batch >= 2000 or i == n then
+      back = back + redis.call('ZREM', key, unpack(batch))
+      batch = {}
+    end
+  end
+end
+{{- end}}
+
+{{/* sliding.writeback adds each pair's events under members made from the
+batch id, and each triple's under its own member (sliding.add). */}}
+{{- define "sliding.writeback" -}}
+local window = tonumber(ARGV[2])
+local function record(key, now, window, n, id)
+  {{template "sliding.add"}}
+end
+local j = 0
+for i = first, last, 2 do
+  j = j + 1
+  record(key, ARGV[i], window, tonumber(ARGV[i + 1]), ARGV[1] .. string.format('.%d', j))
+end
+for i = last + 1, #ARGV, 3 do
+  record(key, ARGV[i], window, tonumber(ARGV[i + 1]), ARGV[i + 2])
+end
+{{- end}}

@@ -1,9 +1,9 @@
 -- writeback.lua: writes back one batch of what a process decided without
 -- Redis for one (rule, key) pair (see writeback.go): a Reset and a ban
 -- Redis did not see, violations, and events. An entry of the scripts'
--- templates (see remote.go and now.lua), with the pieces of the kinds
--- (sliding.add, counter.roll, gcra.owe, quota.owe) and penalty.lua's that
--- write what the batch holds.
+-- templates (see remote.go and now.lua), composed once per kind with its
+-- <kind>.writeback piece, which adds the batch's events to the kind's
+-- meter, and penalty.lua's pieces.
 -- The batch is applied at most once: its id is remembered under KEYS[4] for ARGV[4] ms,
 -- and a replay (a reply that was lost, and the batch sent again) finds it
 -- and changes nothing.
@@ -14,70 +14,74 @@
 -- has no times and goes whole), then the ban and the violations, then the
 -- events.
 --
--- KEYS[1]  the rule's log (a ZSET, see sliding.lua).
+-- KEYS[1]  the meter of the batch's kind (see its lua/ file).
 -- KEYS[2]  the rule's penalty state (see penalty.lua).
--- KEYS[3]  the rule's approximate counter (see counter.lua).
--- KEYS[4]  the batch's id: set once the batch is applied.
--- KEYS[5]  the rule's GCRA bucket (see gcra.lua).
--- KEYS[6]  the rule's calendar quota (see quota.lua).
--- KEYS[7]  the time of the pair's last Reset (see reset.lua).
--- ARGV[1]  the meter kind the events are for, the last letter of its key:
---          'l' the log, 'c' the counter, 'g' the bucket, 'q' the quota.
---          (A new meter kind adds a branch at the end.)
--- ARGV[2]  the batch id, the start of the members of its log events.
--- ARGV[3]  window in µs (a log's, a counter's).
--- ARGV[4]  how long KEYS[4] is kept, in ms.
--- ARGV[5]  '1' when a Reset made at ARGV[6] (µs) is to be applied.
--- ARGV[6]  the Reset's time, in µs.
--- ARGV[7]  the end of a ban decided without Redis, in µs (0: none).
--- ARGV[8]  violations counted without Redis.
--- ARGV[9]  bans the ladder started without Redis.
--- ARGV[10] the time of the last of those violations, in µs.
--- ARGV[11] how long violations are remembered, in µs.
--- ARGV[12] the writer's time, in µs, for the TTLs.
--- ARGV[13] the oldest stamp that still counts at the writer's time: the
---          bucket skips older ones (a batch sent again late).
--- ARGV[14], ARGV[15] the rule's numbers as allow.lua gets them: the
---          bucket's wq (ticks one event costs) and rq (ticks per µs); the
---          start and end of the quota's period at the writer's time, in µs;
---          a log's or counter's window and 0.
--- ARGV[16] m: how many pairs follow.
--- ARGV[17..16+2m] pairs of stamp and count, stamps ascending: for a log
---          and a bucket the events' time in µs, for a counter the index of
---          the fixed window they were counted in, for a quota the start of
+-- KEYS[3]  the batch's id: set once the batch is applied.
+-- KEYS[4]  the time of the pair's last Reset (see reset.lua).
+-- KEYS[5..] every kind's meter of the pair, for a Reset.
+-- ARGV[1]  the batch id, the start of the members of its log events.
+-- ARGV[2]  window in µs (a log's, a counter's).
+-- ARGV[3]  how long KEYS[3] is kept, in ms.
+-- ARGV[4]  '1' when a Reset made at ARGV[5] (µs) is to be applied.
+-- ARGV[5]  the Reset's time, in µs.
+-- ARGV[6]  the end of a ban decided without Redis, in µs (0: none).
+-- ARGV[7]  violations counted without Redis.
+-- ARGV[8]  bans the ladder started without Redis.
+-- ARGV[9]  the time of the last of those violations, in µs.
+-- ARGV[10] how long violations are remembered, in µs.
+-- ARGV[11] the writer's time, in µs, for the TTLs.
+-- ARGV[12] the oldest stamp that still counts at the writer's time: a
+--          kind skips older ones (a batch sent again late).
+-- ARGV[13], ARGV[14] the rule's numbers as allow.lua gets them as its
+--          ARGV[2] and ARGV[5], at the writer's time (see the kind's
+--          <kind>.args).
+-- ARGV[15] m: how many pairs follow.
+-- ARGV[16..15+2m] pairs of stamp and count, stamps ascending, as the
+--          kind stamps its events (see algorithm.stamp): for a log and a
+--          bucket the events' time in µs, for a counter the index of the
+--          fixed window they were counted in, for a quota the start of
 --          their period. Their log members are made from the batch id.
--- ARGV[17+2m..] (a log only) triples of stamp, count and member id: events
+-- ARGV[16+2m..] (a log only) triples of stamp, count and member id: events
 --          of calls whose script may have run before they were decided
 --          without Redis, recorded under the member the script got (as
 --          sliding.lua's sliding.add does), so that Redis counts each once.
 --
+-- <kind>.writeback adds pairs first .. last (ARGV indexes, step 2) to the
+-- meter key.
+--
 -- Returns 1 when the batch was applied, 0 when it had been already.
 {{- define "writeback" -}}
-local log, pen, counter, done, bucket, quota = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-if not redis.call('SET', done, '1', 'NX', 'PX', ARGV[4]) then
+local key, pen, done = KEYS[1], KEYS[2], KEYS[3]
+if not redis.call('SET', done, '1', 'NX', 'PX', ARGV[3]) then
   return 0
 end
-local kind = ARGV[1]
-local window = tonumber(ARGV[3])
 
-if ARGV[5] == '1' then
-  redis.call('ZREMRANGEBYSCORE', log, '-inf', '(' .. ARGV[6])
-  redis.call('DEL', counter, bucket, quota, pen)
-  redis.call('SET', KEYS[7], ARGV[6], 'PX', ARGV[4])
+if ARGV[4] == '1' then
+  -- A log keeps what was recorded since the Reset; the other meters hold
+  -- no times and go whole.
+  for i = 5, #KEYS do
+    if redis.call('TYPE', KEYS[i])['ok'] == 'zset' then
+      redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. ARGV[5])
+    else
+      redis.call('DEL', KEYS[i])
+    end
+  end
+  redis.call('DEL', pen)
+  redis.call('SET', KEYS[4], ARGV[5], 'PX', ARGV[3])
 end
 
-local banned_to = tonumber(ARGV[7])
-local dv = tonumber(ARGV[8])
+local banned_to = tonumber(ARGV[6])
+local dv = tonumber(ARGV[7])
 if banned_to > 0 or dv > 0 then
   {{template "penalty.read"}}
-  local now = tonumber(ARGV[12])
+  local now = tonumber(ARGV[11])
   local keep = 0
   if dv > 0 then
-    local at = tonumber(ARGV[10])
-    local memory = tonumber(ARGV[11])
+    local at = tonumber(ARGV[9])
+    local memory = tonumber(ARGV[10])
     {{template "penalty.forget" "at"}}
     v = v + dv
-    k = k + tonumber(ARGV[9])
+    k = k + tonumber(ARGV[8])
     if at > last then
       last = at
     end
@@ -97,71 +101,11 @@ if banned_to > 0 or dv > 0 then
   end
 end
 
-local first = 17
-local last = 16 + 2 * tonumber(ARGV[16])
-if #ARGV == 16 then
+if #ARGV == 15 then
   return 1
 end
-if kind == 'l' then
-  -- record adds n events at now under the member id (sliding.add): the
-  -- batch's events are many calls of it.
-  local function record(key, now, window, n, id)
-    {{template "sliding.add"}}
-  end
-  local j = 0
-  for i = first, last, 2 do
-    j = j + 1
-    record(log, ARGV[i], window, tonumber(ARGV[i + 1]), ARGV[2] .. string.format('.%d', j))
-  end
-  for i = last + 1, #ARGV, 3 do
-    record(log, ARGV[i], window, tonumber(ARGV[i + 1]), ARGV[i + 2])
-  end
-elseif kind == 'c' then
-  {{template "counter.state" "counter"}}
-  for i = first, last, 2 do
-    local win = tonumber(ARGV[i])
-    local n = tonumber(ARGV[i + 1])
-    {{template "counter.roll" "win"}}
-    if win == w then
-      c = c + n
-    elseif win == w - 1 then
-      p = p + n
-    end
-  end
-  redis.call('HSET', counter, 'w', string.format('%d', w), 'c', string.format('%d', c), 'p', string.format('%d', p))
-  redis.call('PEXPIRE', counter, {{template "ttl" "2 * window"}})
-elseif kind == 'g' then
-  local now, due = tonumber(ARGV[12]), tonumber(ARGV[13])
-  local key, wq, rq = bucket, tonumber(ARGV[14]), tonumber(ARGV[15])
-  {{template "gcra.div"}}
-  -- No burst: what is owed is added whatever the bucket holds.
-  {{template "gcra.state" "key"}}
-  for i = first, last, 2 do
-    local at = tonumber(ARGV[i])
-    if at >= due then
-      local n = tonumber(ARGV[i + 1])
-      {{template "gcra.owe"}}
-    end
-  end
-  local reset
-  {{template "gcra.reset"}}
-  if reset > 0 then
-    {{template "gcra.value"}}
-    redis.call('SET', key, tat, 'PX', {{template "ttl" "reset"}})
-  end
-elseif kind == 'q' then
-  local now, start, finish = tonumber(ARGV[12]), tonumber(ARGV[14]), tonumber(ARGV[15])
-  local key = quota
-  local n = 0
-  for i = first, last, 2 do
-    if tonumber(ARGV[i]) == start then
-      n = n + tonumber(ARGV[i + 1])
-    end
-  end
-  if n > 0 then
-    {{template "quota.state" "key"}}
-    {{template "quota.owe"}}
-  end
-end
+local first = 16
+local last = 15 + 2 * tonumber(ARGV[15])
+{{kind "writeback" .}}
 return 1
 {{- end}}
