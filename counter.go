@@ -112,7 +112,7 @@ var counterScripts = composeKind("counter")
 func (counterKind) args(p plan) (int64, int64, bool) { return p.window, 0, false }
 
 func (counterKind) meter(sh *localShard, k *lkey, h uint64, _ *plan, now int64, create bool) (meter, bool) {
-	if c := sh.counters.getOrAdd(k, h, now, create); c != nil {
+	if c := metersOf[counter](sh, counterMeters).getOrAdd(k, h, now, create); c != nil {
 		return c, true
 	}
 	return nil, false
@@ -121,15 +121,23 @@ func (counterKind) meter(sh *localShard, k *lkey, h uint64, _ *plan, now int64, 
 // unrecord takes events back from the current window only: once the
 // counter has moved on they no longer count as current (as lua/undo.lua).
 func (counterKind) unrecord(sh *localShard, k *lkey, h uint64, p *plan, now, n int64) {
-	if c := sh.counters.peek(k, h); c != nil && c.win == floorDiv(now, p.window) {
+	if c := metersOf[counter](sh, counterMeters).peek(k, h); c != nil && c.win == floorDiv(now, p.window) {
 		c.cur = max(0, c.cur-n)
 	}
 }
 
 func (counterKind) dropEmpty(sh *localShard, k *lkey, h uint64, _ int64) {
-	if c := sh.counters.peek(k, h); c != nil && c.cur == 0 && c.prev == 0 {
-		sh.counters.remove(k, h)
+	if c := metersOf[counter](sh, counterMeters).peek(k, h); c != nil && c.cur == 0 && c.prev == 0 {
+		metersOf[counter](sh, counterMeters).remove(k, h)
 	}
 }
 
-func (counterKind) forget(sh *localShard, k *lkey, h uint64) { sh.counters.remove(k, h) }
+func (counterKind) forget(sh *localShard, k *lkey, h uint64) {
+	metersOf[counter](sh, counterMeters).remove(k, h)
+}
+
+// counterMeters is the slot of the shard's table of counters.
+var counterMeters = meterSlot('c')
+
+func (counterKind) newMeters(size int) meterTable { return newMeters[counter](size) }
+func (counterKind) meterName() string             { return "counter" }

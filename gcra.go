@@ -165,7 +165,7 @@ func (gcraKind) degrade(p *plan, s *settings) {
 }
 
 func (gcraKind) meter(sh *localShard, k *lkey, h uint64, p *plan, now int64, create bool) (meter, bool) {
-	b := sh.buckets.getOrAdd(k, h, now, create)
+	b := metersOf[bucket](sh, bucketMeters).getOrAdd(k, h, now, create)
 	if b == nil {
 		return nil, false
 	}
@@ -177,15 +177,23 @@ func (gcraKind) meter(sh *localShard, k *lkey, h uint64, p *plan, now int64, cre
 }
 
 func (gcraKind) unrecord(sh *localShard, k *lkey, h uint64, _ *plan, _, n int64) {
-	if b := sh.buckets.peek(k, h); b != nil {
+	if b := metersOf[bucket](sh, bucketMeters).peek(k, h); b != nil {
 		b.unrecord(n)
 	}
 }
 
 func (gcraKind) dropEmpty(sh *localShard, k *lkey, h uint64, now int64) {
-	if b := sh.buckets.peek(k, h); b != nil && b.reset(now, 0, false) == 0 {
-		sh.buckets.remove(k, h)
+	if b := metersOf[bucket](sh, bucketMeters).peek(k, h); b != nil && b.reset(now, 0, false) == 0 {
+		metersOf[bucket](sh, bucketMeters).remove(k, h)
 	}
 }
 
-func (gcraKind) forget(sh *localShard, k *lkey, h uint64) { sh.buckets.remove(k, h) }
+func (gcraKind) forget(sh *localShard, k *lkey, h uint64) {
+	metersOf[bucket](sh, bucketMeters).remove(k, h)
+}
+
+// bucketMeters is the slot of the shard's table of buckets.
+var bucketMeters = meterSlot('g')
+
+func (gcraKind) newMeters(size int) meterTable { return newMeters[bucket](size) }
+func (gcraKind) meterName() string             { return "bucket" }

@@ -90,7 +90,8 @@ func (r *reporter) report(ds ...Decision) {
 type Stats struct {
 	// LocalLogs, LocalCounters, LocalStrikes and LocalBans count the sliding
 	// logs, approximate counters, violation records and active bans the
-	// local limiter keeps (each at most Options.LocalCapacity).
+	// local limiter keeps (each at most Options.LocalCapacity). The
+	// meters of every kind are in Limiter.LocalMeters.
 	LocalLogs, LocalCounters, LocalStrikes, LocalBans int
 	// LocalBuckets and LocalQuotas count the GCRA buckets and calendar
 	// quotas the local limiter keeps (each at most Options.LocalCapacity).
@@ -156,6 +157,24 @@ type Stats struct {
 	LeaseReleases, LeaseRenewals, LeasesLost uint64
 }
 
+// LocalMeters returns how many meters the local limiter keeps, by kind of
+// meter: "log" (sliding logs, and the leases of concurrency rules),
+// "counter" (approximate counters), "bucket" (GCRA), "quota" (calendar
+// quotas), and the meter of any other kind under its own name. Each is at
+// most Options.LocalCapacity. Like Stats it locks each shard in turn.
+func (l *Limiter) LocalMeters() map[string]int {
+	m := make(map[string]int, len(meterLetters))
+	for i := range l.local.shards {
+		sh := &l.local.shards[i]
+		sh.mu.Lock()
+		for slot, name := range meterNames {
+			m[name] += sh.meters[slot].Len()
+		}
+		sh.mu.Unlock()
+	}
+	return m
+}
+
 // Stats returns a snapshot of the Limiter's local state. It locks each
 // shard of the local limiter in turn: call it for gauges, not per request.
 func (l *Limiter) Stats() Stats {
@@ -163,10 +182,10 @@ func (l *Limiter) Stats() Stats {
 	for i := range l.local.shards {
 		sh := &l.local.shards[i]
 		sh.mu.Lock()
-		s.LocalLogs += sh.logs.Len()
-		s.LocalCounters += sh.counters.Len()
-		s.LocalBuckets += sh.buckets.Len()
-		s.LocalQuotas += sh.quotas.Len()
+		s.LocalLogs += sh.meters[logMeters].Len()
+		s.LocalCounters += sh.meters[counterMeters].Len()
+		s.LocalBuckets += sh.meters[bucketMeters].Len()
+		s.LocalQuotas += sh.meters[quotaMeters].Len()
 		s.LocalStrikes += sh.strikes.Len()
 		s.LocalBans += sh.bans.Len()
 		s.Shielded += sh.denials.Len()

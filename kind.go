@@ -64,9 +64,13 @@ type algorithm interface {
 	horizon(p plan) int64
 
 	// The local meter of a pair, kept in its shard (the caller holds the
-	// shard's lock): meter returns it, creating it if asked to; unrecord
+	// shard's lock): newMeters makes a shard's table of the kind's meters
+	// (see meterMakers), and meterName names them (see
+	// Limiter.LocalMeters); meter returns it, creating it if asked to; unrecord
 	// takes n events at now back; dropEmpty forgets it when it holds
 	// nothing at now; forget forgets it.
+	newMeters(size int) meterTable
+	meterName() string
 	meter(sh *localShard, k *lkey, h uint64, p *plan, now int64, create bool) (meter, bool)
 	unrecord(sh *localShard, k *lkey, h uint64, p *plan, now, n int64)
 	dropEmpty(sh *localShard, k *lkey, h uint64, now int64)

@@ -49,23 +49,20 @@ type localShard struct {
 }
 
 type shardTables struct {
-	mu       sync.Mutex        // guards the tables and everything in them
-	logs     table[slidingLog] // sliding logs
-	strikes  table[*strikes]   // violations of keys not banned
-	bans     table[*strikes]   // keys with an active ban
-	denials  table[denial]     // the hot-key shield: Redis' rejections
-	counters table[counter]    // approximate counters
-	buckets  table[bucket]     // GCRA buckets
-	quotas   table[quota]      // calendar quotas
-	debts    table[*debt]      // what was decided without Redis, owed to it (see writeback.go)
-	crowds   table[crowd]      // the calls of full pairs on their way to Redis (see crowd.go)
-	reserved int64             // events hold reserved for calls not landed yet (see held.others)
-	owing    *owing            // the store's count of what the debts hold
+	mu       sync.Mutex            // guards the tables and everything in them
+	meters   [maxMeters]meterTable // each kind's meters, by meter slot (see meterSlot)
+	strikes  table[*strikes]       // violations of keys not banned
+	bans     table[*strikes]       // keys with an active ban
+	denials  table[denial]         // the hot-key shield: Redis' rejections
+	debts    table[*debt]          // what was decided without Redis, owed to it (see writeback.go)
+	crowds   table[crowd]          // the calls of full pairs on their way to Redis (see crowd.go)
+	reserved int64                 // events hold reserved for calls not landed yet (see held.others)
+	owing    *owing                // the store's count of what the debts hold
 }
 
-// newLocalStore returns a store that keeps at most capacity logs, capacity
-// approximate counters, capacity violation records and capacity bans (and
-// caches at most capacity rejections for the hot-key shield).
+// newLocalStore returns a store that keeps at most capacity meters of each
+// kind, capacity violation records and capacity bans (and caches at most
+// capacity rejections for the hot-key shield).
 func newLocalStore(capacity int) *localStore {
 	n := 1
 	for n < 128 && capacity/(n*2) >= 64 {
@@ -76,13 +73,12 @@ func newLocalStore(capacity int) *localStore {
 	s.owing.max = DefaultWriteBackMax
 	for i := range s.shards {
 		sh := &s.shards[i]
-		sh.logs = newTable[slidingLog](per)
+		for slot := range meterLetters {
+			sh.meters[slot] = meterMakers[slot](per)
+		}
 		sh.strikes = newTable[*strikes](per)
 		sh.bans = newTable[*strikes](per)
 		sh.denials = newTable[denial](per)
-		sh.counters = newTable[counter](per)
-		sh.buckets = newTable[bucket](per)
-		sh.quotas = newTable[quota](per)
 		sh.debts = newTable[*debt](per)
 		sh.crowds = newTableEvict(per, (*crowd).wakeAll)
 		sh.owing = &s.owing

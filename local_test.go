@@ -97,7 +97,7 @@ func TestBansSurviveAFloodOfKeys(t *testing.T) {
 	}
 	var logs, strikes, bans int
 	for i := range s.shards {
-		logs += s.shards[i].logs.Len()
+		logs += s.shards[i].meters[logMeters].Len()
 		strikes += s.shards[i].strikes.Len()
 		bans += s.shards[i].bans.Len()
 	}

@@ -164,7 +164,7 @@ func (quotaKind) kept(p plan, now int64) int64 {
 }
 
 func (quotaKind) meter(sh *localShard, k *lkey, h uint64, p *plan, now int64, create bool) (meter, bool) {
-	q := sh.quotas.getOrAdd(k, h, now, create)
+	q := metersOf[quota](sh, quotaMeters).getOrAdd(k, h, now, create)
 	if q == nil {
 		return nil, false
 	}
@@ -173,15 +173,23 @@ func (quotaKind) meter(sh *localShard, k *lkey, h uint64, p *plan, now int64, cr
 }
 
 func (quotaKind) unrecord(sh *localShard, k *lkey, h uint64, p *plan, _, n int64) {
-	if q := sh.quotas.peek(k, h); q != nil {
+	if q := metersOf[quota](sh, quotaMeters).peek(k, h); q != nil {
 		q.unrecord(p.start, n)
 	}
 }
 
 func (quotaKind) dropEmpty(sh *localShard, k *lkey, h uint64, _ int64) {
-	if q := sh.quotas.peek(k, h); q != nil && q.n == 0 {
-		sh.quotas.remove(k, h)
+	if q := metersOf[quota](sh, quotaMeters).peek(k, h); q != nil && q.n == 0 {
+		metersOf[quota](sh, quotaMeters).remove(k, h)
 	}
 }
 
-func (quotaKind) forget(sh *localShard, k *lkey, h uint64) { sh.quotas.remove(k, h) }
+func (quotaKind) forget(sh *localShard, k *lkey, h uint64) {
+	metersOf[quota](sh, quotaMeters).remove(k, h)
+}
+
+// quotaMeters is the slot of the shard's table of quotas.
+var quotaMeters = meterSlot('q')
+
+func (quotaKind) newMeters(size int) meterTable { return newMeters[quota](size) }
+func (quotaKind) meterName() string             { return "quota" }

@@ -362,26 +362,34 @@ var slidingScripts = composeKind("sliding")
 func (slidingKind) args(p plan) (int64, int64, bool) { return p.window, 0, true }
 
 func (slidingKind) meter(sh *localShard, k *lkey, h uint64, _ *plan, now int64, create bool) (meter, bool) {
-	lg := sh.logs.getAt(k, h, now)
+	lg := metersOf[slidingLog](sh, logMeters).getAt(k, h, now)
 	if lg == nil {
 		if !create {
 			return nil, false
 		}
-		lg = sh.logs.add(k, h, newSlidingLog())
+		lg = metersOf[slidingLog](sh, logMeters).add(k, h, newSlidingLog())
 	}
 	return lg, true
 }
 
 func (slidingKind) unrecord(sh *localShard, k *lkey, h uint64, _ *plan, now, n int64) {
-	if lg := sh.logs.peek(k, h); lg != nil {
+	if lg := metersOf[slidingLog](sh, logMeters).peek(k, h); lg != nil {
 		lg.removeEvents(now, n)
 	}
 }
 
 func (slidingKind) dropEmpty(sh *localShard, k *lkey, h uint64, _ int64) {
-	if lg := sh.logs.peek(k, h); lg != nil && lg.total == 0 {
-		sh.logs.remove(k, h)
+	if lg := metersOf[slidingLog](sh, logMeters).peek(k, h); lg != nil && lg.total == 0 {
+		metersOf[slidingLog](sh, logMeters).remove(k, h)
 	}
 }
 
-func (slidingKind) forget(sh *localShard, k *lkey, h uint64) { sh.logs.remove(k, h) }
+func (slidingKind) forget(sh *localShard, k *lkey, h uint64) {
+	metersOf[slidingLog](sh, logMeters).remove(k, h)
+}
+
+// logMeters is the slot of the shard's table of slidingLogs.
+var logMeters = meterSlot('l')
+
+func (slidingKind) newMeters(size int) meterTable { return newMeters[slidingLog](size) }
+func (slidingKind) meterName() string             { return "log" }

@@ -1,6 +1,10 @@
 package ratelimit
 
-import "github.com/hashicorp/golang-lru/v2/simplelru"
+import (
+	"strings"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+)
 
 // table is one of a shard's LRU tables: at most size values, each under an
 // lkey, the least recently used evicted first. It is golang-lru's
@@ -132,3 +136,55 @@ func (t *table[V]) oldest() (uint64, *entry[V], bool) {
 // hashes returns the hashes of every entry, the least recently used first:
 // a copy, so that the caller may remove entries as it walks them.
 func (t *table[V]) hashes() []uint64 { return t.lru.Keys() }
+
+// meterTable is a shard's table of one kind of meter, as the work that is
+// not the kind's sees it: its size. The kind itself reaches its table as
+// the table[V] it is (see metersOf).
+type meterTable interface{ Len() int }
+
+// maxMeters bounds the kinds of meter a shard keeps, each in its own table.
+const maxMeters = 8
+
+// meterMakers make each meter slot's table, in meterLetters' order: the
+// first kind in the registry with the slot's letter makes it.
+var meterMakers = func() []func(size int) meterTable {
+	makers := make([]func(int) meterTable, len(meterLetters))
+	for _, a := range algorithms {
+		if slot := meterSlot(a.letter()); makers[slot] == nil {
+			makers[slot] = a.newMeters
+		}
+	}
+	return makers
+}()
+
+// meterNames are each meter slot's name, as Limiter.LocalMeters reports
+// it: that of the first kind in the registry with the slot's letter.
+var meterNames = func() []string {
+	names := make([]string, len(meterLetters))
+	for _, a := range algorithms {
+		if slot := meterSlot(a.letter()); names[slot] == "" {
+			names[slot] = a.meterName()
+		}
+	}
+	return names
+}()
+
+// meterSlot returns the slot of the meters whose keys end in letter.
+func meterSlot(letter byte) int {
+	slot := strings.IndexByte(meterLetters, letter)
+	if slot < 0 || slot >= maxMeters {
+		panic("ratelimit: no meter slot for letter " + string(letter)) // unreachable: the registry's letters have slots
+	}
+	return slot
+}
+
+// metersOf returns the table of the meters in slot, of type V.
+func metersOf[V any](sh *localShard, slot int) *table[V] {
+	return sh.meters[slot].(*table[V])
+}
+
+// newMeters returns a new table of meters of type V, for algorithm.newMeters.
+func newMeters[V any](size int) meterTable {
+	t := newTable[V](size)
+	return &t
+}

@@ -83,9 +83,10 @@
 //
 // The gauges report, at each collection, the sum over the limiters being
 // observed of their [ratelimit.Stats]: ratelimit.breaker.open
-// (BreakersOpen); ratelimit.local.entries with kind "log", "counter",
-// "bucket", "quota", "strike" and "ban" (LocalLogs, LocalCounters,
-// LocalBuckets, LocalQuotas, LocalStrikes, LocalBans);
+// (BreakersOpen); ratelimit.local.entries by kind: each kind of meter
+// [ratelimit.Limiter.LocalMeters] reports ("log", "counter", "bucket",
+// "quota", and any later kind's), "strike" and "ban" (LocalStrikes,
+// LocalBans);
 // ratelimit.shield.entries (Shielded); ratelimit.connected, the number of
 // limiters that have a Redis client (Connected), whether it answers or not;
 // ratelimit.redis.in_use, the number of limiters deciding on Redis now

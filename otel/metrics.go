@@ -77,9 +77,9 @@ type Metrics struct {
 	// Prepared measurement options, so that the hot path allocates nothing.
 	pathOpts   [numPaths][]metric.RecordOption
 	changeOpts [numStates][]metric.AddOption
-	kindOpts   [numKinds][]metric.ObserveOption
-	wbOpts     [2][]metric.ObserveOption // written, dropped
-	leaseOpts  [3][]metric.ObserveOption // released, renewed, lost
+	kindOpts   map[string][]metric.ObserveOption // by local entry kind, made on first use
+	wbOpts     [2][]metric.ObserveOption         // written, dropped
+	leaseOpts  [3][]metric.ObserveOption         // released, renewed, lost
 
 	maxRules int
 	rules    atomic.Pointer[map[string]*ruleAttrs] // copied on write under rulesMu
@@ -183,10 +183,6 @@ func New(opts Options) (*Metrics, error) {
 		m.changeOpts[s] = []metric.AddOption{metric.WithAttributeSet(
 			attribute.NewSet(attribute.String("state", ratelimit.BreakerState(s).String())))}
 	}
-	for k := range m.kindOpts {
-		m.kindOpts[k] = []metric.ObserveOption{metric.WithAttributeSet(
-			attribute.NewSet(attribute.String("kind", kindNames[k])))}
-	}
 	for i, op := range []string{"released", "renewed", "lost"} {
 		m.leaseOpts[i] = []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("op", op)))}
 	}
@@ -283,6 +279,7 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	var sum ratelimit.Stats
 	var connected, inUse, instances int64
 	held := make(map[*ruleAttrs]int64)
+	entries := make(map[string]int) // local entries by kind: every meter's, then "strike" and "ban"
 	for l := range m.limiters {
 		s := l.Stats()
 		for name, n := range l.LeasesByRule() {
@@ -293,10 +290,9 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 			}
 			m.leased[r] = struct{}{}
 		}
-		sum.LocalLogs += s.LocalLogs
-		sum.LocalCounters += s.LocalCounters
-		sum.LocalBuckets += s.LocalBuckets
-		sum.LocalQuotas += s.LocalQuotas
+		for kind, n := range l.LocalMeters() {
+			entries[kind] += n
+		}
 		sum.LocalStrikes += s.LocalStrikes
 		sum.LocalBans += s.LocalBans
 		sum.Shielded += s.Shielded
@@ -316,12 +312,10 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		instances = max(instances, int64(s.Instances))
 	}
 	o.ObserveInt64(m.breakersOpen, int64(sum.BreakersOpen))
-	o.ObserveInt64(m.localEntries, int64(sum.LocalLogs), m.kindOpts[kindLog]...)
-	o.ObserveInt64(m.localEntries, int64(sum.LocalCounters), m.kindOpts[kindCounter]...)
-	o.ObserveInt64(m.localEntries, int64(sum.LocalBuckets), m.kindOpts[kindBucket]...)
-	o.ObserveInt64(m.localEntries, int64(sum.LocalQuotas), m.kindOpts[kindQuota]...)
-	o.ObserveInt64(m.localEntries, int64(sum.LocalStrikes), m.kindOpts[kindStrike]...)
-	o.ObserveInt64(m.localEntries, int64(sum.LocalBans), m.kindOpts[kindBan]...)
+	entries["strike"], entries["ban"] = sum.LocalStrikes, sum.LocalBans
+	for kind, n := range entries {
+		o.ObserveInt64(m.localEntries, int64(n), m.kindOpt(kind)...)
+	}
 	o.ObserveInt64(m.shielded, int64(sum.Shielded))
 	o.ObserveInt64(m.connected, connected)
 	o.ObserveInt64(m.redisInUse, inUse)
@@ -344,17 +338,19 @@ const (
 	numStates = int(ratelimit.BreakerOpen) + 1
 )
 
-const (
-	kindLog = iota
-	kindCounter
-	kindBucket
-	kindQuota
-	kindStrike
-	kindBan
-	numKinds
-)
-
-var kindNames = [numKinds]string{"log", "counter", "bucket", "quota", "strike", "ban"}
+// kindOpt returns the attributes of the local entries of kind; the caller
+// holds obsMu.
+func (m *Metrics) kindOpt(kind string) []metric.ObserveOption {
+	opt, ok := m.kindOpts[kind]
+	if !ok {
+		if m.kindOpts == nil {
+			m.kindOpts = make(map[string][]metric.ObserveOption)
+		}
+		opt = []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", kind)))}
+		m.kindOpts[kind] = opt
+	}
+	return opt
+}
 
 // Outcomes of a decision: the first four values of the outcome attribute.
 const (
