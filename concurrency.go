@@ -38,14 +38,14 @@ func (concurrencyKind) grouped() string {
 	return "a concurrency rule cannot be grouped: use Acquire, and give the slot back with Release"
 }
 
-func (concurrencyKind) compile(r *Rule, _ *plan) string {
-	if bad := checkWindow(r, false); bad != "" {
-		return bad
+func (concurrencyKind) compile(r Rule, p plan) (plan, string) {
+	if bad := checkWindow(&r, false); bad != "" {
+		return p, bad
 	}
 	if r.Limit.Window < MinLeaseTTL {
-		return fmt.Sprintf("Window %v, a lease's TTL, is shorter than %v", r.Limit.Window, MinLeaseTTL)
+		return p, fmt.Sprintf("Window %v, a lease's TTL, is shorter than %v", r.Limit.Window, MinLeaseTTL)
 	}
-	return ""
+	return p, ""
 }
 
 // Leases reports whether r hands out leases (Kind Concurrency): its slots
@@ -53,5 +53,5 @@ func (concurrencyKind) compile(r *Rule, _ *plan) string {
 // Lease.Release, and the rate methods refuse it. An invalid Kind has none.
 func (r Rule) Leases() bool {
 	a, bad := algorithmOf(&r)
-	return bad == "" && a.leased()
+	return bad == "" && a.rules.leased()
 }

@@ -92,7 +92,7 @@ func floorDiv(a, b int64) int64 {
 type counterKind struct{ windowKind }
 
 func (counterKind) name() string                              { return "sliding log" }
-func (counterKind) compile(r *Rule, _ *plan) string           { return checkWindow(r, false) }
+func (counterKind) compile(r Rule, p plan) (plan, string)     { return p, checkWindow(&r, false) }
 func (counterKind) letter() byte                              { return 'c' }
 func (counterKind) windowed() bool                            { return true }
 func (counterKind) grouped() string                           { return "approximate rules cannot be grouped" }
@@ -111,8 +111,8 @@ var counterScripts = composeKind("counter")
 
 func (counterKind) args(p plan) (int64, int64, bool) { return p.window, 0, false }
 
-func (counterKind) meter(sh *localShard, k *lkey, h uint64, _ *plan, now int64, create bool) (meter, bool) {
-	if c := metersOf[counter](sh, counterMeters).getOrAdd(k, h, now, create); c != nil {
+func (counterKind) meter(sh *localShard, k lkey, h uint64, _ plan, now int64, create bool) (meter, bool) {
+	if c := metersOf[counter](sh, counterMeters).getOrAdd(&k, h, now, create); c != nil {
 		return c, true
 	}
 	return nil, false
@@ -120,20 +120,16 @@ func (counterKind) meter(sh *localShard, k *lkey, h uint64, _ *plan, now int64, 
 
 // unrecord takes events back from the current window only: once the
 // counter has moved on they no longer count as current (as lua/undo.lua).
-func (counterKind) unrecord(sh *localShard, k *lkey, h uint64, p *plan, now, n int64) {
-	if c := metersOf[counter](sh, counterMeters).peek(k, h); c != nil && c.win == floorDiv(now, p.window) {
+func (counterKind) unrecord(sh *localShard, k lkey, h uint64, p plan, now, n int64) {
+	if c := metersOf[counter](sh, counterMeters).peek(&k, h); c != nil && c.win == floorDiv(now, p.window) {
 		c.cur = max(0, c.cur-n)
 	}
 }
 
-func (counterKind) dropEmpty(sh *localShard, k *lkey, h uint64, _ int64) {
-	if c := metersOf[counter](sh, counterMeters).peek(k, h); c != nil && c.cur == 0 && c.prev == 0 {
-		metersOf[counter](sh, counterMeters).remove(k, h)
+func (counterKind) dropEmpty(sh *localShard, k lkey, h uint64, _ int64) {
+	if c := metersOf[counter](sh, counterMeters).peek(&k, h); c != nil && c.cur == 0 && c.prev == 0 {
+		metersOf[counter](sh, counterMeters).remove(&k, h)
 	}
-}
-
-func (counterKind) forget(sh *localShard, k *lkey, h uint64) {
-	metersOf[counter](sh, counterMeters).remove(k, h)
 }
 
 // counterMeters is the slot of the shard's table of counters.

@@ -118,7 +118,7 @@ type gcraKind struct{}
 func (gcraKind) name() string                    { return "gcra" }
 func (gcraKind) capacity() string                { return "Burst" }
 func (gcraKind) timed() bool                     { return false }
-func (gcraKind) setTime(*plan, int64)            {}
+func (gcraKind) setTime(p plan, _ int64) plan    { return p }
 func (gcraKind) letter() byte                    { return 'g' }
 func (gcraKind) windowed() bool                  { return false }
 func (gcraKind) grouped() string                 { return "" }
@@ -130,23 +130,23 @@ func (gcraKind) dueFrom(p plan, now int64) int64 { return now - p.refill() + 1 }
 func (gcraKind) kept(p plan, _ int64) int64      { return 2 * p.refill() }
 func (gcraKind) named() bool                     { return false }
 
-func (gcraKind) compile(r *Rule, p *plan) string {
+func (gcraKind) compile(r Rule, p plan) (plan, string) {
 	l := &r.Limit
-	if bad := checkWindow(r, true); bad != "" {
-		return bad
+	if bad := checkWindow(&r, true); bad != "" {
+		return p, bad
 	}
 	switch {
 	case l.Burst < 0:
-		return fmt.Sprintf("Burst %d is negative", l.Burst)
+		return p, fmt.Sprintf("Burst %d is negative", l.Burst)
 	case l.Burst > maxRate:
-		return fmt.Sprintf("Burst %d is above %d", l.Burst, maxRate)
+		return p, fmt.Sprintf("Burst %d is above %d", l.Burst, maxRate)
 	}
 	p.setGCRA(p.rate, int64(cmp.Or(l.Burst, l.Rate)))
 	if !p.exact() {
-		return fmt.Sprintf("a bucket of Burst %d at %d per %v is too large to keep exactly; lower Burst, or pick a Window and a Rate with a larger common divisor",
+		return p, fmt.Sprintf("a bucket of Burst %d at %d per %v is too large to keep exactly; lower Burst, or pick a Window and a Rate with a larger common divisor",
 			p.rate, l.Rate, l.Window)
 	}
-	return ""
+	return p, ""
 }
 
 func (gcraKind) scripts() *kindScripts { return gcraScripts }
@@ -160,12 +160,13 @@ func (gcraKind) args(p plan) (int64, int64, bool)        { return p.wq, p.rq, fa
 func (gcraKind) undoArgs(p plan, _ int64) (int64, int64) { return p.wq, p.rq }
 
 // degrade: the share scales the refill and the bucket alike.
-func (gcraKind) degrade(p *plan, s *settings) {
+func (gcraKind) degrade(p plan, s *settings) plan {
 	p.setGCRA(s.degradedRate(p.emit), s.degradedRate(p.rate))
+	return p
 }
 
-func (gcraKind) meter(sh *localShard, k *lkey, h uint64, p *plan, now int64, create bool) (meter, bool) {
-	b := metersOf[bucket](sh, bucketMeters).getOrAdd(k, h, now, create)
+func (gcraKind) meter(sh *localShard, k lkey, h uint64, p plan, now int64, create bool) (meter, bool) {
+	b := metersOf[bucket](sh, bucketMeters).getOrAdd(&k, h, now, create)
 	if b == nil {
 		return nil, false
 	}
@@ -176,20 +177,16 @@ func (gcraKind) meter(sh *localShard, k *lkey, h uint64, p *plan, now int64, cre
 	return b, true
 }
 
-func (gcraKind) unrecord(sh *localShard, k *lkey, h uint64, _ *plan, _, n int64) {
-	if b := metersOf[bucket](sh, bucketMeters).peek(k, h); b != nil {
+func (gcraKind) unrecord(sh *localShard, k lkey, h uint64, _ plan, _, n int64) {
+	if b := metersOf[bucket](sh, bucketMeters).peek(&k, h); b != nil {
 		b.unrecord(n)
 	}
 }
 
-func (gcraKind) dropEmpty(sh *localShard, k *lkey, h uint64, now int64) {
-	if b := metersOf[bucket](sh, bucketMeters).peek(k, h); b != nil && b.reset(now, 0, false) == 0 {
-		metersOf[bucket](sh, bucketMeters).remove(k, h)
+func (gcraKind) dropEmpty(sh *localShard, k lkey, h uint64, now int64) {
+	if b := metersOf[bucket](sh, bucketMeters).peek(&k, h); b != nil && b.reset(now, 0, false) == 0 {
+		metersOf[bucket](sh, bucketMeters).remove(&k, h)
 	}
-}
-
-func (gcraKind) forget(sh *localShard, k *lkey, h uint64) {
-	metersOf[bucket](sh, bucketMeters).remove(k, h)
 }
 
 // bucketMeters is the slot of the shard's table of buckets.

@@ -57,8 +57,8 @@ func (l *Limiter) routeGroup(ctx context.Context, group string, checks []Check) 
 	}
 	now := l.localNow() // the group's one reading of the clock
 	for i := range g {
-		if p := &g[i].p; p.alg.timed() {
-			p.setTime(now)
+		if p := &g[i].p; p.alg.rules.timed() {
+			*p = p.alg.rules.setTime(*p, now)
 		}
 	}
 	conn := l.conn.Load()
@@ -152,7 +152,7 @@ func (l *Limiter) compileGroup(group string, checks []Check) ([]groupPair, error
 		if err != nil {
 			return nil, err
 		}
-		if why := p.alg.grouped(); why != "" {
+		if why := p.alg.rules.grouped(); why != "" {
 			return nil, fmt.Errorf("%w: rule %q: %s", ErrInvalidRule, c.Rule.Name, why)
 		}
 		n := int64(max(c.N, 1))
@@ -178,7 +178,7 @@ func (l *Limiter) encodeGroup(g []groupPair, legs []leg, now int64) (keys, args 
 	args = make([]string, 0, 2+13*len(g))
 	at := ""
 	for i := range g {
-		if l.set.Clock != nil || g[i].p.alg.timed() {
+		if l.set.Clock != nil || g[i].p.alg.rules.timed() {
 			at = strconv.FormatInt(now, 10)
 		}
 	}
@@ -187,7 +187,7 @@ func (l *Limiter) encodeGroup(g []groupPair, legs []leg, now int64) (keys, args 
 	for i := range g {
 		gp := &g[i]
 		var b strings.Builder
-		kind := gp.p.alg.letter()
+		kind := gp.p.alg.redis.letter()
 		writeKey(&b, l.set.KeyPrefix, gp.k, kind)
 		log := b.String()
 		b.Reset()
@@ -197,7 +197,7 @@ func (l *Limiter) encodeGroup(g []groupPair, legs []leg, now int64) (keys, args 
 		writeKey(&b, l.set.KeyPrefix, gp.k, 'r')
 		keys = append(keys, log, pen, b.String())
 		pp := &gp.p.penalty
-		second, fifth, byMember := gp.p.alg.args(gp.p)
+		second, fifth, byMember := gp.p.alg.redis.args(gp.p)
 		id := member
 		if !byMember {
 			id = itoa(fifth)
@@ -281,7 +281,7 @@ var groupScripts sync.Map // string -> *script
 func groupScript(g []groupPair) *script {
 	var name strings.Builder
 	for i := range g {
-		name.WriteString(g[i].p.alg.scripts().pieces)
+		name.WriteString(g[i].p.alg.redis.scripts().pieces)
 		name.WriteByte("-+"[b2i(g[i].p.penalize)])
 	}
 	if s, ok := groupScripts.Load(name.String()); ok {
@@ -290,7 +290,7 @@ func groupScript(g []groupPair) *script {
 	v := variant{}
 	seen := map[string]bool{}
 	for i := range g {
-		kind := g[i].p.alg.scripts().pieces
+		kind := g[i].p.alg.redis.scripts().pieces
 		v.Rules = append(v.Rules, variant{Kind: kind, Penalty: g[i].p.penalize, Group: true, Index: i + 1,
 			Second: "ARGV[a + 1]", Fifth: "ARGV[a + 4]", PenaltyAt: "a + 11"})
 		if !seen[kind] {

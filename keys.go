@@ -42,8 +42,8 @@ type pairKeys struct {
 }
 
 // meter returns the key of a's meter.
-func (ks pairKeys) meter(a algorithm) string {
-	return ks.meters[strings.IndexByte(meterLetters, a.letter())]
+func (ks pairKeys) meter(a *algorithm) string {
+	return ks.meters[strings.IndexByte(meterLetters, a.redis.letter())]
 }
 
 // meterLetters are the last letters of the meters' keys, each once, in the
@@ -52,8 +52,8 @@ func (ks pairKeys) meter(a algorithm) string {
 var meterLetters = func() string {
 	var b []byte
 	for _, a := range algorithms {
-		if !strings.ContainsRune(string(b), rune(a.letter())) {
-			b = append(b, a.letter())
+		if !strings.ContainsRune(string(b), rune(a.redis.letter())) {
+			b = append(b, a.redis.letter())
 		}
 	}
 	return string(b)

@@ -21,7 +21,7 @@ func TestRedisKeysAreInjective(t *testing.T) {
 			t.Fatal(err)
 		}
 		keys := redisKeys("rl:", k)
-		log, pen, counter := keys.meter(slidingKind{}), keys.penalty, keys.meter(counterKind{})
+		log, pen, counter := keys.meter(algSliding), keys.penalty, keys.meter(algCounter)
 		if other, dup := seen[log]; dup {
 			t.Errorf("rule %q key %q and rule %q key %q share the key %q", p[0], p[1], other[0], other[1], log)
 		}
@@ -53,7 +53,7 @@ func TestRedisKeysLayout(t *testing.T) {
 		{"r", strings.Repeat("k", MaxKeyLength), "rl:v1:{1:r:=" + strings.Repeat("k", MaxKeyLength) + "}:l"},
 	} {
 		k, _ := localKey(c.rule, c.key)
-		if log := redisKeys("rl:", k).meter(slidingKind{}); log != c.log {
+		if log := redisKeys("rl:", k).meter(algSliding); log != c.log {
 			t.Errorf("rule %q key %q: log key %q, want %q", c.rule, c.key, log, c.log)
 		}
 	}
@@ -70,7 +70,7 @@ func TestRedisKeysLayout(t *testing.T) {
 		t.Errorf("a group pair's batch key is %q", got)
 	}
 	k, _ := localKey("r", strings.Repeat("k", MaxKeyLength+1))
-	log := redisKeys("app:", k).meter(slidingKind{})
+	log := redisKeys("app:", k).meter(algSliding)
 	if !strings.HasPrefix(log, "app:v1:{1:r:#") || len(log) != len("app:v1:{1:r:#}:l")+64 {
 		t.Errorf("a long key's log key is %q, want its SHA-256 in hex", log)
 	}
@@ -78,13 +78,13 @@ func TestRedisKeysLayout(t *testing.T) {
 
 func TestEncodeCallMatchesRedisKeys(t *testing.T) {
 	k, _ := localKey("a%b}", "k{}")
-	p := plan{rate: 7, window: 1_000_000, alg: slidingKind{}, penalize: true, penalty: penaltyPlan{warnAfter: 1, banAfter: 2, banFor: 3, memory: 4, growth: 1.5, maxBan: 9}}
+	p := plan{rate: 7, window: 1_000_000, alg: algSliding, penalize: true, penalty: penaltyPlan{warnAfter: 1, banAfter: 2, banFor: 3, memory: 4, growth: 1.5, maxBan: 9}}
 	var keys [3]string
 	var argv [callArgs]string
 	hd := held{retry: 5, owed: 6, banLeft: 8, since: 3}
 	ks, args := encodeCall(&keys, &argv, "rl:", k, &p, 1795344143891600, true, 2, "ID", 99, &hd, nil)
 	want3 := redisKeys("rl:", k)
-	if w := []string{want3.meter(slidingKind{}), want3.penalty, want3.reset}; strings.Join(ks, "|") != strings.Join(w, "|") {
+	if w := []string{want3.meter(algSliding), want3.penalty, want3.reset}; strings.Join(ks, "|") != strings.Join(w, "|") {
 		t.Errorf("keys %q, want %q", ks, w)
 	}
 	want := []string{"1795344143891600", "1000000", "7", "2", "ID99", "5:6:8:3", "4", "1:2:3:1.5:9"}

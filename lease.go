@@ -128,7 +128,7 @@ func (l *Limiter) dropLease(ctx context.Context, u *undo) {
 	keys, args := [1]string{key}, [4]string{u.member, "1", "0", "0"}
 	err := l.sendWithoutFallback(ctx, l.conn.Load(), key, subject{"rule", u.k.rule}, "releasing a lease", false,
 		func(ctx context.Context, c rueidis.Client) error {
-			return u.p.alg.scripts().undo.exec(ctx, c, keys[:], args[:]).Error()
+			return u.p.alg.redis.scripts().undo.exec(ctx, c, keys[:], args[:]).Error()
 		})
 	if errors.Is(err, ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		l.leases.owe(*u)

@@ -190,7 +190,7 @@ func (s *localStore) admit(k *lkey, p *plan, rate, now, n int64, peek bool, owed
 // meter returns the record of k's events under p, creating it if asked
 // to. The caller holds sh.mu.
 func (sh *localShard) meter(k *lkey, h uint64, p *plan, now int64, create bool) (meter, bool) {
-	return p.meter(sh, k, h, now, create)
+	return p.alg.local.meter(sh, *k, h, *p, now, create)
 }
 
 // findStrikes returns the penalty state of k, moving a ban that has ended
@@ -239,9 +239,8 @@ func (s *localStore) unrecord(k lkey, p *plan, now, n int64) {
 // forgetOwn forgets k's own count, of every kind of meter. The caller
 // holds sh.mu.
 func (sh *localShard) forgetOwn(k *lkey, h uint64) {
-	kc := *k // the interface moves it to the heap: a copy, so that k stays where it is
-	for _, a := range algorithms {
-		a.forget(sh, &kc, h)
+	for _, t := range sh.meters[:len(meterLetters)] {
+		t.forget(*k, h)
 	}
 }
 
@@ -307,7 +306,7 @@ func (s *localStore) addLease(k lkey, p *plan, now int64, member string, owe boo
 // addLease records the event of a lease (see localStore.addLease). The
 // caller holds sh.mu.
 func (sh *localShard) addLease(k *lkey, h uint64, p *plan, now int64, member string, owe bool) {
-	if m, ok := p.meter(sh, k, h, now, true); ok {
+	if m, ok := p.alg.local.meter(sh, *k, h, *p, now, true); ok {
 		m.add(now, p.window, 1)
 	}
 	if owe {

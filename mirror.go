@@ -81,7 +81,7 @@ func (s *localStore) hold(lg *leg, now int64) (held, *seat) {
 	var dt *debt
 	if sh.debts.Len() > 0 {
 		if dt = sh.debtOf(&k, h); dt != nil && dt.p.alg == p.alg {
-			hd.owed = dt.events.since(p.alg.dueFrom(*p, now))
+			hd.owed = dt.events.since(p.alg.back.dueFrom(*p, now))
 		}
 	}
 	hd.owed += lg.reserve

@@ -113,29 +113,32 @@ func (quotaKind) letter() byte                            { return 'q' }
 func (quotaKind) windowed() bool                          { return false }
 func (quotaKind) grouped() string                         { return "" }
 func (quotaKind) leased() bool                            { return false }
-func (quotaKind) degrade(*plan, *settings)                {}
+func (quotaKind) degrade(p plan, _ *settings) plan        { return p }
 func (quotaKind) named() bool                             { return false }
 func (quotaKind) stamp(p plan, _ int64) int64             { return p.start }
 func (quotaKind) undoArgs(p plan, _ int64) (int64, int64) { return p.start, 0 }
 
 // setTime sets the bounds of the period that holds now.
-func (quotaKind) setTime(p *plan, now int64) { p.start, p.end = periodBounds(p.period, p.loc, now) }
+func (quotaKind) setTime(p plan, now int64) plan {
+	p.start, p.end = periodBounds(p.period, p.loc, now)
+	return p
+}
 
-func (quotaKind) compile(r *Rule, p *plan) string {
+func (quotaKind) compile(r Rule, p plan) (plan, string) {
 	l := &r.Limit
 	switch {
 	case l.Burst != 0:
-		return fmt.Sprintf("Burst %d is for GCRA only", l.Burst)
+		return p, fmt.Sprintf("Burst %d is for GCRA only", l.Burst)
 	case l.Period < Day || l.Period > Month:
-		return fmt.Sprintf("unknown Period %d (Day, Week or Month)", int(l.Period))
+		return p, fmt.Sprintf("unknown Period %d (Day, Week or Month)", int(l.Period))
 	case l.Window != 0:
-		return fmt.Sprintf("Window %v must be 0 for a calendar quota (its Period is the window)", l.Window)
+		return p, fmt.Sprintf("Window %v must be 0 for a calendar quota (its Period is the window)", l.Window)
 	}
 	p.period, p.loc = l.Period, l.Location
 	if p.loc == nil {
 		p.loc = time.UTC
 	}
-	return ""
+	return p, ""
 }
 
 func (quotaKind) scripts() *kindScripts { return quotaScripts }
@@ -163,8 +166,8 @@ func (quotaKind) kept(p plan, now int64) int64 {
 	return end - now
 }
 
-func (quotaKind) meter(sh *localShard, k *lkey, h uint64, p *plan, now int64, create bool) (meter, bool) {
-	q := metersOf[quota](sh, quotaMeters).getOrAdd(k, h, now, create)
+func (quotaKind) meter(sh *localShard, k lkey, h uint64, p plan, now int64, create bool) (meter, bool) {
+	q := metersOf[quota](sh, quotaMeters).getOrAdd(&k, h, now, create)
 	if q == nil {
 		return nil, false
 	}
@@ -172,20 +175,16 @@ func (quotaKind) meter(sh *localShard, k *lkey, h uint64, p *plan, now int64, cr
 	return q, true
 }
 
-func (quotaKind) unrecord(sh *localShard, k *lkey, h uint64, p *plan, _, n int64) {
-	if q := metersOf[quota](sh, quotaMeters).peek(k, h); q != nil {
+func (quotaKind) unrecord(sh *localShard, k lkey, h uint64, p plan, _, n int64) {
+	if q := metersOf[quota](sh, quotaMeters).peek(&k, h); q != nil {
 		q.unrecord(p.start, n)
 	}
 }
 
-func (quotaKind) dropEmpty(sh *localShard, k *lkey, h uint64, _ int64) {
-	if q := metersOf[quota](sh, quotaMeters).peek(k, h); q != nil && q.n == 0 {
-		metersOf[quota](sh, quotaMeters).remove(k, h)
+func (quotaKind) dropEmpty(sh *localShard, k lkey, h uint64, _ int64) {
+	if q := metersOf[quota](sh, quotaMeters).peek(&k, h); q != nil && q.n == 0 {
+		metersOf[quota](sh, quotaMeters).remove(&k, h)
 	}
-}
-
-func (quotaKind) forget(sh *localShard, k *lkey, h uint64) {
-	metersOf[quota](sh, quotaMeters).remove(k, h)
 }
 
 // quotaMeters is the slot of the shard's table of quotas.

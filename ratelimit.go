@@ -255,10 +255,10 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	if n < 1 || n > p.rate {
 		return PathNone, p.invalidN(n, r.Name)
 	}
-	if u != nil && u.lease && !p.alg.leased() {
+	if u != nil && u.lease && !p.alg.rules.leased() {
 		return PathNone, fmt.Errorf("%w: rule %q is a %v rule: Acquire takes a Concurrency rule", ErrInvalidRule, r.Name, r.Kind)
 	}
-	if p.alg.leased() && !peek && (u == nil || !u.lease) {
+	if p.alg.rules.leased() && !peek && (u == nil || !u.lease) {
 		return PathNone, fmt.Errorf("%w: rule %q is a concurrency rule: take a slot with Acquire, and give it back with Release", ErrInvalidRule, r.Name)
 	}
 	k, err := localKey(r.Name, key)
@@ -269,10 +269,10 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	// path decides at. Without a Clock the script reads Redis' TIME, and
 	// now is the process clock for the local paths.
 	now := l.localNow()
-	if p.alg.timed() {
+	if p.alg.rules.timed() {
 		buf = *p
 		p = &buf
-		p.setTime(now)
+		*p = p.alg.rules.setTime(*p, now)
 	}
 	if u != nil {
 		*u = undo{k: k, p: *p, n: n, lease: u.lease}
@@ -284,7 +284,7 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	conn := l.conn.Load()
 	if conn == nil {
 		s := sent{path: PathLocal}
-		if p.alg.leased() && !peek {
+		if p.alg.rules.leased() && !peek {
 			s.member = l.member(l.seq.Add(1)) // Dial has not connected yet: see below
 			u.member = s.member
 		}
@@ -301,8 +301,8 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 func (l *Limiter) onRedis(ctx context.Context, conn *redisConn, r *Rule, p *plan, k lkey, n int64, peek bool, u *undo, now int64, res *Result) (Path, error) {
 	// What this process' own count adds to Redis' decision, with the
 	// call's events reserved in it when they fit (see mirror.go).
-	legs := [1]leg{{k: &k, p: p, n: n, peek: peek, queue: !peek && l.set.ShieldMax >= 0 && !p.alg.leased(), carry: true}}
-	if !p.alg.leased() {
+	legs := [1]leg{{k: &k, p: p, n: n, peek: peek, queue: !peek && l.set.ShieldMax >= 0 && !p.alg.rules.leased(), carry: true}}
+	if !p.alg.rules.leased() {
 		legs[0].reserve, legs[0].lost = l.reserve(conn, p.rate, p.window)
 	}
 	var w waiting
@@ -346,7 +346,7 @@ func (l *Limiter) redisOnce(ctx context.Context, conn *redisConn, r *Rule, legs 
 	seq := l.seq.Add(1)
 	// A plan the call's time fixed (a quota's period) is decided at that
 	// time, whatever the clock.
-	useNow := l.set.Clock != nil || p.alg.timed()
+	useNow := l.set.Clock != nil || p.alg.rules.timed()
 	var leases []string
 	if u != nil && u.lease {
 		// The leases Redis may have lost count in this very decision
@@ -370,7 +370,7 @@ func (l *Limiter) redisOnce(ctx context.Context, conn *redisConn, r *Rule, legs 
 		}
 	}
 	if s.path != PathRedis {
-		if (s.mayHaveRun() || p.alg.leased()) && !peek {
+		if (s.mayHaveRun() || p.alg.rules.leased()) && !peek {
 			// A lease is written back under its own id, so that its
 			// Renew and Release find it in Redis.
 			s.member = l.member(seq) // its own string: what is owed may wait long
@@ -400,7 +400,7 @@ func (l *Limiter) member(seq uint64) string { return l.id + strconv.FormatUint(s
 // arguments in memory: for what lives about as long as a call or a lease
 // (an undo, a lease's id), not for what the write-back may owe.
 func (l *Limiter) callMember(p *plan, args []string, seq uint64) string {
-	if _, _, byMember := p.alg.args(*p); byMember {
+	if _, _, byMember := p.alg.redis.args(*p); byMember {
 		return args[4]
 	}
 	return l.member(seq)
@@ -408,12 +408,12 @@ func (l *Limiter) callMember(p *plan, args []string, seq uint64) string {
 
 // invalidN is the error of a call for n events that can never fit under p.
 func (p *plan) invalidN(n int64, rule string) error {
-	return fmt.Errorf("%w: n = %d is outside 1..%d, the %s of rule %q", ErrInvalidN, n, p.rate, p.alg.capacity(), rule)
+	return fmt.Errorf("%w: n = %d is outside 1..%d, the %s of rule %q", ErrInvalidN, n, p.rate, p.alg.rules.capacity(), rule)
 }
 
 // redisDecision runs the rule's script for one call.
 func redisDecision(ctx context.Context, c rueidis.Client, p *plan, keys []string, args []string) (decision, error) {
-	s := p.alg.scripts().allow[b2i(p.penalize)]
+	s := p.alg.redis.scripts().allow[b2i(p.penalize)]
 	resp := s.exec(ctx, c, keys, args)
 	if err := resp.Error(); err != nil {
 		return decision{}, err
@@ -463,7 +463,7 @@ func (l *Limiter) withoutRedis(r *Rule, p *plan, k lkey, n int64, peek bool, s s
 	// What is decided here is decided under the degraded share, and owed
 	// to Redis under the rule itself (p).
 	share := *p
-	share.degrade(&l.set)
+	share = share.alg.rules.degrade(share, &l.set)
 	d := l.local.admit(&k, &share, rate, now, n, peek, p, s.member)
 	return d.result(rate, true)
 }

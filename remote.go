@@ -332,14 +332,14 @@ func encodeCall(keys *[3]string, args *[callArgs]string, prefix string, k lkey, 
 	one := keyLen(prefix, k)
 	nk := 1 // a rule without penalty needs no KEYS[2]: each key sent costs Redis ~2.9k instructions
 	switch {
-	case hd.holds() || p.alg.leased():
+	case hd.holds() || p.alg.rules.leased():
 		nk = 3
 	case p.penalize:
 		nk = 2
 	}
 	var b strings.Builder
 	b.Grow(nk*one + len(id) + callArgs*24)
-	writeKey(&b, prefix, k, p.alg.letter())
+	writeKey(&b, prefix, k, p.alg.redis.letter())
 	if nk >= 2 {
 		writeKey(&b, prefix, k, 'p')
 	}
@@ -352,7 +352,7 @@ func encodeCall(keys *[3]string, args *[callArgs]string, prefix string, k lkey, 
 		b.Write(strconv.AppendInt(num[:0], now, 10))
 	}
 	ends[0] = b.Len()
-	second, fifth, byMember := p.alg.args(*p)
+	second, fifth, byMember := p.alg.redis.args(*p)
 	b.Write(strconv.AppendInt(num[:0], second, 10))
 	ends[1] = b.Len()
 	b.Write(strconv.AppendInt(num[:0], p.rate, 10))
@@ -400,7 +400,7 @@ func parseReply(resp rueidis.RedisResult, p *plan) (decision, error) {
 	if err != nil {
 		return decision{}, err
 	}
-	windowed := p.alg.windowed()
+	windowed := p.alg.redis.windowed()
 	width := len(arr) - b2i(windowed)
 	if width != 4 && (width != 9 || !p.penalize) {
 		return decision{}, errors.New("unexpected script reply")

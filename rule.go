@@ -66,8 +66,8 @@ type plan struct {
 	window   int64 // µs: Window (0 for a CalendarQuota)
 	penalty  penaltyPlan
 	penalize bool
-	alg      algorithm // the kind's (see kind.go)
-	ruleHash uint64    // the hash of the rule's name in its pairs' hashes (see localStore.atPlan)
+	alg      *algorithm // the kind's (see kind.go)
+	ruleHash uint64     // the hash of the rule's name in its pairs' hashes (see localStore.atPlan)
 
 	// GCRA: Rate, and Window/Rate normalised (see bucket).
 	emit, wq, rq int64
@@ -111,7 +111,7 @@ func (r *Rule) compile() (plan, error) {
 	alg, bad := algorithmOf(r)
 	p := plan{rate: int64(r.Limit.Rate), window: r.Limit.Window.Microseconds(), alg: alg, ruleHash: ruleHash(r.Name)}
 	if bad == "" {
-		bad = p.compile(r)
+		p, bad = alg.rules.compile(*r, p)
 	}
 	if bad != "" {
 		return plan{}, fmt.Errorf("%w: rule %q: %s", ErrInvalidRule, r.Name, bad)

@@ -140,22 +140,22 @@ func TestScriptsAtMaxmemory(t *testing.T) {
 
 	for _, u := range []struct {
 		key  string
-		kind algorithm
+		kind *algorithm
 		args []string
 		want string // the state left, by GET, HGET c or ZCARD
 	}{
-		{log, slidingKind{}, []string{"m1", "1"}, "1"},
-		{counter, counterKind{}, []string{"", "2", "41"}, "3"},
-		{bucket, gcraKind{}, []string{"", "1", "100", "1"}, "4900"}, // one event costs 100 µs
-		{quota, quotaKind{}, []string{"", "1", "1000"}, "1000 3"},
+		{log, algSliding, []string{"m1", "1"}, "1"},
+		{counter, algCounter, []string{"", "2", "41"}, "3"},
+		{bucket, algGCRA, []string{"", "1", "100", "1"}, "4900"}, // one event costs 100 µs
+		{quota, algQuota, []string{"", "1", "1000"}, "1000 3"},
 	} {
-		back, err := u.kind.scripts().undo.exec(ctx, c, []string{u.key}, u.args).AsInt64()
+		back, err := u.kind.redis.scripts().undo.exec(ctx, c, []string{u.key}, u.args).AsInt64()
 		if err != nil || back == 0 {
 			t.Errorf("undo.lua %q at maxmemory = %d, %v; want events taken back", u.args, back, err)
 			continue
 		}
 		var got string
-		switch u.kind.letter() {
+		switch u.kind.redis.letter() {
 		case 'l':
 			n, _ := do("ZCARD", u.key).AsInt64()
 			got = strconv.FormatInt(n, 10)

@@ -11,7 +11,7 @@ type denial struct {
 	rate, window int64 // the rule it holds for
 	n            int64 // the events the rejected call asked for (a peek: 1)
 	penalize     bool
-	alg          algorithm
+	alg          *algorithm
 	mark         int64 // what else it must match of the plan (see algorithm.shieldMark)
 	banned       bool
 	since        int64 // when it was cached: a clock gone back behind it is not answered here
@@ -37,7 +37,7 @@ func (sh *localShard) shield(k *lkey, h uint64, p *plan, now, n int64, d *decisi
 	switch {
 	case d.banned:
 		until = now + d.banLeft
-	case p.alg.leased():
+	case p.alg.rules.leased():
 		return // a release may free a slot at any moment
 	default:
 		// Under a penalty too: each call it answers is a violation,
@@ -51,11 +51,11 @@ func (sh *localShard) shield(k *lkey, h uint64, p *plan, now, n int64, d *decisi
 	if !d.banned {
 		// Redis measured from the call's time, not from receipt: what
 		// ends at a fixed time (a quota's period) ends then all the same.
-		h := p.alg.horizon(*p)
+		h := p.alg.shield.horizon(*p)
 		until, retryAt, resetAt = min(until, h), min(retryAt, h), min(resetAt, h)
 	}
 	sh.denials.add(k, h, denial{
-		rate: p.rate, window: p.window, n: n, penalize: p.penalize, alg: p.alg, mark: p.alg.shieldMark(*p), banned: d.banned,
+		rate: p.rate, window: p.window, n: n, penalize: p.penalize, alg: p.alg, mark: p.alg.shield.shieldMark(*p), banned: d.banned,
 		since: now, until: until, retryAt: retryAt, resetAt: resetAt,
 		violations: d.violations, forgetAt: now + d.memoryLeft,
 	})
@@ -90,7 +90,7 @@ func (s *localStore) shielded(k lkey, p *plan, now, n int64, peek, late bool) (d
 		return decision{}, false // a rejection of as many events answers a call
 	}
 	if now >= e.until || now < e.since || e.rate != p.rate || e.window != p.window || e.penalize != p.penalize ||
-		e.alg != p.alg || e.mark != p.alg.shieldMark(*p) {
+		e.alg != p.alg || e.mark != p.alg.shield.shieldMark(*p) {
 		sh.denials.remove(&k, h)
 		return decision{}, false
 	}

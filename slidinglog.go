@@ -343,7 +343,7 @@ func (l *slidingLog) add(now, _, n int64) { l.addEvents(now, n) }
 type slidingKind struct{ windowKind }
 
 func (slidingKind) name() string                              { return "sliding log" }
-func (slidingKind) compile(r *Rule, _ *plan) string           { return checkWindow(r, false) }
+func (slidingKind) compile(r Rule, p plan) (plan, string)     { return p, checkWindow(&r, false) }
 func (slidingKind) letter() byte                              { return 'l' }
 func (slidingKind) windowed() bool                            { return false }
 func (slidingKind) grouped() string                           { return "" }
@@ -361,31 +361,27 @@ var slidingScripts = composeKind("sliding")
 // args: the window, and the call's member id.
 func (slidingKind) args(p plan) (int64, int64, bool) { return p.window, 0, true }
 
-func (slidingKind) meter(sh *localShard, k *lkey, h uint64, _ *plan, now int64, create bool) (meter, bool) {
-	lg := metersOf[slidingLog](sh, logMeters).getAt(k, h, now)
+func (slidingKind) meter(sh *localShard, k lkey, h uint64, _ plan, now int64, create bool) (meter, bool) {
+	lg := metersOf[slidingLog](sh, logMeters).getAt(&k, h, now)
 	if lg == nil {
 		if !create {
 			return nil, false
 		}
-		lg = metersOf[slidingLog](sh, logMeters).add(k, h, newSlidingLog())
+		lg = metersOf[slidingLog](sh, logMeters).add(&k, h, newSlidingLog())
 	}
 	return lg, true
 }
 
-func (slidingKind) unrecord(sh *localShard, k *lkey, h uint64, _ *plan, now, n int64) {
-	if lg := metersOf[slidingLog](sh, logMeters).peek(k, h); lg != nil {
+func (slidingKind) unrecord(sh *localShard, k lkey, h uint64, _ plan, now, n int64) {
+	if lg := metersOf[slidingLog](sh, logMeters).peek(&k, h); lg != nil {
 		lg.removeEvents(now, n)
 	}
 }
 
-func (slidingKind) dropEmpty(sh *localShard, k *lkey, h uint64, _ int64) {
-	if lg := metersOf[slidingLog](sh, logMeters).peek(k, h); lg != nil && lg.total == 0 {
-		metersOf[slidingLog](sh, logMeters).remove(k, h)
+func (slidingKind) dropEmpty(sh *localShard, k lkey, h uint64, _ int64) {
+	if lg := metersOf[slidingLog](sh, logMeters).peek(&k, h); lg != nil && lg.total == 0 {
+		metersOf[slidingLog](sh, logMeters).remove(&k, h)
 	}
-}
-
-func (slidingKind) forget(sh *localShard, k *lkey, h uint64) {
-	metersOf[slidingLog](sh, logMeters).remove(k, h)
 }
 
 // logMeters is the slot of the shard's table of slidingLogs.

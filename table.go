@@ -138,9 +138,12 @@ func (t *table[V]) oldest() (uint64, *entry[V], bool) {
 func (t *table[V]) hashes() []uint64 { return t.lru.Keys() }
 
 // meterTable is a shard's table of one kind of meter, as the work that is
-// not the kind's sees it: its size. The kind itself reaches its table as
-// the table[V] it is (see metersOf).
-type meterTable interface{ Len() int }
+// not the kind's sees it: its size, and forgetting a pair's meter. The kind
+// itself reaches its table as the table[V] it is (see metersOf).
+type meterTable interface {
+	Len() int
+	forget(k lkey, h uint64)
+}
 
 // maxMeters bounds the kinds of meter a shard keeps, each in its own table.
 const maxMeters = 8
@@ -150,8 +153,8 @@ const maxMeters = 8
 var meterMakers = func() []func(size int) meterTable {
 	makers := make([]func(int) meterTable, len(meterLetters))
 	for _, a := range algorithms {
-		if slot := meterSlot(a.letter()); makers[slot] == nil {
-			makers[slot] = a.newMeters
+		if slot := meterSlot(a.redis.letter()); makers[slot] == nil {
+			makers[slot] = a.local.newMeters
 		}
 	}
 	return makers
@@ -162,8 +165,8 @@ var meterMakers = func() []func(size int) meterTable {
 var meterNames = func() []string {
 	names := make([]string, len(meterLetters))
 	for _, a := range algorithms {
-		if slot := meterSlot(a.letter()); names[slot] == "" {
-			names[slot] = a.meterName()
+		if slot := meterSlot(a.redis.letter()); names[slot] == "" {
+			names[slot] = a.local.meterName()
 		}
 	}
 	return names
@@ -182,6 +185,10 @@ func meterSlot(letter byte) int {
 func metersOf[V any](sh *localShard, slot int) *table[V] {
 	return sh.meters[slot].(*table[V])
 }
+
+// forget removes k's value, if it has one (a meterTable's, which takes k by
+// value: see algorithm).
+func (t *table[V]) forget(k lkey, h uint64) { t.remove(&k, h) }
 
 // newMeters returns a new table of meters of type V, for algorithm.newMeters.
 func newMeters[V any](size int) meterTable {

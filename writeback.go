@@ -97,7 +97,7 @@ func (p *plan) refill() int64 { return ceilDiv(p.rate*p.wq, p.rq) }
 // (see algorithm.kept). Redis remembers a write-back batch that long (so
 // that a replay cannot change what its events count in), and a Reset's
 // time (so that every process' own count of the pair before it is void).
-func (p *plan) kept(now int64) int64 { return p.alg.kept(*p, now) }
+func (p *plan) kept(now int64) int64 { return p.alg.back.kept(*p, now) }
 
 // kept is how long Redis remembers a batch cut at now (see
 // lua/writeback.lua), in µs: what its plan keeps, and longer while the
@@ -203,9 +203,9 @@ func (sh *localShard) dropEvents(d *debt, n int64) int64 {
 // always holds). The caller holds sh.mu.
 func (sh *localShard) oweEvents(k *lkey, h uint64, p *plan, now, n int64, member string) {
 	d := sh.owe(k, h, p)
-	d.events.addEvents(p.alg.stamp(*p, now), n)
-	if member != "" && p.alg.named() {
-		d.named = append(d.named, named{at: p.alg.stamp(*p, now), n: n, member: member})
+	d.events.addEvents(p.alg.back.stamp(*p, now), n)
+	if member != "" && p.alg.back.named() {
+		d.named = append(d.named, named{at: p.alg.back.stamp(*p, now), n: n, member: member})
 	}
 	over := sh.owing.events.Add(n) - sh.owing.max
 	for over > 0 {
@@ -291,7 +291,7 @@ func (sh *localShard) oweReset(k *lkey, h uint64, p *plan, now int64) {
 // undo). The caller holds sh.mu.
 func (sh *localShard) forgetOwed(k *lkey, h uint64, p *plan, now, n int64) {
 	if d := sh.debtOf(k, h); d != nil && d.p.alg == p.alg {
-		sh.owing.events.Add(-d.events.subtract([]event{{at: p.alg.stamp(*p, now), n: n}}))
+		sh.owing.events.Add(-d.events.subtract([]event{{at: p.alg.back.stamp(*p, now), n: n}}))
 	}
 }
 
@@ -344,10 +344,10 @@ func (s *localStore) cut(i int, now int64, newID func() string) []*batch {
 		e, _ := sh.debts.lru.Peek(h)
 		d := e.v
 		before := d.events.total
-		d.events.drop(d.p.alg.dueFrom(d.p, now) - 1)
+		d.events.drop(d.p.alg.back.dueFrom(d.p, now) - 1)
 		sh.owing.events.Add(d.events.total - before)
 		if len(d.named) > 0 {
-			due := d.p.alg.dueFrom(d.p, now)
+			due := d.p.alg.back.dueFrom(d.p, now)
 			d.named = slices.DeleteFunc(d.named, func(nm named) bool { return nm.at < due })
 		}
 		if d.violations > 0 && (!d.p.penalize || now-d.lastViolation >= d.p.penalty.memory) {
@@ -496,12 +496,12 @@ func (b *batch) args(now int64) []string {
 	args[8] = itoa(b.lastViolation)
 	args[9] = itoa(b.p.penalty.memory)
 	args[10] = itoa(now)
-	args[11] = itoa(b.p.alg.dueFrom(b.p, now))
+	args[11] = itoa(b.p.alg.back.dueFrom(b.p, now))
 	p := b.p
-	if p.alg.timed() {
-		p.setTime(now) // a quota's period at the writer's time
+	if p.alg.rules.timed() {
+		p = p.alg.rules.setTime(p, now) // a quota's period at the writer's time
 	}
-	second, fifth, _ := p.alg.args(p)
+	second, fifth, _ := p.alg.redis.args(p)
 	args[12], args[13] = itoa(second), itoa(fifth)
 	// The anonymous events first: each stamp's events less its named ones.
 	anon := make(map[int64]int64, len(b.named))
@@ -614,7 +614,7 @@ func (l *Limiter) writeBack(ctx context.Context) (more bool) {
 		bs := l.local.cut(i, now, newID)
 		for j, b := range bs {
 			o := l.sendBatch(ctx, conn, b, now)
-			if o == applied && len(b.named) > 0 && b.p.alg.leased() {
+			if o == applied && len(b.named) > 0 && b.p.alg.rules.leased() {
 				l.leases.written(b.k, b.named) // before settle: the debt is paid once they are on Redis
 			}
 			l.local.settle(b, o)
@@ -642,7 +642,7 @@ func (l *Limiter) sendBatch(ctx context.Context, conn *redisConn, b *batch, now 
 	// instances, which reserve this one's share until it is done (see
 	// reserve).
 	s, err := l.send(ctx, conn, all[0], subject{"rule", b.k.rule}, !l.writeBackStarved.Load(), func(ctx context.Context, c rueidis.Client) error {
-		return b.p.alg.scripts().writeBack.exec(ctx, c, all, args).Error()
+		return b.p.alg.redis.scripts().writeBack.exec(ctx, c, all, args).Error()
 	})
 	l.writeBackStarved.Store(s.path == PathShed)
 	switch {

@@ -141,7 +141,7 @@ func (e *wbEnv) flush() {
 func (e *wbEnv) members(rule Rule, key string) []string {
 	e.t.Helper()
 	k, _ := localKey(rule.Name, key)
-	m, err := e.mr.ZMembers(redisKeys(DefaultKeyPrefix, k).meter(slidingKind{}))
+	m, err := e.mr.ZMembers(redisKeys(DefaultKeyPrefix, k).meter(algSliding))
 	if err != nil && !errors.Is(err, miniredis.ErrKeyNotFound) {
 		e.t.Fatal(err)
 	}
@@ -284,7 +284,7 @@ func TestWriteBackReplayIgnored(t *testing.T) {
 		t.Fatalf("log after a replayed batch holds %d events, want 4", len(m))
 	}
 	k, _ := localKey(approx.Name, "k")
-	if c := e.mr.HGet(redisKeys(DefaultKeyPrefix, k).meter(counterKind{}), "c"); c != "4" {
+	if c := e.mr.HGet(redisKeys(DefaultKeyPrefix, k).meter(algCounter), "c"); c != "4" {
 		t.Fatalf("counter after a replayed batch = %q, want 4", c)
 	}
 	if s := e.l.Stats(); s.WrittenBack != 6 || s.WriteBackPending != 0 {
@@ -365,7 +365,7 @@ func TestWriteBackBound(t *testing.T) {
 	e.flush()
 	m := e.members(rule, "k")
 	k, _ := localKey(rule.Name, "k")
-	first, _ := e.mr.ZScore(redisKeys(DefaultKeyPrefix, k).meter(slidingKind{}), m[0])
+	first, _ := e.mr.ZScore(redisKeys(DefaultKeyPrefix, k).meter(algSliding), m[0])
 	if want := float64(e.clk.Now().Add(-2 * time.Second).UnixMicro()); len(m) != 3 || first != want {
 		t.Fatalf("redis holds %v from %v, want the newest 3 from %v", m, first, want)
 	}
@@ -442,7 +442,7 @@ func TestWriteBackGroup(t *testing.T) {
 	e.back()
 	e.flush()
 	for _, r := range []Rule{second, minute} {
-		log := redisKeys(DefaultKeyPrefix, lkey{rule: r.Name, key: "u", group: "u"}).meter(slidingKind{})
+		log := redisKeys(DefaultKeyPrefix, lkey{rule: r.Name, key: "u", group: "u"}).meter(algSliding)
 		if m, err := e.mr.ZMembers(log); err != nil || len(m) != 3 {
 			t.Fatalf("rule %q: redis holds %v (%v), want 3 events", r.Name, m, err)
 		}
@@ -463,7 +463,7 @@ func TestWriteBackUnderTheCallsMember(t *testing.T) {
 	rule := Rule{Name: "t", Limit: PerMinute(10)}
 	p, _ := rule.compile()
 	k, _ := localKey(rule.Name, "k")
-	log := redisKeys(DefaultKeyPrefix, k).meter(slidingKind{})
+	log := redisKeys(DefaultKeyPrefix, k).meter(algSliding)
 	now := e.l.localNow()
 	ran, lost := e.l.id+"7", e.l.id+"8"
 	e.l.local.admit(&k, &p, p.rate, now, 1, false, &p, ran)  // its script ran, the reply was lost
