@@ -7,16 +7,12 @@ import (
 	"testing"
 )
 
-// TestREADME compiles README.md's blocks that belong to the core (see the
-// package documentation for the convention); grpclimit and otel compile
-// theirs in their own TestREADME.
+// TestREADME compiles the blocks of README.md and docs/*.md that belong to
+// the core (see the package documentation for the convention); grpclimit,
+// otel and rules compile theirs in their own TestREADME.
 func TestREADME(t *testing.T) {
-	n, err := Compile("../..", ".", "../../README.md")
-	if err != nil {
+	if err := Check("../..", "."); err != nil {
 		t.Fatal(err)
-	}
-	if n == 0 {
-		t.Fatal("no Go block of README.md compiled in the core: the test checks nothing")
 	}
 }
 
@@ -37,29 +33,60 @@ func TestCheckNothing(t *testing.T) {
 	}
 }
 
-// TestREADMEModules requires every block of README.md to belong to a
-// module whose TestREADME compiles it.
+// TestREADMEModules requires every block of README.md and docs/*.md to
+// belong to a module whose TestREADME compiles it, and each such module to
+// have a block.
 func TestREADMEModules(t *testing.T) {
-	markdown, err := os.ReadFile("../../README.md")
+	files, err := Markdown("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
 	tested := map[string]bool{".": true, "grpclimit": true, "otel": true, "rules": true}
 	count := map[string]int{}
-	for _, b := range Blocks("README.md", markdown) {
-		mod, err := b.Module()
+	for _, file := range files {
+		markdown, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !tested[mod] {
-			t.Errorf("README.md:%d: the block belongs to module %s, whose tests do not compile README.md's blocks", b.Line, mod)
+		for _, b := range Blocks(displayName("../..", file), markdown) {
+			mod, err := b.Module()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tested[mod] {
+				t.Errorf("%s:%d: the block belongs to module %s, whose tests do not compile the Markdown blocks", b.File, b.Line, mod)
+			}
+			count[mod]++
 		}
-		count[mod]++
 	}
 	for mod := range tested {
 		if count[mod] == 0 {
-			t.Errorf("README.md has no Go block for module %s", mod)
+			t.Errorf("neither README.md nor docs/*.md has a Go block for module %s", mod)
 		}
+	}
+}
+
+// TestMarkdown lists README.md first, then every guide of docs/, and
+// refuses a tree without guides.
+func TestMarkdown(t *testing.T) {
+	files, err := Markdown("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 2 || files[0] != filepath.Join("../..", "README.md") {
+		t.Fatalf("Markdown = %q; want README.md, then the guides", files)
+	}
+	for _, f := range files[1:] {
+		if filepath.Dir(f) != filepath.Join("../..", "docs") || filepath.Ext(f) != ".md" {
+			t.Errorf("Markdown lists %s, which is no guide of docs/", f)
+		}
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "README.md"), []byte("# x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if files, err := Markdown(dir); err == nil {
+		t.Errorf("Markdown of a tree without docs/ = %q, nil; want an error", files)
 	}
 }
 
