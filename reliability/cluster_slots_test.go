@@ -13,7 +13,7 @@ import (
 )
 
 // TestClusterKeySlots checks, on a real 3-master Redis Cluster, the key
-// layout README.md documents: the limiter writes exactly the keys
+// layout docs/semantics.md documents ("Keys"): the limiter writes exactly the keys
 // <prefix>v1:{<len>:<rule>:=<key>}:l and :p (found on the node that serves
 // their slot), both keys of a pair share one slot (CLUSTER KEYSLOT), and
 // keys full of braces, colons, NUL bytes and invalid UTF-8 still spread over

@@ -8,7 +8,7 @@ import (
 )
 
 // The reference model of the GCRA and calendar quota kinds, written from
-// README.md's "Choosing a limit" rather than from the Go code: the bucket's
+// docs/semantics.md's "Choosing a limit" rather than from the Go code: the bucket's
 // theoretical arrival time (TAT) as an exact rational number of µs, and a
 // quota's count per period computed with the calendar. The log's model
 // (diffmodel_test.go) dispatches here for rules of these kinds; penalties

@@ -7,7 +7,7 @@ import (
 )
 
 // diffModel is a reference model of the limiter's decisions, written from
-// README.md's "Semantics" rather than from the Go code: one sliding log and
+// docs/semantics.md rather than from the Go code: one sliding log and
 // one penalty record per (rule name, key). An event recorded at t0 counts at
 // t while t - t0 < Window, with the Window of the rule at hand.
 //

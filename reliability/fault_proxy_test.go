@@ -28,10 +28,10 @@ import (
 // Together, Redis' and the local decisions respect Rate while the breaker
 // opens once and stays open (the local log starts from what Redis allowed):
 // that is checked for the faults that stay in place. With connections reset
-// over and over the breaker flaps, and README.md says local decisions are
-// not written back to Redis, so a window can hold Rate local decisions and
-// then Rate more from Redis: there only 2 × Rate is checked, and the figure
-// is logged.
+// over and over the breaker flaps, and local decisions reach Redis only
+// through the write-back (docs/fallback.md, "Write-back"), which may not
+// have run yet, so a window can hold Rate local decisions and then Rate more
+// from Redis: there only 2 × Rate is checked, and the figure is logged.
 func TestFaultNetwork(t *testing.T) {
 	if !testkit.HaveRedis(t) {
 		t.Skip("needs redis-server")

@@ -109,7 +109,7 @@ func TestFaultTimeoutIsUnknownOutcome(t *testing.T) {
 
 // TestCallerDeadlineShorterThanTimeout: a caller whose own deadline is
 // shorter than Options.Timeout calls a Redis that is slower than both.
-// README.md says the caller's context ending returns ctx.Err(); the call may
+// docs/fallback.md says the caller's context ending returns ctx.Err(); the call may
 // also end as a Degraded decision, because the client's socket deadline (set
 // to the caller's deadline) can fire before the context's own timer, and the
 // limiter then sees a network timeout while ctx.Err() is still nil. Which of

@@ -24,7 +24,7 @@ import (
 // differential_test.go, fault_*_test.go, exactness_test.go,
 // hostile_input_test.go, fuzz_test.go).
 
-// layoutKeys returns the Redis keys of (rule, key) as README.md documents
+// layoutKeys returns the Redis keys of (rule, key) as docs/semantics.md documents
 // them, written independently of keys.go so that the tests check the
 // documented layout rather than repeat the code:
 //

@@ -2,48 +2,54 @@ package rules_test
 
 import (
 	"os"
+	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/readme"
 	"github.com/ratelimit-go/ratelimit/rules"
 )
 
-// readmeYAML returns the yaml blocks of README.md's "Rules from a file"
-// section.
-func readmeYAML(t *testing.T) []string {
+// readmeYAML returns the yaml blocks of README.md and docs/*.md: each is a
+// rules file.
+func readmeYAML(t *testing.T) []readme.Block {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	files, err := readme.Markdown("..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(b), "\n## Rules from a file\n")
-	if !ok {
-		t.Fatal(`README.md has no "Rules from a file" section`)
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
-	var blocks []string
-	for {
-		_, rest, ok := strings.Cut(section, "```yaml\n")
-		if !ok {
-			return blocks
+	var blocks []readme.Block
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
 		}
-		block, after, _ := strings.Cut(rest, "```")
-		blocks, section = append(blocks, block), after
+		name, _ := filepath.Rel("..", file)
+		blocks = append(blocks, readme.Fenced(filepath.ToSlash(name), b, "yaml")...)
 	}
+	return blocks
 }
 
-// TestREADME reads the rules file README.md shows and checks that it holds
-// every rule of README's examples, as the Go code there writes them.
+// TestREADME parses every rules file README.md and docs/*.md show, and
+// checks that the one of docs/rules-files.md holds every rule of the
+// examples, as the Go code there writes them.
 func TestREADME(t *testing.T) {
 	berlin := mustLocation(t, "Europe/Berlin")
-	blocks := readmeYAML(t)
-	if len(blocks) != 1 {
-		t.Fatalf("%d yaml blocks in README's section, want 1", len(blocks))
+	var examples []readme.Block
+	for _, b := range readmeYAML(t) {
+		if _, err := rules.Parse([]byte(b.Code)); err != nil {
+			t.Errorf("%s:%d: %v", b.File, b.Line, err)
+		}
+		if b.File == "docs/rules-files.md" {
+			examples = append(examples, b)
+		}
 	}
-	s, err := rules.Parse([]byte(blocks[0]))
+	if len(examples) != 1 {
+		t.Fatalf("%d yaml blocks in docs/rules-files.md, want 1", len(examples))
+	}
+	s, err := rules.Parse([]byte(examples[0].Code))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,16 +64,16 @@ func TestREADME(t *testing.T) {
 		{Name: "search", Limit: ratelimit.PerMinute(5000), Approximate: true, DryRun: true},
 	}
 	if len(s.Names()) != len(want) {
-		t.Fatalf("README's file has the rules %q, want %d", s.Names(), len(want))
+		t.Fatalf("the examples' file has the rules %q, want %d", s.Names(), len(want))
 	}
 	for _, w := range want {
 		if got, ok := s.Rule(w.Name); !ok || !reflect.DeepEqual(got, w) {
-			t.Errorf("README's %q: %+v, want %+v", w.Name, got, w)
+			t.Errorf("the examples' %q: %+v, want %+v", w.Name, got, w)
 		}
 	}
 	gold := want[2]
 	gold.Limit.Rate = 30
 	if got, _ := s.For("coupon", "user:tenant-gold"); !reflect.DeepEqual(got, gold) {
-		t.Errorf("README's override: %+v", got)
+		t.Errorf("the examples' override: %+v", got)
 	}
 }

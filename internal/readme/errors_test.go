@@ -9,22 +9,33 @@ import (
 	"testing"
 )
 
-// TestREADMEErrors requires README.md's list of errors (the paragraph that
-// says errors "match sentinels with `errors.Is`") to name every exported
-// Err variable of the core's errors.go.
+// TestREADMEErrors requires the list of errors (the one paragraph of
+// README.md and docs/*.md that says errors "match sentinels with
+// `errors.Is`"; docs/semantics.md holds it) to name every exported Err
+// variable of the core's errors.go.
 func TestREADMEErrors(t *testing.T) {
-	markdown, err := os.ReadFile("../../README.md")
+	files, err := Markdown("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var list string
-	for _, para := range strings.Split(string(markdown), "\n\n") {
-		if strings.Contains(para, "match sentinels with `errors.Is`") {
-			list = para
+	var list, where string
+	for _, file := range files {
+		markdown, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, para := range strings.Split(string(markdown), "\n\n") {
+			if !strings.Contains(para, "match sentinels with `errors.Is`") {
+				continue
+			}
+			if list != "" {
+				t.Fatalf("both %s and %s have a paragraph that lists the errors (\"match sentinels with `errors.Is`\"): keep one list", where, displayName("../..", file))
+			}
+			list, where = para, displayName("../..", file)
 		}
 	}
 	if list == "" {
-		t.Fatal("README.md has no paragraph that lists the errors (\"match sentinels with `errors.Is`\")")
+		t.Fatal("neither README.md nor docs/*.md has a paragraph that lists the errors (\"match sentinels with `errors.Is`\")")
 	}
 	f, err := parser.ParseFile(token.NewFileSet(), "../../errors.go", nil, 0)
 	if err != nil {
@@ -43,7 +54,7 @@ func TestREADMEErrors(t *testing.T) {
 				}
 				n++
 				if !strings.Contains(list, "`"+name.Name+"`") {
-					t.Errorf("README.md's list of errors does not name %s", name.Name)
+					t.Errorf("%s's list of errors does not name %s", where, name.Name)
 				}
 			}
 		}

@@ -1,6 +1,6 @@
-// Package readme checks that the Go code in the repository's README.md
-// compiles as a user writes it: every ```go block, in the module whose
-// packages it uses.
+// Package readme checks that the Go code in the repository's README.md and
+// in its guides, docs/*.md (see [Markdown]), compiles as a user writes it:
+// every ```go block, in the module whose packages it uses.
 //
 // # The convention
 //
@@ -21,9 +21,10 @@
 //
 // A block belongs to the module of the packages it uses: blocks that use
 // package grpclimit compile in grpclimit/, those that use ratelimitotel in
-// otel/, every other in the core. Each module's test compiles its own
-// blocks with `go build -overlay`, so nothing is written into the source
-// tree, and compile errors point at README.md's own lines.
+// otel/, those that use rules in rules/, every other in the core. Each
+// module's test compiles its own blocks, of every file, in one
+// `go build -overlay` (see [Check]), so nothing is written into the source
+// tree, and compile errors point at the Markdown files' own lines.
 package readme
 
 import (
@@ -116,8 +117,32 @@ var modules = map[string]string{
 	"rules":      core + "/rules",
 }
 
-// Block is one ```go block of a Markdown file.
+// Markdown returns the Markdown files whose blocks are checked, each joined
+// to root (the repository's root): README.md, then the guides docs/*.md in
+// the order of their names. A repository without README.md, or without a
+// guide, is an error, so that a test never checks fewer files than there
+// are without saying so.
+func Markdown(root string) ([]string, error) {
+	readme := filepath.Join(root, "README.md")
+	if _, err := os.Stat(readme); err != nil {
+		return nil, err
+	}
+	guides, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		return nil, err
+	}
+	if len(guides) == 0 {
+		return nil, fmt.Errorf("no guide in %s", filepath.Join(root, "docs"))
+	}
+	sort.Strings(guides)
+	return append([]string{readme}, guides...), nil
+}
+
+// Block is one fenced block of a Markdown file.
 type Block struct {
+	// File names the Markdown file in messages, such as "README.md" or
+	// "docs/fallback.md".
+	File string
 	// Line is the line of the Markdown file that holds the block's first
 	// line of code.
 	Line int
@@ -125,8 +150,15 @@ type Block struct {
 	Code string
 }
 
-// Blocks returns the ```go blocks of a Markdown file, in order.
-func Blocks(markdown []byte) []Block {
+// Blocks returns the ```go blocks of a Markdown file, in order; file names
+// the file in messages.
+func Blocks(file string, markdown []byte) []Block {
+	return Fenced(file, markdown, "go")
+}
+
+// Fenced returns the blocks of a Markdown file fenced as ```lang, in order;
+// file names the file in messages.
+func Fenced(file string, markdown []byte, lang string) []Block {
 	var (
 		blocks []Block
 		cur    *Block
@@ -140,8 +172,8 @@ func Blocks(markdown []byte) []Block {
 		line := sc.Text()
 		fence := strings.TrimSpace(line)
 		switch {
-		case cur == nil && fence == "```go":
-			cur = &Block{Line: n + 1}
+		case cur == nil && fence == "```"+lang:
+			cur = &Block{File: file, Line: n + 1}
 			code.Reset()
 		case cur != nil && fence == "```":
 			cur.Code = code.String()
@@ -175,7 +207,7 @@ func (b Block) Module() (string, error) {
 				continue
 			}
 			if mod != "." && mod != dir {
-				return "", fmt.Errorf("README.md:%d: the block uses packages of two modules, %s and %s", b.Line, mod, dir)
+				return "", fmt.Errorf("%s:%d: the block uses packages of two modules, %s and %s", b.File, b.Line, mod, dir)
 			}
 			mod = dir
 		}
@@ -188,7 +220,7 @@ func (b Block) imports() ([]string, error) {
 	if b.IsFile() {
 		f, err := parser.ParseFile(token.NewFileSet(), "", b.Code, parser.ImportsOnly)
 		if err != nil {
-			return nil, fmt.Errorf("README.md:%d: %v", b.Line, err)
+			return nil, fmt.Errorf("%s:%d: %v", b.File, b.Line, err)
 		}
 		var paths []string
 		for _, s := range f.Imports {
@@ -213,7 +245,7 @@ func (b Block) free() (params, pkgs []string, err error) {
 	src := "package p\nfunc _() {\n" + b.Code + "\n}\n"
 	f, err := parser.ParseFile(token.NewFileSet(), "", src, 0)
 	if err != nil {
-		return nil, nil, fmt.Errorf("README.md:%d: the fragment does not parse as statements: %v", b.Line, err)
+		return nil, nil, fmt.Errorf("%s:%d: the fragment does not parse as statements: %v", b.File, b.Line, err)
 	}
 	seenParam := map[string]bool{}
 	seenPkg := map[string]bool{}
@@ -226,7 +258,7 @@ func (b Block) free() (params, pkgs []string, err error) {
 			seenParam[name] = true
 		case types.Universe.Lookup(name) != nil:
 		default:
-			return nil, nil, fmt.Errorf("README.md:%d: free name %q is neither declared in the block nor one of readme.Free's names or readme.Packages' packages", b.Line, name)
+			return nil, nil, fmt.Errorf("%s:%d: free name %q is neither declared in the block nor one of readme.Free's names or readme.Packages' packages", b.File, b.Line, name)
 		}
 	}
 	for name := range seenParam {
@@ -290,21 +322,14 @@ func (b Block) Source(readme, pkg, fn string) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// Compile compiles the blocks of the Markdown file at readme that belong
-// to the module in directory dir (root is the repository's root, which
-// holds the core) and returns how many it compiled. The error holds the
-// compiler's messages, at the Markdown file's lines, or says why a block
-// could not be prepared. In a build with the race detector it builds with
-// it too, so that a test reuses the dependencies compiled for it.
-func Compile(root, dir, readme string) (int, error) {
-	markdown, err := os.ReadFile(readme)
-	if err != nil {
-		return 0, err
-	}
-	absReadme, err := filepath.Abs(readme)
-	if err != nil {
-		return 0, err
-	}
+// Compile compiles the Go blocks of the Markdown files (paths, such as
+// [Markdown] returns) that belong to the module in directory dir (root is
+// the repository's root, which holds the core), all in one build, and
+// returns how many it compiled. The error holds the compiler's messages,
+// at the Markdown files' lines, or says why a block could not be prepared.
+// In a build with the race detector it builds with it too, so that a test
+// reuses the dependencies compiled for it.
+func Compile(root, dir string, files ...string) (int, error) {
 	modDir, err := filepath.Abs(filepath.Join(root, dir))
 	if err != nil {
 		return 0, err
@@ -318,33 +343,45 @@ func Compile(root, dir, readme string) (int, error) {
 	replace := map[string]string{}
 	var pkgs []string
 	fragments, hasMain := false, false
-	for _, b := range Blocks(markdown) {
-		mod, err := b.Module()
+	for i, file := range files {
+		markdown, err := os.ReadFile(file)
 		if err != nil {
 			return 0, err
 		}
-		if mod != dir {
-			continue
-		}
-		// Fragments share one package, one function each; whole files get
-		// a package each. The directories exist only in the overlay.
-		pkgDir, name := "zz_readme_blocks", fmt.Sprintf("block_line%d.go", b.Line)
-		if b.IsFile() {
-			pkgDir = fmt.Sprintf("zz_readme_file_line%d", b.Line)
-			pkgs = append(pkgs, "./"+pkgDir)
-			hasMain = hasMain || strings.HasPrefix(strings.TrimSpace(b.Code), "package main\n")
-		} else {
-			fragments = true
-		}
-		src, err := b.Source(absReadme, "zz_readme_blocks", fmt.Sprintf("blockLine%d", b.Line))
+		absFile, err := filepath.Abs(file)
 		if err != nil {
 			return 0, err
 		}
-		tmp := filepath.Join(overlayDir, fmt.Sprintf("%s_%s", pkgDir, name))
-		if err := os.WriteFile(tmp, src, 0o644); err != nil {
-			return 0, err
+		for _, b := range Blocks(displayName(root, file), markdown) {
+			mod, err := b.Module()
+			if err != nil {
+				return 0, err
+			}
+			if mod != dir {
+				continue
+			}
+			// Fragments share one package, one function each; whole files
+			// get a package each. The directories exist only in the
+			// overlay; the file's index keeps the names of blocks on the
+			// same line of two files apart.
+			pkgDir, name := "zz_readme_blocks", fmt.Sprintf("block_file%d_line%d.go", i, b.Line)
+			if b.IsFile() {
+				pkgDir = fmt.Sprintf("zz_readme_file%d_line%d", i, b.Line)
+				pkgs = append(pkgs, "./"+pkgDir)
+				hasMain = hasMain || strings.HasPrefix(strings.TrimSpace(b.Code), "package main\n")
+			} else {
+				fragments = true
+			}
+			src, err := b.Source(absFile, "zz_readme_blocks", fmt.Sprintf("blockFile%dLine%d", i, b.Line))
+			if err != nil {
+				return 0, err
+			}
+			tmp := filepath.Join(overlayDir, fmt.Sprintf("%s_%s", pkgDir, name))
+			if err := os.WriteFile(tmp, src, 0o644); err != nil {
+				return 0, err
+			}
+			replace[filepath.Join(modDir, pkgDir, name)] = tmp
 		}
-		replace[filepath.Join(modDir, pkgDir, name)] = tmp
 	}
 	if fragments {
 		pkgs = append(pkgs, "./zz_readme_blocks")
@@ -361,9 +398,10 @@ func Compile(root, dir, readme string) (int, error) {
 		return 0, fmt.Errorf("finding the go command: %w", err)
 	}
 	args := []string{"build", "-overlay", overlay}
-	if hasMain {
-		// A command's binary goes to the temporary directory, never into
-		// the source tree.
+	if hasMain && len(pkgs) == 1 {
+		// A lone command's binary goes to the temporary directory, never
+		// into the source tree. (Several packages are built and discarded;
+		// with -o, go build would build only the commands among them.)
 		args = append(args, "-o", filepath.Join(overlayDir, "bin")+string(filepath.Separator))
 	}
 	if raceEnabled {
@@ -372,9 +410,40 @@ func Compile(root, dir, readme string) (int, error) {
 	cmd := exec.Command(goCmd, append(args, pkgs...)...)
 	cmd.Dir = modDir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("README.md's blocks for module %s do not compile (%v):\n%s", dir, err, out)
+		return 0, fmt.Errorf("the Go blocks for module %s (of %d Markdown files) do not compile (%v):\n%s", dir, len(files), err, out)
 	}
 	return len(replace), nil
+}
+
+// Check compiles the Go blocks of README.md and docs/*.md (see [Markdown])
+// that belong to the module in directory dir, as [Compile] does, and is an
+// error when none does: a test that checks nothing must not pass.
+func Check(root, dir string) error {
+	files, err := Markdown(root)
+	if err != nil {
+		return err
+	}
+	n, err := Compile(root, dir, files...)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("no Go block of %s belongs to module %s: the test checks nothing", strings.Join(files, ", "), dir)
+	}
+	return nil
+}
+
+// displayName names a Markdown file in messages: its path from root when
+// it lies below root, such as "docs/fallback.md", or else its base name.
+func displayName(root, file string) string {
+	absRoot, err1 := filepath.Abs(root)
+	absFile, err2 := filepath.Abs(file)
+	if err1 == nil && err2 == nil {
+		if rel, err := filepath.Rel(absRoot, absFile); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return filepath.ToSlash(rel)
+		}
+	}
+	return filepath.Base(file)
 }
 
 // writeOverlay writes the -overlay file of go build: each path of the
