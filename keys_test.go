@@ -61,7 +61,13 @@ func TestRedisKeysLayout(t *testing.T) {
 	// AllowGroup's script gets (written one by one by writeKey).
 	g := lkey{rule: "m", key: "u}", group: "g%"}
 	const pair = "rl:v1:{g4:g%25}:1:m:=u%7D:"
-	want := []string{pair + "l", pair + "c", pair + "g", pair + "q", pair + "p", pair + "r"}
+	var want []string // every kind's meter, in the registry's order, then the penalty state and the Reset's time
+	for _, letter := range meterLetters + "pr" {
+		want = append(want, pair+string(letter))
+	}
+	if !strings.HasPrefix(meterLetters, "lcgq") {
+		t.Errorf("the meters' letters are %q, want the log's, the counter's, the bucket's and the quota's first", meterLetters)
+	}
 	ks := redisKeys("rl:", g)
 	if got := append(ks.meters, ks.penalty, ks.reset); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("a group pair's keys are %q, want %q", got, want)
