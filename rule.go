@@ -41,9 +41,10 @@ type Rule struct {
 	// its end (the exact log: Rate). An approximate rule keeps its state
 	// apart from an exact rule of the same name.
 	Approximate bool
-	// Kind is the algorithm the rule enforces: SlidingLog (the zero value),
-	// GCRA or CalendarQuota. Each kind keeps its state apart from the
-	// others' under the same name. Approximate applies to SlidingLog only.
+	// Kind is the algorithm the rule enforces: SlidingLog (the zero value)
+	// or another of Kind's constants (docs/semantics.md compares them).
+	// Each kind keeps its state apart from the others' under the same
+	// name. Approximate applies to SlidingLog only.
 	Kind Kind
 	// DryRun lets every call through while deciding, recording and
 	// reporting as usual: a call the rule would reject is allowed, with
