@@ -213,3 +213,35 @@ func ExampleLimiter_AcquireWait() {
 	// waiter got the slot: true <nil>
 	// true
 }
+
+// A fixed window: Rate calls per Window-long window aligned to the Unix
+// epoch (here each whole minute). A spent window comes back whole when the
+// next one starts, so up to 2 × Rate calls pass around a boundary.
+func ExampleFixedWindow() {
+	clock := ratelimittest.NewClock(time.Date(2026, 1, 1, 12, 0, 50, 0, time.UTC))
+	limiter, err := ratelimit.New(nil, ratelimit.Options{Clock: clock})
+	if err != nil {
+		panic(err)
+	}
+	defer limiter.Close()
+
+	api := ratelimit.Rule{Name: "api", Kind: ratelimit.FixedWindow, Limit: ratelimit.PerMinute(3)}
+	for i, wait := range []time.Duration{0, 0, 0, 0, 10 * time.Second, 0, 0, 0} {
+		clock.Advance(wait)
+		res, err := limiter.Allow(context.Background(), api, "alice")
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("%s call %d: allowed=%v remaining=%d retry after %v\n",
+			clock.Now().Format("15:04:05"), i+1, res.Allowed, res.Remaining, res.RetryAfter)
+	}
+	// Output:
+	// 12:00:50 call 1: allowed=true remaining=2 retry after 0s
+	// 12:00:50 call 2: allowed=true remaining=1 retry after 0s
+	// 12:00:50 call 3: allowed=true remaining=0 retry after 0s
+	// 12:00:50 call 4: allowed=false remaining=0 retry after 10s
+	// 12:01:00 call 5: allowed=true remaining=2 retry after 0s
+	// 12:01:00 call 6: allowed=true remaining=1 retry after 0s
+	// 12:01:00 call 7: allowed=true remaining=0 retry after 0s
+	// 12:01:00 call 8: allowed=false remaining=0 retry after 1m0s
+}

@@ -142,10 +142,11 @@ var kinds = [...]*algorithm{
 	GCRA:          algGCRA,
 	CalendarQuota: algQuota,
 	Concurrency:   algConcurrency,
+	FixedWindow:   algFixed,
 }
 
 // algorithms is every kind's algorithm, the approximate counter's included.
-var algorithms = [...]*algorithm{algSliding, algCounter, algGCRA, algQuota, algConcurrency}
+var algorithms = [...]*algorithm{algSliding, algCounter, algGCRA, algQuota, algConcurrency, algFixed}
 
 // algorithmOf returns the algorithm of r's Kind, or what is wrong.
 func algorithmOf(r *Rule) (*algorithm, string) {
@@ -160,8 +161,8 @@ func algorithmOf(r *Rule) (*algorithm, string) {
 	return kinds[r.Kind], ""
 }
 
-// String returns the kind's name: "sliding log", "gcra", "calendar quota"
-// or "concurrency".
+// String returns the kind's name: "sliding log", "gcra", "calendar quota",
+// "concurrency" or "fixed window".
 func (k Kind) String() string {
 	if k >= 0 && int(k) < len(kinds) && kinds[k] != nil {
 		return kinds[k].rules.name()

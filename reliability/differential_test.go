@@ -71,6 +71,10 @@ var diffRules = []ratelimit.Rule{
 	{Name: "g:pen", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 7, Window: 2 * time.Second, Burst: 2}, Penalty: diffPenalty},
 	{Name: "q", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: 4, Period: ratelimit.Day}},
 	{Name: "q:pen", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: 3, Period: ratelimit.Week, Location: berlin}, Penalty: diffPenalty},
+	// Fixed windows: a Rate changed under one name, and a penalty.
+	{Name: "f", Kind: ratelimit.FixedWindow, Limit: ratelimit.Limit{Rate: 3, Window: time.Second}},
+	{Name: "f", Kind: ratelimit.FixedWindow, Limit: ratelimit.Limit{Rate: 5, Window: time.Second}},
+	{Name: "f:pen", Kind: ratelimit.FixedWindow, Limit: ratelimit.Limit{Rate: 2, Window: 700 * time.Millisecond}, Penalty: diffPenalty},
 }
 
 // berlin is the time zone of a quota in diffRules.

@@ -7,10 +7,11 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 )
 
-// The reference model of the GCRA and calendar quota kinds, written from
-// docs/semantics.md's "Choosing a limit" rather than from the Go code: the bucket's
-// theoretical arrival time (TAT) as an exact rational number of µs, and a
-// quota's count per period computed with the calendar. The log's model
+// The reference model of the GCRA, calendar quota and fixed window kinds,
+// written from docs/semantics.md's "Choosing a limit" rather than from the
+// Go code: the bucket's theoretical arrival time (TAT) as an exact rational
+// number of µs, a quota's count per period computed with the calendar, and
+// a fixed window's count per epoch-aligned window. The log's model
 // (diffmodel_test.go) dispatches here for rules of these kinds; penalties
 // and bans are the same for every kind.
 
@@ -20,6 +21,22 @@ type kinds struct {
 	qStart     int64    // µs: the period qCount belongs to
 	qCount     int64
 	quotaKnown bool
+	fWin       int64 // the fixed window fCount belongs to (µs / Window)
+	fCount     int64
+}
+
+// fixedView returns the fixed window t is in and its events: a clock that
+// went back into an earlier window still counts in the later one.
+func (k *kinds) fixedView(r ratelimit.Rule, t int64) (win, count int64) {
+	w := r.Limit.Window.Microseconds()
+	idx := t / w
+	if t%w != 0 && t < 0 {
+		idx--
+	}
+	if idx > k.fWin {
+		return idx, 0
+	}
+	return k.fWin, k.fCount
 }
 
 // emission is Window/Rate in µs, exactly.
@@ -88,6 +105,9 @@ func (s *modelState) count(r ratelimit.Rule, t int64) int64 {
 			return s.qCount
 		}
 		return 0
+	case ratelimit.FixedWindow:
+		_, n := s.fixedView(r, t)
+		return n
 	}
 	return s.live(t, r.Limit.Window.Microseconds())
 }
@@ -108,6 +128,12 @@ func (s *modelState) retryFor(r ratelimit.Rule, t, count, n int64) int64 {
 		}
 		_, end := period(r, t)
 		return end - t
+	case ratelimit.FixedWindow:
+		if count+n <= int64(r.Limit.Rate) {
+			return 0
+		}
+		win, _ := s.fixedView(r, t)
+		return (win+1)*r.Limit.Window.Microseconds() - t
 	}
 	return s.retry(t, r.Limit.Window.Microseconds(), int64(r.Limit.Rate), count, n)
 }
@@ -124,6 +150,12 @@ func (s *modelState) resetFor(r ratelimit.Rule, t int64) int64 {
 		}
 		_, end := period(r, t)
 		return end - t
+	case ratelimit.FixedWindow:
+		win, n := s.fixedView(r, t)
+		if n == 0 {
+			return 0
+		}
+		return (win+1)*r.Limit.Window.Microseconds() - t
 	}
 	return s.resetAfter(t, r.Limit.Window.Microseconds())
 }
@@ -142,6 +174,9 @@ func (s *modelState) record(r ratelimit.Rule, t, n int64) {
 		s.qCount = s.count(r, t) + n
 		s.qStart, _ = period(r, t)
 		s.quotaKnown = true
+	case ratelimit.FixedWindow:
+		win, count := s.fixedView(r, t)
+		s.fWin, s.fCount = win, count+n
 	default:
 		s.add(t, n)
 	}

@@ -6,9 +6,9 @@
 //
 //	rules:
 //	  - name: shop:coupon          # required, unique
-//	    kind: sliding-log          # sliding-log (default) | approximate | gcra | calendar-quota | concurrency
+//	    kind: sliding-log          # sliding-log (default) | approximate | gcra | calendar-quota | concurrency | fixed-window
 //	    rate: 3                    # required
-//	    window: 1m                 # sliding-log, approximate, gcra (required there)
+//	    window: 1m                 # sliding-log, approximate, gcra, concurrency, fixed-window (required there)
 //	    dry_run: false
 //	    degraded: local            # local | allow | deny (default: the limiter's)
 //	    penalty:                   # optional

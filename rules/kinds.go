@@ -26,6 +26,7 @@ var kinds = map[string]*kindSpec{
 	"gcra":           {kind: ratelimit.GCRA, window: true, burst: true},
 	"calendar-quota": {kind: ratelimit.CalendarQuota, period: true},
 	"concurrency":    {kind: ratelimit.Concurrency, window: true},
+	"fixed-window":   {kind: ratelimit.FixedWindow, window: true},
 }
 
 // defaultKind is the kind of a rule without a kind field.

@@ -81,6 +81,13 @@ rules:
     rate: 1
     window: 500ms
 `, ratelimit.Rule{Name: "api", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 1, Window: 500 * time.Millisecond}}},
+		{"fixed window", `
+rules:
+  - name: api
+    kind: fixed-window
+    rate: 100
+    window: 1m
+`, ratelimit.Rule{Name: "api", Kind: ratelimit.FixedWindow, Limit: ratelimit.Limit{Rate: 100, Window: time.Minute}}},
 		{"calendar quota, a day in Berlin", `
 rules:
   - name: daily
@@ -170,11 +177,13 @@ func TestParseErrors(t *testing.T) {
 		{"duration without a unit", head + "    rate: 1\n    window: 60\n", `line 4: rule "r": window: "60" is not a duration`, false},
 		{"window a list", head + "    rate: 1\n    window: [1s]\n", `line 4: rule "r": window: want a value, got a list`, false},
 		{"negative window: the library refuses", head + "    rate: 1\n    window: -1s\n", `line 2: ratelimit: invalid rule: rule "r": Window -1s is shorter than 1µs`, true},
-		{"unknown kind", head + "    kind: leaky-bucket\n    rate: 1\n    window: 1s\n", `line 3: rule "r": kind "leaky-bucket" is unknown (one of approximate, calendar-quota, concurrency, gcra, sliding-log)`, false},
+		{"unknown kind", head + "    kind: leaky-bucket\n    rate: 1\n    window: 1s\n", `line 3: rule "r": kind "leaky-bucket" is unknown (one of approximate, calendar-quota, concurrency, fixed-window, gcra, sliding-log)`, false},
 		{"concurrency with a TTL under 100ms: the library refuses", head + "    kind: concurrency\n    rate: 1\n    window: 50ms\n", `line 2: ratelimit: invalid rule: rule "r": Window 50ms, a lease's TTL, is shorter than 100ms`, true},
 		{"burst on concurrency", head + "    kind: concurrency\n    rate: 1\n    window: 1s\n    burst: 2\n", `line 6: rule "r": burst is not a field of kind concurrency`, false},
 		{"burst on a sliding log", head + "    rate: 1\n    window: 1s\n    burst: 2\n", `line 5: rule "r": burst is not a field of kind sliding-log`, false},
 		{"burst on an approximate rule", head + "    kind: approximate\n    rate: 1\n    window: 1s\n    burst: 2\n", `line 6: rule "r": burst is not a field of kind approximate`, false},
+		{"burst on a fixed window", head + "    kind: fixed-window\n    rate: 1\n    window: 1s\n    burst: 2\n", `line 6: rule "r": burst is not a field of kind fixed-window`, false},
+		{"fixed window without a window", head + "    kind: fixed-window\n    rate: 1\n", `line 2: rule "r": window is required for kind fixed-window`, false},
 		{"period on gcra", head + "    kind: gcra\n    rate: 1\n    window: 1s\n    period: day\n", `line 6: rule "r": period is not a field of kind gcra`, false},
 		{"location on a sliding log", head + "    rate: 1\n    window: 1s\n    location: UTC\n", `line 5: rule "r": location is not a field of kind sliding-log`, false},
 		{"window on a quota", head + "    kind: calendar-quota\n    rate: 1\n    period: day\n    window: 24h\n", `line 6: rule "r": window is not a field of kind calendar-quota`, false},

@@ -54,6 +54,7 @@ func Run(t *testing.T, backends ...Backend) {
 		{"AllowAll", AllowAll},
 		{"AllowGroup", AllowGroup},
 		{"KindsTogether", KindsTogether},
+		{"FixedTogether", FixedTogether},
 		{"Concurrency", Concurrency},
 		{"AllowGroupHammer", AllowGroupHammer},
 		{"HammerOneKey", HammerOneKey},

@@ -13,7 +13,7 @@ import (
 
 // hammerKinds are the rules of every kind the hammers run, each allowing
 // exactly capacity events at one instant: a log's Rate, a bucket's Burst, a
-// quota's Rate.
+// quota's Rate, a fixed window's Rate.
 func hammerKinds(capacity int) []struct {
 	name string
 	rule ratelimit.Rule
@@ -25,6 +25,7 @@ func hammerKinds(capacity int) []struct {
 		{"", ratelimit.Rule{Limit: ratelimit.PerMinute(capacity)}},
 		{"gcra/", ratelimit.Rule{Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 1, Window: time.Hour, Burst: capacity}}},
 		{"quota/", ratelimit.Rule{Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: capacity, Period: ratelimit.Day}}},
+		{"fixed/", ratelimit.Rule{Kind: ratelimit.FixedWindow, Limit: ratelimit.Limit{Rate: capacity, Window: time.Hour}}},
 	}
 }
 

@@ -27,17 +27,59 @@ func quotaRule(name string, rate int, p ratelimit.Period, loc *time.Location) ra
 	return ratelimit.Rule{Name: name, Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: rate, Period: p, Location: loc}}
 }
 
+func fixed(name string, rate int, window time.Duration) ratelimit.Rule {
+	return ratelimit.Rule{Name: name, Kind: ratelimit.FixedWindow, Limit: ratelimit.Limit{Rate: rate, Window: window}}
+}
+
 func withPenalty(r ratelimit.Rule, p *ratelimit.Penalty) ratelimit.Rule { r.Penalty = p; return r }
 
 // midnight is the first midnight (UTC) after testkit.Epoch, a Sunday noon:
 // the end of its day and of its week.
 var midnight = at(time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC))
 
-// kindCases are the behaviour cases of the GCRA and calendar quota kinds:
-// Limit is Burst for GCRA, Remaining the calls that would pass now,
-// RetryAfter until the next could, ResetAfter until the bucket is full or
-// the period ends.
+// kindCases are the behaviour cases of the GCRA, calendar quota and fixed
+// window kinds: Limit is Burst for GCRA, Remaining the calls that would
+// pass now, RetryAfter until the next could, ResetAfter until the bucket is
+// full or the period or window ends.
 var kindCases = []behaviourCase{
+	{
+		// w0 is a multiple of 10s since the Unix epoch: windows start there.
+		name: "fixed window: Rate per window aligned to the epoch, 2 × Rate across a boundary",
+		rule: fixed("fixed", 3, 10*sec),
+		steps: []step{
+			{at: w0, do: peek, want: ok(3, 3, 0)},
+			{at: w0, want: ok(3, 2, 10*sec)},
+			{at: w0 + sec, n: 2, want: ok(3, 0, 9*sec)},
+			{at: w0 + 9*sec, want: no(3, 0, sec, sec)},
+			{at: w0 + 9*sec, do: peek, want: no(3, 0, sec, sec)},
+			{at: w0 + 9*sec, do: allowN, n: 4, err: ratelimit.ErrInvalidN},
+			// The next window is whole: three more within 1µs of the
+			// last three's window, and three more right at its end.
+			{at: w0 + 10*sec, n: 3, want: ok(3, 0, 10*sec)},
+			{at: w0 + 20*sec - us, want: no(3, 0, us, us)},
+			{at: w0 + 30*sec - us, n: 3, want: ok(3, 0, us)},
+			{at: w0 + 30*sec, n: 3, want: ok(3, 0, 10*sec)},
+			{at: w0 + 30*sec, want: no(3, 0, 10*sec, 10*sec)},
+			// A window without events, then a Reset.
+			{at: w0 + 45*sec, do: peek, want: ok(3, 3, 0)},
+			{at: w0 + 45*sec, want: ok(3, 2, 5*sec)},
+			{at: w0 + 46*sec, do: reset},
+			{at: w0 + 46*sec, n: 3, want: ok(3, 0, 4*sec)},
+		},
+	},
+	{
+		name: "fixed window: a rejection is a violation; bans",
+		rule: withPenalty(fixed("fixed-p", 1, 10*sec), &ratelimit.Penalty{BanAfter: 2, BanFor: time.Minute}),
+		steps: []step{
+			{at: w0, want: ok(1, 0, 10*sec)},
+			{at: w0 + sec, want: violated(no(1, 0, 9*sec, 9*sec), 1)},
+			{at: w0 + 2*sec, want: banned(violated(no(1, 0, time.Minute, 8*sec), 2), time.Minute)},
+			{at: w0 + 30*sec, do: peek, want: banned(violated(no(1, 0, 32*sec, 0), 2), 32*sec)},
+			{at: w0 + 62*sec, want: violated(ok(1, 0, 8*sec), 2)},
+			{at: w0 + 62*sec, do: reset},
+			{at: w0 + 62*sec, do: peek, want: ok(1, 1, 0)},
+		},
+	},
 	{
 		name: "gcra: a burst, then one event per emission interval",
 		rule: gcra("bucket", 10, sec, 5), // one token every 100ms, five at once

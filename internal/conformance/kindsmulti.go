@@ -79,6 +79,62 @@ func KindsTogether(t *testing.T, backends []Backend) {
 	}
 }
 
+// FixedTogether: fixed windows in AllowAll and AllowGroup beside sliding
+// logs: a denied request takes back exactly the events it counted, a
+// denied group counts nothing, whichever rule denies it.
+func FixedTogether(t *testing.T, backends []Backend) {
+	ctx := context.Background()
+	end := 10*sec + w0 // testkit.Epoch is 123456µs into a 10s window
+	for _, b := range backends {
+		t.Run(b.Name+"/AllowAll", func(t *testing.T) {
+			l := b.New(t, testkit.Options(testkit.NewClock()))
+			win := fixed("all-fixed", 2, 10*sec)
+			user := ratelimit.Rule{Name: "all-fixed-user", Limit: ratelimit.PerMinute(1)}
+			checks := []ratelimit.Check{{Rule: win, Key: "all"}, {Rule: user, Key: "u"}}
+			if rs, err := l.AllowAll(ctx, checks); err != nil || !equalResults(rs, []R{ok(2, 1, end), ok(1, 0, time.Minute)}) {
+				t.Fatalf("first request: %+v, %v", rs, err)
+			}
+			if rs, err := l.AllowAll(ctx, checks); err != nil || len(rs) != 2 || rs[1].Allowed {
+				t.Fatalf("second request: %+v, %v; want denied by the user rule", rs, err)
+			}
+			if r := peekAt(t, l, win, "all"); r != ok(2, 1, end) {
+				t.Errorf("fixed window after the denied request: %+v, want its event back", r)
+			}
+		})
+		t.Run(b.Name+"/AllowGroup", func(t *testing.T) {
+			clk := testkit.NewClock()
+			l := b.New(t, testkit.Options(clk))
+			win := fixed("g-fixed", 2, 10*sec)
+			minute := ratelimit.Rule{Name: "g-fixed-minute", Limit: ratelimit.PerMinute(1)}
+			group := func(checks ...ratelimit.Check) []ratelimit.Result {
+				t.Helper()
+				rs, err := l.AllowGroup(ctx, "f7", checks)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return rs
+			}
+			if rs := group(ratelimit.Check{Rule: win, Key: "f7"}, ratelimit.Check{Rule: minute, Key: "f7"}); !equalResults(rs, []R{ok(2, 1, end), ok(1, 0, time.Minute)}) {
+				t.Fatalf("first group: %+v", rs)
+			}
+			// The minute rule denies: the window counts nothing.
+			if rs := group(ratelimit.Check{Rule: win, Key: "f7"}, ratelimit.Check{Rule: minute, Key: "f7"}); !equalResults(rs, []R{ok(2, 0, end), no(1, 0, time.Minute, time.Minute)}) {
+				t.Fatalf("second group: %+v", rs)
+			}
+			if rs := group(ratelimit.Check{Rule: win, Key: "f7"}); !equalResults(rs, []R{ok(2, 0, end)}) {
+				t.Fatalf("the window after the denied group: %+v, want one event left", rs)
+			}
+			if rs := group(ratelimit.Check{Rule: win, Key: "f7"}); !equalResults(rs, []R{no(2, 0, end, end)}) {
+				t.Fatalf("the spent window: %+v", rs)
+			}
+			clk.Advance(end)
+			if rs := group(ratelimit.Check{Rule: win, Key: "f7"}); !equalResults(rs, []R{ok(2, 1, 10*sec)}) {
+				t.Fatalf("the next window: %+v", rs)
+			}
+		})
+	}
+}
+
 func peekAt(t *testing.T, l *ratelimit.Limiter, rule ratelimit.Rule, key string) R {
 	t.Helper()
 	r, err := l.Peek(context.Background(), rule, key)

@@ -1,0 +1,112 @@
+-- fixedwindow.lua: the fixed-window counter of one (rule, key) pair (Kind
+-- FixedWindow): the events of the current window, windows of the rule's
+-- length aligned to the Unix epoch. fixedwindow.go keeps the same two
+-- numbers on the local path.
+--
+-- The counter is a STRING 'w c': the index of the window its count
+-- belongs to (now / window, rounded down) and the count. A count of an
+-- earlier window counts as 0. It expires a second after its window ends.
+--
+-- Pieces of the scripts' templates (see remote.go and now.lua), put into a
+-- script where it names them; nothing here is a function. The pieces every
+-- kind has (fixed.args ... fixed.restore) are those of the decision
+-- (decide.lua says what each must do and which locals it reads and sets);
+-- this kind's own locals are window (µs), w and c (the window and its
+-- events, moved to now's window). fixed.tail, fixed.undo and
+-- fixed.writeback serve allow.lua's reply, undo.lua and writeback.lua.
+
+{{- define "fixed.args" -}}
+local window = tonumber({{.Second}})
+{{- end}}
+
+{{/* fixed.state declares w and c as the counter whose key is the Lua
+expression given as the piece's argument holds them. */}}
+{{- define "fixed.state" -}}
+local stored = redis.call('GET', {{.}})
+local w, c = 0, 0
+if stored then
+  local sp = string.find(stored, ' ', 1, true)
+  w, c = tonumber(string.sub(stored, 1, sp - 1)), tonumber(string.sub(stored, sp + 1))
+end
+{{- end}}
+
+{{/* fixed.roll moves w and c to the window whose index is the Lua
+expression given as the piece's argument, when it is later than w. */}}
+{{- define "fixed.roll" -}}
+if {{.}} > w then
+  w, c = {{.}}, 0
+end
+{{- end}}
+
+{{- define "fixed.read" -}}
+{{template "fixed.state" "key"}}
+local idx = math.floor(now / window)
+{{template "fixed.roll" "idx"}}
+{{- end}}
+
+{{- define "fixed.count" -}}
+count = c
+{{- end}}
+
+{{/* fixed.retry: a spent window comes back only with the next. */}}
+{{- define "fixed.retry" -}}
+retry = (w + 1) * window - now
+{{- end}}
+
+{{- define "fixed.reset" -}}
+if c > 0 then
+  reset = (w + 1) * window - now
+else
+  reset = 0
+end
+{{- end}}
+
+{{- define "fixed.record" -}}
+c = c + n
+reset = (w + 1) * window - now
+redis.call('SET', key, string.format('%d %d', w, c), 'PX', {{template "ttl" "reset"}})
+{{- end}}
+
+{{- define "fixed.pending" -}}
+reset = (w + 1) * window - now
+{{- end}}
+
+{{- define "fixed.keep"}}window = window, w = w, c = c{{end}}
+{{- define "fixed.restore" -}}
+local window, w, c = p.window, p.w, p.c
+{{- end}}
+
+{{/* fixed.tail: the window the call's events went into, the last number
+of allow.lua's reply (see algorithm.windowed and undo.lua). */}}
+{{- define "fixed.tail"}}w{{end}}
+
+{{/* fixed.undo takes the events back from the window they went into
+(ARGV[3]) only: once the counter has moved on they no longer count. */}}
+{{- define "fixed.undo" -}}
+{{template "fixed.state" "key"}}
+if w == tonumber(ARGV[3]) then
+  back = math.min(c, n)
+  if back > 0 then
+    redis.call('SET', key, string.format('%d %d', w, c - back), 'KEEPTTL')
+  end
+end
+{{- end}}
+
+{{/* fixed.writeback adds the events of the writer's window; those of an
+earlier window no longer count. */}}
+{{- define "fixed.writeback" -}}
+local window, now = tonumber(ARGV[2]), tonumber(ARGV[11])
+{{template "fixed.state" "key"}}
+local idx = math.floor(now / window)
+{{template "fixed.roll" "idx"}}
+local added = 0
+for i = first, last, 2 do
+  if tonumber(ARGV[i]) == w then
+    added = added + tonumber(ARGV[i + 1])
+  end
+end
+if added > 0 then
+  c = c + added
+  redis.call('SET', key, string.format('%d %d', w, c), 'PX', {{template "ttl" "(w + 1) * window - now"}})
+end
+{{- end}}
