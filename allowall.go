@@ -119,7 +119,7 @@ func (l *Limiter) takeBack(us []undo, rs []Result) {
 		args := []string{u.member, strconv.FormatInt(u.n, 10), strconv.FormatInt(fourth, 10), strconv.FormatInt(fifth, 10)}
 		err := l.sendWithoutFallback(context.Background(), u.conn, u.key, subject{"rule", u.k.rule}, fmt.Sprintf("taking back %d events", u.n), false,
 			func(ctx context.Context, c rueidis.Client) error {
-				return u.p.alg.redis.scripts().undo.exec(ctx, c, []string{u.key}, args).Error()
+				return u.p.alg.redis.scripts().undo.Exec(ctx, c, []string{u.key}, args).Error()
 			})
 		if err != nil {
 			l.log.log(logOutage, slog.LevelWarn, "ratelimit: AllowAll could not take events back", "err", err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/script"
 )
 
 // Ban bans key under rule for d, by hand: through the same penalty state
@@ -28,7 +30,7 @@ func (l *Limiter) Ban(ctx context.Context, rule Rule, key string, d time.Duratio
 			return nil
 		},
 		local: func(k lkey, _ *plan, now int64) { l.local.ban(k, now, ban) },
-		redis: func(keys *pairKeys, _ *plan, now int64) (*script, []string, []string) {
+		redis: func(keys *pairKeys, _ *plan, now int64) (*script.Script, []string, []string) {
 			var at string
 			if l.set.Clock != nil {
 				at = itoa(now)

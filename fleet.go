@@ -166,7 +166,7 @@ func (l *Limiter) beat(conn *redisConn, key string, kicked bool) {
 	}
 	err := l.sendWithoutFallback(context.Background(), conn, key, subject{"heartbeat", key}, "announcing the limiter", spare,
 		func(ctx context.Context, c rueidis.Client) error {
-			reply, err := fleetScript.exec(ctx, c, []string{key, key + ":born", key + ":owing"}, []string{l.id, itoa(period), owes, itoa(l.settleFrom.Load())}).AsIntSlice()
+			reply, err := fleetScript.Exec(ctx, c, []string{key, key + ":born", key + ":owing"}, []string{l.id, itoa(period), owes, itoa(l.settleFrom.Load())}).AsIntSlice()
 			if err != nil {
 				return err
 			}

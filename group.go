@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ratelimit-go/ratelimit/internal/script"
 	"github.com/redis/rueidis"
 )
 
@@ -96,10 +97,10 @@ func (l *Limiter) routeGroup(ctx context.Context, group string, checks []Check) 
 		}
 	}
 	keys, args, member := l.encodeGroup(g, legs, now)
-	script := groupScript(g)
+	gs := groupScript(g)
 	var ds []decision
 	s, err := l.sendHeld(ctx, conn, keys[0], subject{"group", group}, legs, now, func(ctx context.Context, c rueidis.Client) error {
-		resp := script.exec(ctx, c, keys, args)
+		resp := gs.Exec(ctx, c, keys, args)
 		if err := resp.Error(); err != nil {
 			return err
 		}
@@ -275,29 +276,29 @@ func ladder(pp *penaltyPlan) string {
 // groupScripts are group.lua's compositions, one for each sequence of
 // kinds and penalties a group has held (see groupScript): as many as the
 // program has kinds of groups.
-var groupScripts sync.Map // string -> *script
+var groupScripts sync.Map // string -> *script.Script
 
 // groupScript returns group.lua composed for g's rules, in g's order.
-func groupScript(g []groupPair) *script {
+func groupScript(g []groupPair) *script.Script {
 	var name strings.Builder
 	for i := range g {
 		name.WriteString(g[i].p.alg.redis.scripts().pieces)
 		name.WriteByte("-+"[b2i(g[i].p.penalize)])
 	}
 	if s, ok := groupScripts.Load(name.String()); ok {
-		return s.(*script)
+		return s.(*script.Script)
 	}
-	v := variant{}
+	v := script.Variant{}
 	seen := map[string]bool{}
 	for i := range g {
 		kind := g[i].p.alg.redis.scripts().pieces
-		v.Rules = append(v.Rules, variant{Kind: kind, Penalty: g[i].p.penalize, Group: true, Index: i + 1,
+		v.Rules = append(v.Rules, script.Variant{Kind: kind, Penalty: g[i].p.penalize, Group: true, Index: i + 1,
 			Second: "ARGV[a + 1]", Fifth: "ARGV[a + 4]", PenaltyAt: "a + 11"})
 		if !seen[kind] {
 			seen[kind] = true
-			v.Preludes = append(v.Preludes, variant{Kind: kind})
+			v.Preludes = append(v.Preludes, script.Variant{Kind: kind})
 		}
 	}
-	s, _ := groupScripts.LoadOrStore(name.String(), newScript(addsState, compose("group", v)))
-	return s.(*script)
+	s, _ := groupScripts.LoadOrStore(name.String(), script.New(script.AddsState, compose("group", v)))
+	return s.(*script.Script)
 }

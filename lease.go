@@ -128,7 +128,7 @@ func (l *Limiter) dropLease(ctx context.Context, u *undo) {
 	keys, args := [1]string{key}, [4]string{u.member, "1", "0", "0"}
 	err := l.sendWithoutFallback(ctx, l.conn.Load(), key, subject{"rule", u.k.rule}, "releasing a lease", false,
 		func(ctx context.Context, c rueidis.Client) error {
-			return u.p.alg.redis.scripts().undo.exec(ctx, c, keys[:], args[:]).Error()
+			return u.p.alg.redis.scripts().undo.Exec(ctx, c, keys[:], args[:]).Error()
 		})
 	if errors.Is(err, ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		l.leases.owe(*u)
@@ -178,7 +178,7 @@ func (le *Lease) Renew(ctx context.Context) error {
 		args := []string{at, itoa(u.p.window), u.member, itoa(u.p.rate), itoa(le.taken)}
 		var renewed bool
 		s, err := l.send(ctx, conn, key, subject{"rule", u.k.rule}, false, func(ctx context.Context, c rueidis.Client) error {
-			v, err := renewScript.exec(ctx, c, []string{key, keys.reset}, args).AsInt64()
+			v, err := renewScript.Exec(ctx, c, []string{key, keys.reset}, args).AsInt64()
 			renewed = v == 1
 			return err
 		})
@@ -358,7 +358,7 @@ func (l *Limiter) recordOver(ctx context.Context, u *undo) bool {
 	}
 	args := []string{at, itoa(u.p.window), u.member, itoa(u.p.rate), itoa(now), "1"}
 	s, err := l.send(ctx, conn, key, subject{"rule", u.k.rule}, false, func(ctx context.Context, c rueidis.Client) error {
-		return renewScript.exec(ctx, c, []string{key, keys.reset}, args).Error()
+		return renewScript.Exec(ctx, c, []string{key, keys.reset}, args).Error()
 	})
 	if err != nil {
 		u.local = false

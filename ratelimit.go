@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/internal/script"
 	"github.com/redis/rueidis"
 )
 
@@ -81,7 +82,7 @@ type redisConn struct {
 }
 
 func (l *Limiter) newConn(c rueidis.Client) *redisConn {
-	conn := &redisConn{client: &scriptClient{Client: c}, breakers: newBreakerSet(c.Mode() == rueidis.ClientModeCluster, &l.set, l.changes)}
+	conn := &redisConn{client: &script.Client{Client: c}, breakers: newBreakerSet(c.Mode() == rueidis.ClientModeCluster, &l.set, l.changes)}
 	if conn.breakers.cluster {
 		l.workers.Add(1)
 		go func() {
@@ -414,7 +415,7 @@ func (p *plan) invalidN(n int64, rule string) error {
 // redisDecision runs the rule's script for one call.
 func redisDecision(ctx context.Context, c rueidis.Client, p *plan, keys []string, args []string) (decision, error) {
 	s := p.alg.redis.scripts().allow[b2i(p.penalize)]
-	resp := s.exec(ctx, c, keys, args)
+	resp := s.Exec(ctx, c, keys, args)
 	if err := resp.Error(); err != nil {
 		return decision{}, err
 	}
@@ -550,7 +551,7 @@ func (l *Limiter) Reset(ctx context.Context, rule Rule, key string) error {
 			l.local.reset(k, p, now)
 			l.leases.lose(k)
 		},
-		redis: func(keys *pairKeys, p *plan, now int64) (*script, []string, []string) {
+		redis: func(keys *pairKeys, p *plan, now int64) (*script.Script, []string, []string) {
 			return resetScript, append([]string{keys.reset, keys.penalty}, keys.meters...), []string{itoa(now), itoa((p.kept(now) + 999) / 1000)}
 		},
 		owe: l.local.oweReset,

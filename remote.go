@@ -6,34 +6,18 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"sync/atomic"
-	"text/template"
 
+	"github.com/ratelimit-go/ratelimit/internal/script"
 	"github.com/redis/rueidis"
 )
 
 // The scripts are composed when the package loads, from pieces that each
-// hold one idea (lua/): the call's time (now.lua), a key's expiry
-// (ttl.lua), each kind of meter (sliding.lua, counter.lua, gcra.lua,
-// quota.lua), the penalty ladder (penalty.lua) and one pair's decision over
-// any of them (decide.lua); and the entries that read a script's keys and
-// arguments (allow.lua, group.lua, ban.lua, undo.lua, writeback.lua,
-// fleet.lua, reset.lua).
-//
-// How they compose: every file in lua/ is a text/template file whose
-// pieces are named templates, {{define "name"}} ... {{end}}, in Lua; a
-// file's header (the text outside its pieces) documents them and is never
-// put in a script. A piece puts another in with {{template "name" x}}; x
-// is either a Lua expression as a string (the key to read, the µs to keep,
-// the time now is read from) or the script's variant. {{kind "piece" .}}
-// puts in the piece of the variant's kind, <kind>.piece (sliding.count for
-// a sliding log), so a script never asks at run time what kind it decides;
-// {{if .Penalty}} leaves the ladder out of a rule without one. Pieces
-// share locals by name (decide.lua lists them). The result is one flat
-// body per variant: pieces are text, not functions, because every function
-// a script defines costs Redis a closure on every call (about 770
-// instructions, BENCHMARKS.md); a script defines only a function it calls
-// more than once a call (gcra_div). Blank lines are dropped.
+// hold one idea (lua/; internal/script says how they compose): the call's
+// time (now.lua), a key's expiry (ttl.lua), each kind of meter (its own
+// file, as sliding.lua), the penalty ladder (penalty.lua) and one pair's
+// decision over any of them (decide.lua); and the entries that read a
+// script's keys and arguments (allow.lua, group.lua, ban.lua, undo.lua,
+// writeback.lua, fleet.lua, reset.lua, renew.lua).
 //
 // The clock (a time in ARGV[1], or Redis' TIME) is left to run time: it
 // costs a string comparison and a test or two per call, while a variant
@@ -42,83 +26,25 @@ import (
 var (
 	//go:embed lua/*.lua
 	luaFiles  embed.FS
-	luaPieces = parsePieces()
+	luaPieces = script.MustParse(luaFiles, "lua/*.lua")
 )
 
-// variant is what one composition of a script is for: the kind of its
-// meter (the name of its pieces, as "sliding" for sliding.lua's), whether
-// the rule has a penalty, whether the decision is one of a group's (it
-// records nothing itself) and which (Index, from 1), the Lua expressions
-// of the arguments allow.lua takes as ARGV[2] and ARGV[5] and of the index
-// of the penalty's first; for a group's script, its rules' variants and
-// one of each kind among them (Preludes).
-type variant struct {
-	Kind                     string
-	Penalty                  bool
-	Group                    bool
-	Index                    int
-	Second, Fifth, PenaltyAt string
-	Rules, Preludes          []variant
-}
-
-// parsePieces parses lua/ with the functions its pieces use: kind (the
-// variant's kind's piece) and has (whether the kind has that piece).
-func parsePieces() *template.Template {
-	t := template.New("lua")
-	t.Funcs(template.FuncMap{
-		"kind": func(piece string, v variant) (string, error) {
-			var b strings.Builder
-			err := t.ExecuteTemplate(&b, v.Kind+"."+piece, v)
-			return b.String(), err
-		},
-		"has": func(piece string, v variant) bool { return t.Lookup(v.Kind+"."+piece) != nil },
-	})
-	return template.Must(t.ParseFS(luaFiles, "lua/*.lua"))
-}
-
-// compose returns the script of entry for v: the flat body, without its
-// blank lines, each line indented anew by the blocks it is in (a piece's
-// lines are indented as in its file, wherever it is put). No piece holds a
-// string that spans lines, so only whitespace outside strings changes.
-func compose(entry string, v variant) string {
-	var b strings.Builder
-	if err := luaPieces.ExecuteTemplate(&b, entry, v); err != nil {
-		panic("ratelimit: composing " + entry + ": " + err.Error())
-	}
-	var out strings.Builder
-	depth := 0
-	for _, l := range strings.Split(b.String(), "\n") {
-		l = strings.TrimSpace(l)
-		if l == "" {
-			continue
-		}
-		first, _, _ := strings.Cut(l, " ")
-		opens := strings.HasSuffix(l, " then") || strings.HasSuffix(l, " do") || first == "do" ||
-			strings.HasSuffix(l, ")") && strings.Contains(l, "function ") || first == "else"
-		if first == "end" || first == "else" || first == "elseif" {
-			depth--
-		}
-		out.WriteString(strings.Repeat("  ", max(depth, 0)) + l + "\n")
-		if opens || first == "elseif" {
-			depth++
-		}
-	}
-	return out.String()
-}
+// compose returns the script text of entry for v (see script.Pieces).
+func compose(entry string, v script.Variant) string { return luaPieces.Compose(entry, v) }
 
 // allowVariant is allow.lua's variant for a rule of kind, with or without
 // a penalty.
-func allowVariant(kind string, penalty bool) variant {
-	return variant{Kind: kind, Penalty: penalty, Second: "ARGV[2]", Fifth: "ARGV[5]", PenaltyAt: "7"}
+func allowVariant(kind string, penalty bool) script.Variant {
+	return script.Variant{Kind: kind, Penalty: penalty, Second: "ARGV[2]", Fifth: "ARGV[5]", PenaltyAt: "7"}
 }
 
 // kindScripts are the entries composed with one kind's pieces: each kind's
 // file holds its own (see algorithm.scripts).
 type kindScripts struct {
-	pieces    string     // the name of the kind's pieces in lua/
-	allow     [2]*script // allow.lua, without and with a penalty
-	undo      *script    // undo.lua
-	writeBack *script    // writeback.lua
+	pieces    string            // the name of the kind's pieces in lua/
+	allow     [2]*script.Script // allow.lua, without and with a penalty
+	undo      *script.Script    // undo.lua
+	writeBack *script.Script    // writeback.lua
 }
 
 // composeKind returns the entries composed for a rule of kind (the name of
@@ -126,14 +52,14 @@ type kindScripts struct {
 func composeKind(kind string) *kindScripts {
 	return &kindScripts{
 		pieces: kind,
-		allow: [2]*script{
-			newScript(addsState, compose("allow", allowVariant(kind, false))),
-			newScript(addsState, compose("allow", allowVariant(kind, true))),
+		allow: [2]*script.Script{
+			script.New(script.AddsState, compose("allow", allowVariant(kind, false))),
+			script.New(script.AddsState, compose("allow", allowVariant(kind, true))),
 		},
-		undo: newScript(removesOnly, compose("undo", variant{Kind: kind})),
+		undo: script.New(script.RemovesOnly, compose("undo", script.Variant{Kind: kind})),
 		// The write-back records log events as allow.lua does, and adds
 		// to the other meters through their own pieces.
-		writeBack: newScript(addsState, compose("writeback", variant{Kind: kind})),
+		writeBack: script.New(script.AddsState, compose("writeback", script.Variant{Kind: kind})),
 	}
 }
 
@@ -141,120 +67,18 @@ func composeKind(kind string) *kindScripts {
 // script holds costs Redis time on every call.
 //
 // Every script but undo's and reset's adds state, and Redis must refuse it
-// at maxmemory before it writes anything (see script); those two only
+// at maxmemory before it writes anything (see script.Script); those two only
 // remove, and must run whatever Redis' memory.
 var (
-	banScript   = newScript(addsState, compose("ban", variant{}))
-	fleetScript = newScript(addsState, compose("fleet", variant{}))
+	banScript   = script.New(script.AddsState, compose("ban", script.Variant{}))
+	fleetScript = script.New(script.AddsState, compose("fleet", script.Variant{}))
 	// resetScript frees a pair's state, and leaves only the Reset's time,
 	// a few bytes: it runs at maxmemory too, so an operator can free
 	// memory.
-	resetScript = newScript(removesOnly, compose("reset", variant{}))
+	resetScript = script.New(script.RemovesOnly, compose("reset", script.Variant{}))
 	// renewScript renews a lease (see lease.go).
-	renewScript = newScript(addsState, compose("renew", variant{}))
+	renewScript = script.New(script.AddsState, compose("renew", script.Variant{}))
 )
-
-// The first lines a script is sent with to a server that takes them
-// (Redis 7 and later): a script that adds state is checked by Redis before
-// it runs, and refused whole with OOM at maxmemory (under noeviction), so
-// that it never writes past it. Without that line Redis checks only a
-// script's first write, and a script that trims before it adds (the exact
-// log's, the heartbeat's) would grow Redis on every call. A script that
-// only removes state runs at maxmemory too (allow-oom), so that an operator
-// can free memory.
-const (
-	addsState   = "#!lua\n"
-	removesOnly = "#!lua flags=allow-oom\n"
-)
-
-// The two texts of a script: as composed (for servers that reject the
-// first line, Redis before 7 and miniredis), and with its first line.
-const (
-	plainText = iota
-	flaggedText
-)
-
-// script is a Lua script sent with EVALSHA, and with EVAL when the server
-// does not have it (first use, SCRIPT FLUSH, a restart). Unlike
-// rueidis.Lua.Exec it takes its keys and arguments in arrays the caller
-// keeps on its stack, so a call allocates nothing for them. EVALSHA is a
-// write, so rueidis never retries it: a lost reply cannot double-count.
-//
-// A script is sent with its first line (addsState or removesOnly) until the
-// server rejects that line as a syntax error: the client (a scriptClient)
-// then remembers that its server takes none, and sends the composed text
-// from then on. That costs one more round trip, once per client, and only
-// on a server that takes no first line.
-//
-// A script's name, its SHA-1 digest, is learned from Redis (SCRIPT LOAD
-// returns it) once the script has run, never computed here: a FIPS
-// 140-only build (GODEBUG=fips140=only) forbids SHA-1 in process, and a
-// limiter that never talks to Redis never needs the name at all. Until then
-// the script is sent with EVAL, which Redis refuses at maxmemory before it
-// caches the text: a server that is out of memory gains nothing from a
-// script it refuses, however often it is sent (SCRIPT LOAD, which Redis
-// never refuses, is sent only for a text the server has just run and
-// cached).
-type script struct {
-	src [2]string                 // plainText, flaggedText
-	sha [2]atomic.Pointer[string] // nil until SCRIPT LOAD has named the text
-}
-
-func newScript(first, src string) *script { return &script{src: [2]string{src, first + src}} }
-
-// scriptClient is the client of one Redis (or one Cluster) and what it
-// learned of the server's scripts.
-type scriptClient struct {
-	rueidis.Client
-	plainOnly atomic.Bool // the server rejected a script's first line
-}
-
-// exec runs the script on c with keys and args: with its first line,
-// unless c (a Limiter's scriptClient) learned that its server takes none.
-func (s *script) exec(ctx context.Context, c rueidis.Client, keys []string, args []string) rueidis.RedisResult {
-	sc, _ := c.(*scriptClient)
-	if sc != nil && sc.plainOnly.Load() {
-		return s.run(ctx, c, plainText, keys, args)
-	}
-	resp := s.run(ctx, c, flaggedText, keys, args)
-	if rejectsFirstLine(resp.Error()) {
-		if sc != nil {
-			sc.plainOnly.Store(true)
-		}
-		resp = s.run(ctx, c, plainText, keys, args)
-	}
-	return resp
-}
-
-// run sends the script's text v by its name when known, and otherwise (or
-// when the server does not have it) whole; once the server has run the
-// whole text, it learns the name.
-func (s *script) run(ctx context.Context, c rueidis.Client, v int, keys []string, args []string) rueidis.RedisResult {
-	sha := s.sha[v].Load()
-	if sha != nil {
-		resp := c.Do(ctx, c.B().Evalsha().Sha1(*sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
-		if err, ok := rueidis.IsRedisErr(resp.Error()); !ok || !err.IsNoScript() {
-			return resp
-		}
-	}
-	resp := c.Do(ctx, c.B().Eval().Script(s.src[v]).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
-	if sha == nil && resp.Error() == nil {
-		// The server has cached the text: loading it adds nothing (on a
-		// Cluster SCRIPT LOAD may reach another node, once per text).
-		if name, err := c.Do(ctx, c.B().ScriptLoad().Script(s.src[v]).Build()).ToString(); err == nil {
-			s.sha[v].Store(&name)
-		}
-	}
-	return resp
-}
-
-// rejectsFirstLine reports whether err is a server's syntax error at a
-// script's first line ('#'), which servers before Redis 7 and miniredis
-// answer to "#!lua".
-func rejectsFirstLine(err error) bool {
-	re, ok := rueidis.IsRedisErr(err)
-	return ok && strings.Contains(re.Error(), "near '#'")
-}
 
 // decision is what either path decided, in microseconds.
 type decision struct {

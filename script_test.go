@@ -8,19 +8,20 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/internal/script"
 	"github.com/redis/rueidis"
 )
 
 // scriptTestClient returns a client of the servers at addrs, closed at
 // cleanup, wrapped as a Limiter wraps its client.
-func scriptTestClient(t *testing.T, addrs ...string) *scriptClient {
+func scriptTestClient(t *testing.T, addrs ...string) *script.Client {
 	t.Helper()
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
 	if err != nil {
 		t.Fatalf("rueidis.NewClient(%v): %v", addrs, err)
 	}
 	t.Cleanup(c.Close)
-	return &scriptClient{Client: c}
+	return &script.Client{Client: c}
 }
 
 // countingClient counts the commands sent through it.
@@ -38,7 +39,7 @@ func (c *countingClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.
 // Redis' TIME) once and returns the live count it answers.
 func fleetBeat(t *testing.T, c rueidis.Client, id string) int64 {
 	t.Helper()
-	reply, err := fleetScript.exec(context.Background(), c, []string{"s:v1:{instances}", "s:v1:{instances}:born", "s:v1:{instances}:owing"}, []string{id, "1000000", "0", "0"}).AsIntSlice()
+	reply, err := fleetScript.Exec(context.Background(), c, []string{"s:v1:{instances}", "s:v1:{instances}:born", "s:v1:{instances}:owing"}, []string{id, "1000000", "0", "0"}).AsIntSlice()
 	if err != nil || len(reply) != 4 {
 		t.Fatalf("fleet.lua: %v, %v", reply, err)
 	}
@@ -53,11 +54,11 @@ func fleetBeat(t *testing.T, c rueidis.Client, id string) int64 {
 func TestScriptFirstLine(t *testing.T) {
 	mr := miniredis.RunT(t)
 	counted := &countingClient{Client: scriptTestClient(t, mr.Addr()).Client}
-	c := &scriptClient{Client: counted}
+	c := &script.Client{Client: counted}
 	if n := fleetBeat(t, c, "a"); n != 1 {
 		t.Fatalf("first heartbeat on miniredis counted %d; want 1", n)
 	}
-	if !c.plainOnly.Load() {
+	if !c.PlainOnly.Load() {
 		t.Fatal("miniredis took a script's first line; want it rejected, and the client to send scripts without it")
 	}
 	before := counted.sent
@@ -82,13 +83,13 @@ func TestScriptFirstLine(t *testing.T) {
 	}
 	srv := redistest.Start(t, redistest.Options{})
 	c = scriptTestClient(t, srv.Addr())
-	if n := fleetBeat(t, c, "a"); n != 1 || c.plainOnly.Load() {
-		t.Errorf("redis-server: heartbeat counted %d, first line rejected: %v; want 1, taken", n, c.plainOnly.Load())
+	if n := fleetBeat(t, c, "a"); n != 1 || c.PlainOnly.Load() {
+		t.Errorf("redis-server: heartbeat counted %d, first line rejected: %v; want 1, taken", n, c.PlainOnly.Load())
 	}
 	cl := redistest.StartCluster(t)
 	c = scriptTestClient(t, cl.Addrs()...)
-	if n := fleetBeat(t, c, "a"); n != 1 || c.plainOnly.Load() {
-		t.Errorf("cluster: heartbeat counted %d, first line rejected: %v; want 1, taken", n, c.plainOnly.Load())
+	if n := fleetBeat(t, c, "a"); n != 1 || c.PlainOnly.Load() {
+		t.Errorf("cluster: heartbeat counted %d, first line rejected: %v; want 1, taken", n, c.PlainOnly.Load())
 	}
 }
 
@@ -130,7 +131,7 @@ func TestScriptsAtMaxmemory(t *testing.T) {
 		t.Fatalf("SET at maxmemory: %v; want refused with OOM", err)
 	}
 
-	err := fleetScript.exec(ctx, c, []string{"s:v1:{instances}", "s:v1:{instances}:born"}, []string{"a", "1000000"}).Error()
+	err := fleetScript.Exec(ctx, c, []string{"s:v1:{instances}", "s:v1:{instances}:born"}, []string{"a", "1000000"}).Error()
 	if re, ok := rueidis.IsRedisErr(err); !ok || !strings.HasPrefix(re.Error(), "OOM") {
 		t.Errorf("fleet.lua at maxmemory: %v; want refused with OOM", err)
 	}
@@ -149,7 +150,7 @@ func TestScriptsAtMaxmemory(t *testing.T) {
 		{bucket, algGCRA, []string{"", "1", "100", "1"}, "4900"}, // one event costs 100 µs
 		{quota, algQuota, []string{"", "1", "1000"}, "1000 3"},
 	} {
-		back, err := u.kind.redis.scripts().undo.exec(ctx, c, []string{u.key}, u.args).AsInt64()
+		back, err := u.kind.redis.scripts().undo.Exec(ctx, c, []string{u.key}, u.args).AsInt64()
 		if err != nil || back == 0 {
 			t.Errorf("undo.lua %q at maxmemory = %d, %v; want events taken back", u.args, back, err)
 			continue
@@ -168,7 +169,7 @@ func TestScriptsAtMaxmemory(t *testing.T) {
 			t.Errorf("after undo.lua %q at maxmemory the state is %q; want %q", u.args, got, u.want)
 		}
 	}
-	if c.plainOnly.Load() {
+	if c.PlainOnly.Load() {
 		t.Error("redis-server rejected a script's first line")
 	}
 }

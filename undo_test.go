@@ -24,7 +24,7 @@ func TestUndoTakesCounterEventsOnlyFromTheirWindow(t *testing.T) {
 	const key = "rl:v1:{4:rule:=k}:c"
 	mr.HSet(key, "w", "41", "c", "5", "p", "1") // the counter is in window 41
 	undo := func(win int) int64 {
-		n, err := algCounter.redis.scripts().undo.exec(ctx, c, []string{key}, []string{"member", "2", strconv.Itoa(win)}).AsInt64()
+		n, err := algCounter.redis.scripts().undo.Exec(ctx, c, []string{key}, []string{"member", "2", strconv.Itoa(win)}).AsInt64()
 		if err != nil {
 			t.Fatal(err)
 		}

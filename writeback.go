@@ -642,7 +642,7 @@ func (l *Limiter) sendBatch(ctx context.Context, conn *redisConn, b *batch, now 
 	// instances, which reserve this one's share until it is done (see
 	// reserve).
 	s, err := l.send(ctx, conn, all[0], subject{"rule", b.k.rule}, !l.writeBackStarved.Load(), func(ctx context.Context, c rueidis.Client) error {
-		return b.p.alg.redis.scripts().writeBack.exec(ctx, c, all, args).Error()
+		return b.p.alg.redis.scripts().writeBack.Exec(ctx, c, all, args).Error()
 	})
 	l.writeBackStarved.Store(s.path == PathShed)
 	switch {
