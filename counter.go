@@ -31,21 +31,21 @@ func (c *counter) view(now, window int64) (win, cur, prev, elapsed int64) {
 	return win, cur, prev, max(0, now-win*window)
 }
 
-// prune does nothing: like lua/counter.lua, the counter moves to a new
+// Prune does nothing: like lua/counter.lua, the counter moves to a new
 // window only when it records events there.
-func (c *counter) prune(int64, int64) {}
+func (c *counter) Prune(int64, int64) {}
 
-func (c *counter) count(now, window int64) int64 {
+func (c *counter) Count(now, window int64) int64 {
 	_, cur, prev, elapsed := c.view(now, window)
 	frac := float64(window-elapsed) / float64(window)
 	return int64(math.Ceil(float64(float64(prev)*frac) + float64(cur)))
 }
 
-// retryIn returns how long until the estimate has room for asked more:
+// RetryIn returns how long until the estimate has room for asked more:
 // until the previous window's weight has fallen far enough, or, when the
 // current window alone is too full, until it has become the previous one
 // and fallen far enough in turn.
-func (c *counter) retryIn(now, window, rate, asked int64) int64 {
+func (c *counter) RetryIn(now, window, rate, asked int64) int64 {
 	need := rate - asked
 	if need < 0 {
 		return window
@@ -61,7 +61,7 @@ func (c *counter) retryIn(now, window, rate, asked int64) int64 {
 	return max(int64(math.Ceil(at-float64(now))), 1)
 }
 
-func (c *counter) reset(now, window int64, _ bool) int64 {
+func (c *counter) Reset(now, window int64, _ bool) int64 {
 	win, cur, prev, _ := c.view(now, window)
 	switch {
 	case cur > 0:
@@ -72,8 +72,8 @@ func (c *counter) reset(now, window int64, _ bool) int64 {
 	return 0
 }
 
-// add moves the counter to now's window and records n events there.
-func (c *counter) add(now, window, n int64) {
+// Add moves the counter to now's window and records n events there.
+func (c *counter) Add(now, window, n int64) {
 	c.win, c.cur, c.prev, _ = c.view(now, window)
 	c.cur += n
 }

@@ -34,30 +34,30 @@ func (f *fixedWindow) view(now, window int64) (win, n int64) {
 	return f.win, f.n
 }
 
-// prune does nothing: like lua/fixedwindow.lua, the count moves to a new
+// Prune does nothing: like lua/fixedwindow.lua, the count moves to a new
 // window only when it records events there.
-func (f *fixedWindow) prune(int64, int64) {}
+func (f *fixedWindow) Prune(int64, int64) {}
 
-func (f *fixedWindow) count(now, window int64) int64 {
+func (f *fixedWindow) Count(now, window int64) int64 {
 	_, n := f.view(now, window)
 	return n
 }
 
-// retryIn returns how long until the window ends: a spent window comes
+// RetryIn returns how long until the window ends: a spent window comes
 // back only with the next.
-func (f *fixedWindow) retryIn(now, window, _, _ int64) int64 {
+func (f *fixedWindow) RetryIn(now, window, _, _ int64) int64 {
 	win, _ := f.view(now, window)
 	return (win+1)*window - now
 }
 
-func (f *fixedWindow) reset(now, window int64, _ bool) int64 {
+func (f *fixedWindow) Reset(now, window int64, _ bool) int64 {
 	if win, n := f.view(now, window); n > 0 {
 		return (win+1)*window - now
 	}
 	return 0
 }
 
-func (f *fixedWindow) add(now, window, n int64) {
+func (f *fixedWindow) Add(now, window, n int64) {
 	f.win, f.n = f.view(now, window)
 	f.n += n
 }

@@ -40,9 +40,9 @@ func (b *bucket) debt(now int64) (debt int64, over bool) {
 	return d*b.rq + b.r, false
 }
 
-func (b *bucket) prune(int64, int64) {}
+func (b *bucket) Prune(int64, int64) {}
 
-func (b *bucket) count(now, _ int64) int64 {
+func (b *bucket) Count(now, _ int64) int64 {
 	debt, over := b.debt(now)
 	if over {
 		return b.burst
@@ -50,10 +50,10 @@ func (b *bucket) count(now, _ int64) int64 {
 	return ceilDiv(debt, b.wq)
 }
 
-// retryIn returns how long until asked events fit under a bucket of rate
+// RetryIn returns how long until asked events fit under a bucket of rate
 // tokens: ceil((debt + asked·wq - rate·wq) / rq) µs, computed from w so
 // that a clock gone backwards cannot overflow it.
-func (b *bucket) retryIn(now, _, rate, asked int64) int64 {
+func (b *bucket) RetryIn(now, _, rate, asked int64) int64 {
 	d, r := b.w-now, b.r
 	if d < 0 {
 		d, r = 0, 0
@@ -61,8 +61,8 @@ func (b *bucket) retryIn(now, _, rate, asked int64) int64 {
 	return max(1, d+ceilDiv(r+(asked-rate)*b.wq, b.rq))
 }
 
-// reset returns how long until the bucket is full: until the TAT.
-func (b *bucket) reset(now, _ int64, _ bool) int64 {
+// Reset returns how long until the bucket is full: until the TAT.
+func (b *bucket) Reset(now, _ int64, _ bool) int64 {
 	d := b.w - now
 	switch {
 	case d < 0 || (d == 0 && b.r == 0):
@@ -73,15 +73,15 @@ func (b *bucket) reset(now, _ int64, _ bool) int64 {
 	return d
 }
 
-// add takes n tokens at now: the debt grows by n·wq ticks.
-func (b *bucket) add(now, _, n int64) {
+// Add takes n tokens at now: the debt grows by n·wq ticks.
+func (b *bucket) Add(now, _, n int64) {
 	debt, _ := b.debt(now)
 	debt += n * b.wq
 	b.w, b.r = now+debt/b.rq, debt%b.rq
 }
 
 // copyFrom merges what Redis answered into the bucket: full again after
-// reset µs, which Redis rounded up to a whole µs, when that is later than
+// Reset µs, which Redis rounded up to a whole µs, when that is later than
 // the bucket's own TAT rounded up alike (an equal TAT keeps the bucket's
 // exact ticks).
 func (b *bucket) copyFrom(now, _, reset int64) {
@@ -184,7 +184,7 @@ func (gcraKind) unrecord(sh *localShard, k lkey, h uint64, _ plan, _, n int64) {
 }
 
 func (gcraKind) dropEmpty(sh *localShard, k lkey, h uint64, now int64) {
-	if b := metersOf[bucket](sh, bucketMeters).peek(&k, h); b != nil && b.reset(now, 0, false) == 0 {
+	if b := metersOf[bucket](sh, bucketMeters).peek(&k, h); b != nil && b.Reset(now, 0, false) == 0 {
 		metersOf[bucket](sh, bucketMeters).remove(&k, h)
 	}
 }

@@ -147,10 +147,10 @@ func (s *localStore) admit(k *lkey, p *plan, rate, now, n int64, peek bool, owed
 			d.banned = true
 			d.banLeft = st.banEnd - now
 			if m, ok := sh.meter(k, h, p, now, false); ok {
-				d.count = m.count(now, p.window)
-				d.reset = m.reset(now, p.window, false)
+				d.count = m.Count(now, p.window)
+				d.reset = m.Reset(now, p.window, false)
 				if d.count+asked > rate {
-					d.retry = m.retryIn(now, p.window, rate, asked)
+					d.retry = m.RetryIn(now, p.window, rate, asked)
 				}
 			}
 			d.retry = max(d.retry, d.banLeft)
@@ -164,23 +164,23 @@ func (s *localStore) admit(k *lkey, p *plan, rate, now, n int64, peek bool, owed
 		return d
 	}
 	if !peek {
-		m.prune(now, p.window)
+		m.Prune(now, p.window)
 	}
-	d.count = m.count(now, p.window)
-	d.reset = m.reset(now, p.window, false)
+	d.count = m.Count(now, p.window)
+	d.reset = m.Reset(now, p.window, false)
 	if d.count+asked <= rate {
 		d.allowed = true
 		if !peek {
-			m.add(now, p.window, n)
+			m.Add(now, p.window, n)
 			d.count += n
-			d.reset = m.reset(now, p.window, true)
+			d.reset = m.Reset(now, p.window, true)
 			if owed != nil {
 				sh.oweEvents(k, h, owed, now, n, member)
 			}
 		}
 		return d
 	}
-	d.retry = m.retryIn(now, p.window, rate, asked)
+	d.retry = m.RetryIn(now, p.window, rate, asked)
 	if p.penalize && n <= rate {
 		sh.violate(k, h, p, now, peek, owed, &d)
 	}
@@ -307,7 +307,7 @@ func (s *localStore) addLease(k lkey, p *plan, now int64, member string, owe boo
 // caller holds sh.mu.
 func (sh *localShard) addLease(k *lkey, h uint64, p *plan, now int64, member string, owe bool) {
 	if m, ok := p.alg.local.meter(sh, *k, h, *p, now, true); ok {
-		m.add(now, p.window, 1)
+		m.Add(now, p.window, 1)
 	}
 	if owe {
 		sh.oweEvents(k, h, p, now, 1, member)

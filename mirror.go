@@ -81,7 +81,7 @@ func (s *localStore) hold(lg *leg, now int64) (held, *seat) {
 	var dt *debt
 	if sh.debts.Len() > 0 {
 		if dt = sh.debtOf(&k, h); dt != nil && dt.p.alg == p.alg {
-			hd.owed = dt.events.since(p.alg.back.dueFrom(*p, now))
+			hd.owed = dt.events.Since(p.alg.back.dueFrom(*p, now))
 		}
 	}
 	hd.owed += lg.reserve
@@ -95,18 +95,18 @@ func (s *localStore) hold(lg *leg, now int64) (held, *seat) {
 	if peek {
 		asked = 1
 	} else {
-		m.prune(now, p.window)
+		m.Prune(now, p.window)
 	}
-	hd.count = m.count(now, p.window)
+	hd.count = m.Count(now, p.window)
 	hd.others = sh.reserved
 	if lg.lost {
 		hd.owed = max(hd.owed, hd.count-hd.others+lg.reserve)
 	}
 	if o, ok := m.(ager); ok {
-		hd.since = o.oldest(now, p.window)
+		hd.since = o.Oldest(now, p.window)
 	}
 	if hd.count+asked > p.rate {
-		hd.retry = max(1, m.retryIn(now, p.window, p.rate, asked))
+		hd.retry = max(1, m.RetryIn(now, p.window, p.rate, asked))
 		if queue || granted {
 			// Full by the process' own count: one call at a time asks
 			// Redis (which may know a Reset), and only when no other
@@ -122,7 +122,7 @@ func (s *localStore) hold(lg *leg, now int64) (held, *seat) {
 			}
 		}
 	} else if !peek && hd.banLeft == 0 {
-		m.add(now, p.window, n)
+		m.Add(now, p.window, n)
 		hd.reserved = true
 		sh.reserved += n
 	}
@@ -266,7 +266,7 @@ func (s *localStore) record(k lkey, p *plan, now, at, n int64, peek bool, d *dec
 		// from this call.
 		sh.forgetOwn(&k, h)
 		if m, ok := sh.meter(&k, h, p, now, true); ok {
-			m.add(now, p.window, n)
+			m.Add(now, p.window, n)
 		}
 		own = n
 	}

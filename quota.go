@@ -18,28 +18,28 @@ type quota struct {
 	at, end int64
 }
 
-func (q *quota) prune(int64, int64) {}
+func (q *quota) Prune(int64, int64) {}
 
-func (q *quota) count(int64, int64) int64 {
+func (q *quota) Count(int64, int64) int64 {
 	if q.start != q.at {
 		return 0
 	}
 	return q.n
 }
 
-// retryIn returns how long until the next period starts: a spent quota
+// RetryIn returns how long until the next period starts: a spent quota
 // comes back only then.
-func (q *quota) retryIn(now, _, _, _ int64) int64 { return q.end - now }
+func (q *quota) RetryIn(now, _, _, _ int64) int64 { return q.end - now }
 
-func (q *quota) reset(now, window int64, justAdded bool) int64 {
-	if justAdded || q.count(now, window) > 0 {
+func (q *quota) Reset(now, window int64, justAdded bool) int64 {
+	if justAdded || q.Count(now, window) > 0 {
 		return q.end - now
 	}
 	return 0
 }
 
-func (q *quota) add(now, window, n int64) {
-	q.n = q.count(now, window) + n
+func (q *quota) Add(now, window, n int64) {
+	q.n = q.Count(now, window) + n
 	q.start = q.at
 }
 

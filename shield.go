@@ -100,7 +100,7 @@ func (s *localStore) shielded(k lkey, p *plan, now, n int64, peek, late bool) (d
 		// ends; one of n events may leave some, and more as events
 		// leave the window: Remaining is the process' own count's.
 		if m, ok := sh.meter(&k, h, p, now, false); ok {
-			d.count = max(m.count(now, p.window), e.rate-e.n+1)
+			d.count = max(m.Count(now, p.window), e.rate-e.n+1)
 		} else {
 			d.count = e.rate - e.n + 1
 		}

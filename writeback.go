@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/internal/eventlog"
 	"github.com/redis/rueidis"
 )
 
@@ -39,7 +40,7 @@ import (
 // decision errs towards rejecting.
 //
 // Meter kinds: the events of every kind are kept as (stamp, n) pairs in a
-// slidingLog. A kind needs three things to be written back: its letter
+// eventlog.Log. A kind needs three things to be written back: its letter
 // (plan.keyKind, the last letter of its Redis key), how its events are
 // stamped and which stamps still count (stamp, dueFrom), and a branch in
 // lua/writeback.lua that adds stamped events to its Redis state (it gets
@@ -63,8 +64,8 @@ const maxBatchStamps = 1000
 
 // debt is what one (rule, key) pair owes Redis. Its shard's lock guards it.
 type debt struct {
-	p      plan       // the rule as last decided without Redis
-	events slidingLog // events allowed without Redis, by stamp
+	p      plan         // the rule as last decided without Redis
+	events eventlog.Log // events allowed without Redis, by stamp
 	// reset: a Reset made at resetAt that Redis has not seen.
 	reset   bool
 	resetAt int64
@@ -127,8 +128,8 @@ type batch struct {
 	d      *debt
 	id     string // unique per Limiter and batch
 	p      plan
-	events []event // stamps ascending, named events included
-	named  []named // the named events among them
+	events []eventlog.Event // stamps ascending, named events included
+	named  []named          // the named events among them
 	reset  bool
 	resetAt,
 	banEnd,
@@ -153,7 +154,7 @@ func (sh *localShard) owe(k *lkey, h uint64, p *plan) *debt {
 		if d.p.alg != p.alg || d.p.window != p.window || d.p.period != p.period {
 			// The rule changed under the same name: its stamps mean
 			// something else now.
-			sh.dropEvents(d, d.events.total)
+			sh.dropEvents(d, d.events.Total())
 		}
 		d.p = *p
 		return d
@@ -167,7 +168,7 @@ func (sh *localShard) owe(k *lkey, h uint64, p *plan) *debt {
 			sh.forgetDebt(oh, e.v, true)
 		}
 	}
-	d := &debt{p: *p, events: newSlidingLog()}
+	d := &debt{p: *p, events: eventlog.New()}
 	sh.debts.add(k, h, d)
 	sh.owing.debts.Add(1)
 	return d
@@ -176,7 +177,7 @@ func (sh *localShard) owe(k *lkey, h uint64, p *plan) *debt {
 // forgetDebt removes d, the debt kept under hash h; with dropped its
 // events are counted as dropped. The caller holds sh.mu.
 func (sh *localShard) forgetDebt(h uint64, d *debt, dropped bool) {
-	n := d.events.total
+	n := d.events.Total()
 	sh.owing.events.Add(-n)
 	if dropped {
 		sh.owing.dropped.Add(uint64(n))
@@ -188,9 +189,9 @@ func (sh *localShard) forgetDebt(h uint64, d *debt, dropped bool) {
 // dropEvents drops up to n of d's oldest events, counting them as dropped,
 // and returns how many it dropped. The caller holds sh.mu.
 func (sh *localShard) dropEvents(d *debt, n int64) int64 {
-	before := d.events.total
-	d.events.bound(max(0, before-n))
-	gone := before - d.events.total
+	before := d.events.Total()
+	d.events.Bound(max(0, before-n))
+	gone := before - d.events.Total()
 	sh.owing.events.Add(-gone)
 	sh.owing.dropped.Add(uint64(gone))
 	return gone
@@ -203,7 +204,7 @@ func (sh *localShard) dropEvents(d *debt, n int64) int64 {
 // always holds). The caller holds sh.mu.
 func (sh *localShard) oweEvents(k *lkey, h uint64, p *plan, now, n int64, member string) {
 	d := sh.owe(k, h, p)
-	d.events.addEvents(p.alg.back.stamp(*p, now), n)
+	d.events.Record(p.alg.back.stamp(*p, now), n)
 	if member != "" && p.alg.back.named() {
 		d.named = append(d.named, named{at: p.alg.back.stamp(*p, now), n: n, member: member})
 	}
@@ -291,7 +292,7 @@ func (sh *localShard) oweReset(k *lkey, h uint64, p *plan, now int64) {
 // undo). The caller holds sh.mu.
 func (sh *localShard) forgetOwed(k *lkey, h uint64, p *plan, now, n int64) {
 	if d := sh.debtOf(k, h); d != nil && d.p.alg == p.alg {
-		sh.owing.events.Add(-d.events.subtract([]event{{at: p.alg.back.stamp(*p, now), n: n}}))
+		sh.owing.events.Add(-d.events.Subtract([]eventlog.Event{{At: p.alg.back.stamp(*p, now), N: n}}))
 	}
 }
 
@@ -326,7 +327,7 @@ func (sh *localShard) resetDebt(k *lkey, h uint64, p *plan, now int64) {
 
 // empty reports whether d owes nothing.
 func (d *debt) empty() bool {
-	return d.events.total == 0 && !d.reset && d.banEnd == 0 && d.violations == 0 && d.unsure == nil
+	return d.events.Total() == 0 && !d.reset && d.banEnd == 0 && d.violations == 0 && d.unsure == nil
 }
 
 // cut cuts a batch from each debt of shard i that owes something at now,
@@ -343,9 +344,9 @@ func (s *localStore) cut(i int, now int64, newID func() string) []*batch {
 	for _, h := range sh.debts.hashes() {
 		e, _ := sh.debts.lru.Peek(h)
 		d := e.v
-		before := d.events.total
-		d.events.drop(d.p.alg.back.dueFrom(d.p, now) - 1)
-		sh.owing.events.Add(d.events.total - before)
+		before := d.events.Total()
+		d.events.Drop(d.p.alg.back.dueFrom(d.p, now) - 1)
+		sh.owing.events.Add(d.events.Total() - before)
 		if len(d.named) > 0 {
 			due := d.p.alg.back.dueFrom(d.p, now)
 			d.named = slices.DeleteFunc(d.named, func(nm named) bool { return nm.at < due })
@@ -365,7 +366,7 @@ func (s *localStore) cut(i int, now int64, newID func() string) []*batch {
 		default:
 			b := &batch{k: e.k, d: d, id: newID(), p: d.p, reset: d.reset, resetAt: d.resetAt, banEnd: d.banEnd,
 				violations: d.violations, bans: d.bans, lastViolation: d.lastViolation}
-			b.events, b.full = d.events.appendEntries(nil, maxBatchStamps)
+			b.events, b.full = d.events.AppendEntries(nil, maxBatchStamps)
 			b.named = nameEvents(b.events, d.named)
 			d.inflight = true
 			bs = append(bs, b)
@@ -414,11 +415,11 @@ func (s *localStore) settle(b *batch, o outcome) {
 		}
 		d.named = slices.DeleteFunc(d.named, func(nm named) bool { return sent[nm.member] })
 	}
-	removed := d.events.subtract(b.events)
+	removed := d.events.Subtract(b.events)
 	sh.owing.events.Add(-removed)
 	var sent int64
 	for _, ev := range b.events {
-		sent += ev.n
+		sent += ev.N
 	}
 	if o == applied {
 		s.owing.written.Add(uint64(sent))
@@ -441,7 +442,7 @@ func (s *localStore) settle(b *batch, o outcome) {
 // nameEvents returns the named events among events (stamps ascending), each
 // at most as many as events hold at its stamp: events dropped since (over
 // WriteBackMax, taken back by AllowAll) leave fewer.
-func nameEvents(events []event, all []named) []named {
+func nameEvents(events []eventlog.Event, all []named) []named {
 	if len(all) == 0 || len(events) == 0 {
 		return nil
 	}
@@ -450,9 +451,9 @@ func nameEvents(events []event, all []named) []named {
 	for _, nm := range all {
 		n, seen := left[nm.at]
 		if !seen {
-			i, found := slices.BinarySearchFunc(events, nm.at, func(e event, at int64) int { return cmp.Compare(e.at, at) })
+			i, found := slices.BinarySearchFunc(events, nm.at, func(e eventlog.Event, at int64) int { return cmp.Compare(e.At, at) })
 			if found {
-				n = events[i].n
+				n = events[i].N
 			}
 		}
 		take := min(nm.n, n)
@@ -510,8 +511,8 @@ func (b *batch) args(now int64) []string {
 	}
 	pairs := 0
 	for _, ev := range b.events {
-		if n := ev.n - anon[ev.at]; n > 0 {
-			args = append(args, itoa(ev.at), itoa(n))
+		if n := ev.N - anon[ev.At]; n > 0 {
+			args = append(args, itoa(ev.At), itoa(n))
 			pairs++
 		}
 	}
