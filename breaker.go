@@ -6,8 +6,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/internal/redisio"
 	"github.com/sony/gobreaker/v2"
 )
+
+// slotsPerBreaker is how many consecutive slots share one circuit breaker on
+// a Redis Cluster. A master owns whole ranges of slots, so a master that
+// goes down opens the breakers of its ranges and leaves the others closed;
+// only the few ranges that straddle two masters mix them.
+const slotsPerBreaker = 64
 
 // BreakerState is the state of the circuit breaker in front of Redis.
 type BreakerState int
@@ -63,8 +70,8 @@ type breaker struct {
 	openedAt   atomic.Int64 // process clock, UnixNano, of the last opening
 	probeAfter time.Duration
 	changes    *changeQueue
-	gate       atomic.Pointer[gate] // admission control of the key range's master
-	answered   atomic.Int32         // the last call's outcome: answerNone, answerYes or answerNo
+	gate       atomic.Pointer[redisio.Gate] // admission control of the key range's master
+	answered   atomic.Int32                 // the last call's outcome: answerNone, answerYes or answerNo
 }
 
 // The outcomes of a breaker's last call to Redis, for Stats.RedisInUse.
@@ -189,13 +196,13 @@ type breakerSet struct {
 // Cluster, followMasters then gives each master a gate of its own, shared
 // by the breakers of its slot ranges.
 func newBreakerSet(cluster bool, s *settings, changes *changeQueue) breakerSet {
-	shared := newGate(s.Timeout)
+	shared := redisio.NewGate(s.Timeout)
 	if !cluster {
 		b := newBreaker("redis", s, changes)
 		b.gate.Store(shared)
 		return breakerSet{all: []*breaker{b}}
 	}
-	all := make([]*breaker, clusterSlots/slotsPerBreaker)
+	all := make([]*breaker, redisio.ClusterSlots/slotsPerBreaker)
 	for i := range all {
 		name := fmt.Sprintf("slots %d-%d", i*slotsPerBreaker, (i+1)*slotsPerBreaker-1)
 		all[i] = newBreaker(name, s, changes)
@@ -209,5 +216,5 @@ func (bs *breakerSet) forKey(key string) *breaker {
 	if !bs.cluster {
 		return bs.all[0]
 	}
-	return bs.all[keySlot(key)/slotsPerBreaker]
+	return bs.all[redisio.KeySlot(key)/slotsPerBreaker]
 }

@@ -258,8 +258,8 @@ func TestHeartbeatNeverTakesTheLastSlot(t *testing.T) {
 	l := fleetLimiter(t, mr, "spare:", time.Now())
 	mr.FlushAll()
 	g := l.conn.Load().breakers.all[0].gate.Load()
-	limit := g.limit.Load()
-	g.inflight.Store(limit - 1) // one slot left: the live calls'
+	limit := g.Limit()
+	taken := takeSlots(g, 1) // one slot left: the live calls'
 	l.heartbeat(l.conn.Load(), fleetKey("spare:"))
 	if keys := mr.Keys(); len(keys) != 0 {
 		t.Fatalf("a heartbeat without a slot to spare reached Redis: %v", keys)
@@ -267,15 +267,16 @@ func TestHeartbeatNeverTakesTheLastSlot(t *testing.T) {
 	if n := l.Stats().Instances; n != 1 {
 		t.Fatalf("count after a shed heartbeat = %d, want the 1 last seen", n)
 	}
-	g.inflight.Store(limit - 2)
+	giveBack(g, 1)
+	taken--
 	l.heartbeat(l.conn.Load(), fleetKey("spare:"))
 	if !mr.Exists(fleetKey("spare:")) {
 		t.Fatal("a heartbeat with two slots free was not sent")
 	}
-	if n := g.inflight.Load(); n != limit-2 {
+	if n := g.InFlight(); n != limit-2 {
 		t.Fatalf("in flight after the heartbeat = %d, want %d: its slot released", n, limit-2)
 	}
-	g.inflight.Store(0)
+	giveBack(g, taken)
 }
 
 // TestNoAnnouncement: a local-only Limiter and one with a negative
@@ -317,8 +318,7 @@ func TestHeartbeatNotStarved(t *testing.T) {
 	mr := miniredis.RunT(t)
 	l := fleetLimiter(t, mr, "starved:", time.Now())
 	g := l.conn.Load().breakers.all[0].gate.Load()
-	limit := g.limit.Load()
-	g.inflight.Store(limit - 1) // one slot left: the live calls'
+	defer giveBack(g, takeSlots(g, 1)) // one slot left: the live calls'
 	mr.FlushAll()
 	l.heartbeat(l.conn.Load(), fleetKey("starved:"))
 	if mr.Exists(fleetKey("starved:")) || !l.heartbeatStarved.Load() {

@@ -1,6 +1,10 @@
 package ratelimit
 
-import "time"
+import (
+	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/redisio"
+)
 
 // Path says where a decision was made.
 type Path int
@@ -200,7 +204,7 @@ func (l *Limiter) Stats() Stats {
 	if conn := l.conn.Load(); conn != nil {
 		s.Connected = true
 		answered, failed := false, false
-		seen := make(map[*gate]bool)
+		seen := make(map[*redisio.Gate]bool)
 		for _, b := range conn.breakers.all {
 			if BreakerState(b.state.Load()) != BreakerClosed {
 				s.BreakersOpen++
@@ -213,8 +217,8 @@ func (l *Limiter) Stats() Stats {
 			}
 			if g := b.gate.Load(); !seen[g] {
 				seen[g] = true
-				s.InFlight += int(g.inflight.Load())
-				s.AdmissionLimit += int(g.limit.Load())
+				s.InFlight += int(g.InFlight())
+				s.AdmissionLimit += int(g.Limit())
 			}
 		}
 		s.RedisInUse = answered && !failed && s.BreakersOpen == 0

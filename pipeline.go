@@ -51,12 +51,12 @@ func (s subject) String() string { return fmt.Sprintf("%s %q", s.what, s.name) }
 // send carries one Redis call through everything that stands between a
 // caller and Redis, in one place for every call the Limiter makes: the
 // connection (nil before Dial has connected), the circuit breaker in front
-// of redisKey, admission control for the key's master (see gate), the
+// of redisKey, admission control for the key's master (see redisio.Gate), the
 // call's deadline (Options.Timeout or the caller's earlier one), the
 // classification of its failure, and the logging of failures. run makes the
 // call on c under the deadline's ctx; a failure it returns is classified
 // here (see classify). With spare, the call is admitted only when admission
-// control has a slot to spare (see gate.acquireSpare), and is otherwise not
+// control has a slot to spare (see redisio.Gate.AcquireSpare), and is otherwise not
 // sent (PathShed), without waiting: the Limiter's own background work never
 // takes the last slot from a caller.
 //
@@ -81,10 +81,10 @@ func (l *Limiter) send(ctx context.Context, conn *redisConn, redisKey string, ab
 	// the call together never pass Timeout.
 	callCtx := l.callContext(ctx)
 	g := b.gate.Load()
-	if spare && !g.acquireSpare() {
+	if spare && !g.AcquireSpare() {
 		return sent{path: PathShed, b: b, cause: errShed}, nil
 	}
-	if !spare && !g.acquire(ctx) {
+	if !spare && !g.Acquire(ctx) {
 		if err := ctx.Err(); err != nil {
 			return sent{b: b}, err
 		}
@@ -99,7 +99,7 @@ func (l *Limiter) send(ctx context.Context, conn *redisConn, redisKey string, ab
 	})
 	took := time.Since(start)
 	if err == nil {
-		g.release(took, true, false)
+		g.Release(took, true, false)
 		b.noteAnswer(answerYes)
 		return sent{path: PathRedis, b: b}, nil
 	}
@@ -107,10 +107,10 @@ func (l *Limiter) send(ctx context.Context, conn *redisConn, redisKey string, ab
 	if !errors.As(err, &ce) {
 		// The breaker refused the call (it opened meanwhile, or is
 		// half-open with its probe under way): nothing was sent.
-		g.release(took, false, false)
+		g.Release(took, false, false)
 		return sent{path: PathLocal, b: b, cause: errBreakerOpen}, nil
 	}
-	g.release(took, ce.cause != callerGone, ce.cause == outage)
+	g.Release(took, ce.cause != callerGone, ce.cause == outage)
 	switch ce.cause {
 	case callerGone:
 		return sent{b: b}, ce.err
@@ -158,7 +158,7 @@ func (l *Limiter) callContext(ctx context.Context) context.Context {
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= l.set.Timeout {
 		return ctx
 	}
-	return l.deadlines.context()
+	return l.deadlines.Context()
 }
 
 // sendWithoutFallback sends one call that has no local substitute (Reset,

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/internal/redisio"
 	"github.com/ratelimit-go/ratelimit/internal/script"
 	"github.com/redis/rueidis"
 )
@@ -24,7 +25,7 @@ type Limiter struct {
 	changes *changeQueue
 	log     *throttledLog
 
-	deadlines *sharedDeadline // bounds Redis calls by Options.Timeout
+	deadlines *redisio.SharedDeadline // bounds Redis calls by Options.Timeout
 
 	remote bool                      // a Redis is configured
 	conn   atomic.Pointer[redisConn] // nil until a client exists
@@ -158,7 +159,7 @@ func newLimiter(opts Options, remote bool) (*Limiter, error) {
 		local:     newLocalStore(set.LocalCapacity),
 		changes:   newChangeQueue(),
 		log:       newThrottledLog(set.Logger, set.LogInterval),
-		deadlines: newSharedDeadline(set.Timeout),
+		deadlines: redisio.NewSharedDeadline(set.Timeout),
 		clock:     newProcessClock(),
 		remote:    remote,
 		id:        base64.RawURLEncoding.EncodeToString(raw[:]),
@@ -569,7 +570,7 @@ func (l *Limiter) Close() {
 		close(l.done)
 		l.workers.Wait()
 		l.logDroppedAtClose()
-		l.deadlines.stop()
+		l.deadlines.Stop()
 		if conn := l.conn.Load(); conn != nil && l.owned {
 			conn.client.Close()
 		}

@@ -26,7 +26,7 @@ import (
 // batches from the debts, one batch per pair (all its keys share one hash
 // tag, so a batch runs on a Redis Cluster too), and sends each with
 // lua/writeback.lua through the one pipeline, admitted only while admission
-// control has a slot to spare (gate.acquireSpare): live calls never wait
+// control has a slot to spare (redisio.Gate.AcquireSpare): live calls never wait
 // for the write-back.
 //
 // A batch is idempotent: its id is remembered by Redis for two windows (or

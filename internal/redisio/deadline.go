@@ -1,4 +1,4 @@
-package ratelimit
+package redisio
 
 import (
 	"context"
@@ -7,13 +7,13 @@ import (
 	"time"
 )
 
-// sharedDeadline hands out contexts whose deadline is at most the budget
+// SharedDeadline hands out contexts whose deadline is at most the budget
 // away and at least seven eighths of it, shared by every call that starts
 // in the same eighth of the budget. A call thus never waits past its budget,
 // yet does not pay for a context and a timer of its own (context.WithTimeout
 // costs 4–5 allocations and, at 256 goroutines, a quarter of the
 // throughput).
-type sharedDeadline struct {
+type SharedDeadline struct {
 	budget time.Duration
 	cur    atomic.Pointer[deadlineCtx]
 	mu     sync.Mutex // serializes renewals
@@ -21,19 +21,21 @@ type sharedDeadline struct {
 
 // deadlineCtx is one shared context. A renewal leaves the one it replaces
 // to expire on its own (calls may still be waiting on it), which releases its
-// timer; stop cancels the current one when the Limiter closes.
+// timer; Stop cancels the current one when its owner closes.
 type deadlineCtx struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	end    int64 // deadline, UnixNano
 }
 
-func newSharedDeadline(budget time.Duration) *sharedDeadline {
-	return &sharedDeadline{budget: budget}
+// NewSharedDeadline returns the shared deadline of calls that each may
+// take budget.
+func NewSharedDeadline(budget time.Duration) *SharedDeadline {
+	return &SharedDeadline{budget: budget}
 }
 
-// context returns a context that expires at most budget after now.
-func (s *sharedDeadline) context() context.Context {
+// Context returns a context that expires at most budget after now.
+func (s *SharedDeadline) Context() context.Context {
 	now := time.Now().UnixNano()
 	earliest := now + int64(s.budget-s.budget/8)
 	if c := s.cur.Load(); c != nil && c.end >= earliest {
@@ -50,9 +52,9 @@ func (s *sharedDeadline) context() context.Context {
 	return ctx
 }
 
-// stop cancels the current shared context, releasing its timer: calls still
+// Stop cancels the current shared context, releasing its timer: calls still
 // waiting on it end as if their budget had run out.
-func (s *sharedDeadline) stop() {
+func (s *SharedDeadline) Stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if c := s.cur.Load(); c != nil {

@@ -1,4 +1,4 @@
-package ratelimit
+package redisio
 
 import (
 	"testing"
@@ -7,11 +7,11 @@ import (
 
 func TestSharedDeadlineStaysWithinTheBudget(t *testing.T) {
 	const budget = 80 * time.Millisecond
-	s := newSharedDeadline(budget)
-	first := s.context()
+	s := NewSharedDeadline(budget)
+	first := s.Context()
 	for i := 0; i < 200; i++ {
 		before := time.Now()
-		ctx := s.context()
+		ctx := s.Context()
 		after := time.Now()
 		dl, ok := ctx.Deadline()
 		if !ok {
@@ -27,14 +27,14 @@ func TestSharedDeadlineStaysWithinTheBudget(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if first == s.context() {
+	if first == s.Context() {
 		t.Fatal("the shared context was never renewed")
 	}
 }
 
 func TestSharedDeadlineIsShared(t *testing.T) {
-	s := newSharedDeadline(time.Hour)
-	if a, b := s.context(), s.context(); a != b {
+	s := NewSharedDeadline(time.Hour)
+	if a, b := s.Context(), s.Context(); a != b {
 		t.Fatal("two calls in the same eighth of the budget got different contexts")
 	}
 }

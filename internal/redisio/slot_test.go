@@ -1,4 +1,4 @@
-package ratelimit
+package redisio
 
 import (
 	"testing"
@@ -17,8 +17,8 @@ func TestKeySlotMatchesRedisCluster(t *testing.T) {
 		"foo{bar}{zap}":        5061,
 		"123456789":            12739,
 	} {
-		if got := keySlot(key); got != want {
-			t.Errorf("keySlot(%q) = %d, want %d", key, got, want)
+		if got := KeySlot(key); got != want {
+			t.Errorf("KeySlot(%q) = %d, want %d", key, got, want)
 		}
 	}
 }
