@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
 
 	"github.com/redis/rueidis"
 )
@@ -115,14 +114,21 @@ func (l *Limiter) takeBack(us []undo, rs []Result) {
 		if !u.onRedis {
 			continue
 		}
-		fourth, fifth := u.p.alg.redis.undoArgs(u.p, u.win)
-		args := []string{u.member, strconv.FormatInt(u.n, 10), strconv.FormatInt(fourth, 10), strconv.FormatInt(fifth, 10)}
-		err := l.sendWithoutFallback(context.Background(), u.conn, u.key, subject{"rule", u.k.rule}, fmt.Sprintf("taking back %d events", u.n), false,
-			func(ctx context.Context, c rueidis.Client) error {
-				return u.p.alg.redis.scripts().undo.Exec(ctx, c, []string{u.key}, args).Error()
-			})
+		err := l.undoOnRedis(context.Background(), u.conn, u, u.key, u.n, fmt.Sprintf("taking back %d events", u.n))
 		if err != nil {
 			l.log.log(logOutage, slog.LevelWarn, "ratelimit: AllowAll could not take events back", "err", err)
 		}
 	}
+}
+
+// undoOnRedis takes back from key the n events u's call recorded under its
+// member id (lua/undo.lua, composed for u's kind); what says what is not
+// done when Redis cannot be used.
+func (l *Limiter) undoOnRedis(ctx context.Context, conn *redisConn, u *undo, key string, n int64, what string) error {
+	third, fourth := u.p.alg.redis.undoArgs(u.p, u.win)
+	args := []string{u.member, itoa(n), itoa(third), itoa(fourth)}
+	return l.sendWithoutFallback(ctx, conn, key, subject{"rule", u.k.rule}, what, false,
+		func(ctx context.Context, c rueidis.Client) error {
+			return u.p.alg.redis.scripts().undo.Exec(ctx, c, []string{key}, args).Error()
+		})
 }

@@ -74,7 +74,7 @@
 // (events, violations, bans, Resets) is written back to Redis once it can be
 // used again, by a goroutine of the Limiter's, in idempotent batches and
 // only with admission slots to spare, so that Redis counts every event
-// allowed in every process (see [Options].WriteBackMax and README's
+// allowed in every process (see [Options].WriteBackMax and docs/fallback.md,
 // "Write-back").
 //
 // The degraded share is sized to the fleet: while Redis is healthy every
@@ -85,8 +85,8 @@
 // alike. [Options].DegradedShare, when set, overrides the count.
 //
 // A load spike is not an outage: admission control bounds the calls in
-// flight to each Redis master by the latency it measures (see README's
-// "Admission control"); a call that finds the bound full waits at most a
+// flight to each Redis master by the latency it measures (see
+// docs/admission.md); a call that finds the bound full waits at most a
 // fifth of Timeout for a slot, and is then decided by the degraded policy
 // ([PathShed]) instead of queueing until it times out. Only admitted calls that Redis failed (a network error, an
 // unavailable reply, no reply within the budget) move the breaker.

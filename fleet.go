@@ -84,8 +84,8 @@ func (l *Limiter) kickHeartbeat() {
 // the rule (Options.DegradedShare) is not shut out.
 //
 // So a window that spans a recovery admits at most the instances' shares
-// together, Rate + instances - 1 for the exact log (README, "Fallback and
-// circuit breaker"); the price is that an instance that owes, or has gone
+// together, Rate + instances - 1 for the exact log (docs/fallback.md, "A fleet
+// across a recovery"); the price is that an instance that owes, or has gone
 // away without withdrawing, holds back the others' admissions by its share
 // until it has written back or its announcement runs out.
 

@@ -177,13 +177,11 @@ func (l *Limiter) compileGroup(group string, checks []Check) ([]groupPair, error
 func (l *Limiter) encodeGroup(g []groupPair, legs []leg, now int64) (keys, args []string, member string) {
 	keys = make([]string, 0, 3*len(g))
 	args = make([]string, 0, 2+13*len(g))
-	at := ""
+	timed := false
 	for i := range g {
-		if l.set.Clock != nil || g[i].p.alg.rules.timed() {
-			at = strconv.FormatInt(now, 10)
-		}
+		timed = timed || g[i].p.alg.rules.timed()
 	}
-	args = append(args, at, strconv.Itoa(len(g)))
+	args = append(args, l.clockArg(now, timed), strconv.Itoa(len(g)))
 	member = l.member(l.seq.Add(1))
 	for i := range g {
 		gp := &g[i]

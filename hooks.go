@@ -134,7 +134,7 @@ type Stats struct {
 	OutageDecisions uint64
 	// InFlight is the number of calls now on their way to Redis, and
 	// AdmissionLimit the bound admission control now puts on them, summed
-	// over the masters (see README's failure modes).
+	// over the masters (see docs/fallback.md, "Failure modes").
 	InFlight, AdmissionLimit int
 	// WrittenBack counts, since the Limiter was made, the events decided
 	// without Redis that were written back to it (see

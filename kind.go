@@ -16,7 +16,7 @@ import (
 // it, compared by pointer (the shield and the write-back match a plan's
 // kind that way); the rest of the package asks it, never which kind a plan
 // has. Adding a kind is a Go file and a Lua file, a line in the registry,
-// README and tests.
+// README and docs/, and tests.
 //
 // The kinds are values without state. Their methods take what they need
 // by value: a pointer passed through an interface moves what it points to

@@ -125,11 +125,7 @@ func (l *Limiter) dropLease(ctx context.Context, u *undo) {
 		ks := redisKeys(l.set.KeyPrefix, u.k)
 		key = ks.meter(u.p.alg)
 	}
-	keys, args := [1]string{key}, [4]string{u.member, "1", "0", "0"}
-	err := l.sendWithoutFallback(ctx, l.conn.Load(), key, subject{"rule", u.k.rule}, "releasing a lease", false,
-		func(ctx context.Context, c rueidis.Client) error {
-			return u.p.alg.redis.scripts().undo.Exec(ctx, c, keys[:], args[:]).Error()
-		})
+	err := l.undoOnRedis(ctx, l.conn.Load(), u, key, 1, "releasing a lease")
 	if errors.Is(err, ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		l.leases.owe(*u)
 		return
@@ -169,19 +165,7 @@ func (le *Lease) Renew(ctx context.Context) error {
 	}
 	conn := l.conn.Load()
 	if l.remote && conn != nil {
-		keys := redisKeys(l.set.KeyPrefix, u.k)
-		key := keys.meter(u.p.alg)
-		var at string
-		if l.set.Clock != nil {
-			at = itoa(now)
-		}
-		args := []string{at, itoa(u.p.window), u.member, itoa(u.p.rate), itoa(le.taken)}
-		var renewed bool
-		s, err := l.send(ctx, conn, key, subject{"rule", u.k.rule}, false, func(ctx context.Context, c rueidis.Client) error {
-			v, err := renewScript.Exec(ctx, c, []string{key, keys.reset}, args).AsInt64()
-			renewed = v == 1
-			return err
-		})
+		s, _, renewed, err := l.renewOnRedis(ctx, conn, u, now, le.taken, false)
 		switch {
 		case err != nil:
 			return err
@@ -338,6 +322,26 @@ func (l *Limiter) releaseLeases() {
 	}
 }
 
+// renewOnRedis runs lua/renew.lua for the lease u at now: it moves the
+// lease taken at taken to now, or with force records it at now past the
+// limit (a dry run's). It returns how the call was sent, the key of the
+// lease's log, and whether Redis renewed it.
+func (l *Limiter) renewOnRedis(ctx context.Context, conn *redisConn, u *undo, now, taken int64, force bool) (sent, string, bool, error) {
+	keys := redisKeys(l.set.KeyPrefix, u.k)
+	key := keys.meter(u.p.alg)
+	args := []string{l.clockArg(now, false), itoa(u.p.window), u.member, itoa(u.p.rate), itoa(taken)}
+	if force {
+		args = append(args, "1")
+	}
+	var renewed bool
+	s, err := l.send(ctx, conn, key, subject{"rule", u.k.rule}, false, func(ctx context.Context, c rueidis.Client) error {
+		v, err := renewScript.Exec(ctx, c, []string{key, keys.reset}, args).AsInt64()
+		renewed = v == 1
+		return err
+	})
+	return s, key, renewed, err
+}
+
 // recordOver records the lease u of a rule in dry run that enforcing would
 // have refused: under an id of its own at now, in Redis past the limit
 // (renew.lua's force), or in the process, owed to Redis, when Redis cannot
@@ -350,16 +354,7 @@ func (l *Limiter) recordOver(ctx context.Context, u *undo) bool {
 		l.local.addLease(u.k, &u.p, now, u.member, l.remote)
 		return true
 	}
-	keys := redisKeys(l.set.KeyPrefix, u.k)
-	key := keys.meter(u.p.alg)
-	var at string
-	if l.set.Clock != nil {
-		at = itoa(now)
-	}
-	args := []string{at, itoa(u.p.window), u.member, itoa(u.p.rate), itoa(now), "1"}
-	s, err := l.send(ctx, conn, key, subject{"rule", u.k.rule}, false, func(ctx context.Context, c rueidis.Client) error {
-		return renewScript.Exec(ctx, c, []string{key, keys.reset}, args).Error()
-	})
+	s, key, _, err := l.renewOnRedis(ctx, conn, u, now, now, true)
 	if err != nil {
 		u.local = false
 		return false

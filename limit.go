@@ -30,7 +30,7 @@ const (
 	// (its TTL, at least 100ms) after it was taken or last renewed. Burst,
 	// Period and Location must be zero, and Approximate false. The rate
 	// methods (Allow, AllowN, Wait, AllowAll, AllowGroup) refuse it: a
-	// slot must be given back. See README, Concurrency limits.
+	// slot must be given back. See docs/concurrency.md.
 	Concurrency
 )
 

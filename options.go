@@ -100,7 +100,7 @@ type Options struct {
 	// Redis. A Reset through this Limiter clears the cache at once; a Reset
 	// made by another process is seen here when the cached rejection ends,
 	// or after ShieldMax when ShieldMax > 0. Negative turns the shield off,
-	// and with it the crowd at a full key (see README's "Hot keys").
+	// and with it the crowd at a full key (see docs/operations.md, "Hot keys and large limits").
 	// The default, 0, caches each rejection until it ends.
 	ShieldMax time.Duration
 	// WriteBackMax bounds the events decided without Redis (during an
@@ -108,7 +108,7 @@ type Options struct {
 	// back to Redis once it can be used again, over all keys. The
 	// write-back runs in the background, only while admission control has
 	// a slot to spare, so that Redis' state counts every event allowed in
-	// every process, whatever the rule's kind (see README's "Write-back"). When more events wait,
+	// every process, whatever the rule's kind (see docs/fallback.md, "Write-back"). When more events wait,
 	// the oldest are dropped: those of the least recently used keys near
 	// the new one in the local limiter first. Events dropped, and events
 	// still waiting when the Limiter is closed, are counted in

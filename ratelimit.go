@@ -348,7 +348,7 @@ func (l *Limiter) redisOnce(ctx context.Context, conn *redisConn, r *Rule, legs 
 	seq := l.seq.Add(1)
 	// A plan the call's time fixed (a quota's period) is decided at that
 	// time, whatever the clock.
-	useNow := l.set.Clock != nil || p.alg.rules.timed()
+	useNow := l.sendsNow(p.alg.rules.timed())
 	var leases []string
 	if u != nil && u.lease {
 		// The leases Redis may have lost count in this very decision
@@ -499,6 +499,20 @@ func (l *Limiter) Now() time.Time {
 	return time.Now()
 }
 
+// sendsNow reports whether a script decides at the call's time rather
+// than at Redis' TIME (see lua/now.lua): with Options.Clock set, and for a
+// rule whose kind the call's time fixes (timed, a quota's period).
+func (l *Limiter) sendsNow(timed bool) bool { return l.set.Clock != nil || timed }
+
+// clockArg is a script's ARGV[1], the time it decides at: now when
+// sendsNow, and "" (Redis' TIME) otherwise.
+func (l *Limiter) clockArg(now int64, timed bool) string {
+	if l.sendsNow(timed) {
+		return itoa(now)
+	}
+	return ""
+}
+
 // localNow is the time of the local path, in µs.
 func (l *Limiter) localNow() int64 {
 	if l.set.Clock != nil {
@@ -553,7 +567,7 @@ func (l *Limiter) Reset(ctx context.Context, rule Rule, key string) error {
 			l.leases.lose(k)
 		},
 		redis: func(keys *pairKeys, p *plan, now int64) (*script.Script, []string, []string) {
-			return resetScript, append([]string{keys.reset, keys.penalty}, keys.meters...), []string{itoa(now), itoa((p.kept(now) + 999) / 1000)}
+			return resetScript, append([]string{keys.reset, keys.penalty}, keys.meters...), []string{itoa(now), itoa(ttl(p.kept(now)))}
 		},
 		owe: l.local.oweReset,
 	})

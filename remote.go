@@ -236,6 +236,11 @@ func parseReply(resp rueidis.RedisResult, p *plan) (decision, error) {
 	return d, err
 }
 
+// ttl is the expiry, in ms, of a key that must last us µs: lua/ttl.lua's
+// formula (rounded up to a whole ms, plus a second), for the expiries a
+// script takes as an argument.
+func ttl(us int64) int64 { return (us+999)/1000 + 1000 }
+
 // itoa formats a script argument.
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 

@@ -73,7 +73,7 @@ type plan struct {
 	// GCRA: Rate, and Window/Rate normalised (see bucket).
 	emit, wq, rq int64
 	// CalendarQuota: the period, its location, and the bounds of the
-	// period that holds the call's time (µs), set by setPeriod.
+	// period that holds the call's time (µs), set by the kind's setTime.
 	period     Period
 	loc        *time.Location
 	start, end int64

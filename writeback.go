@@ -39,15 +39,16 @@ import (
 // way they are still counted, and may count twice for that round trip: the
 // decision errs towards rejecting.
 //
-// Meter kinds: the events of every kind are kept as (stamp, n) pairs in a
-// eventlog.Log. A kind needs three things to be written back: its letter
-// (plan.keyKind, the last letter of its Redis key), how its events are
-// stamped and which stamps still count (stamp, dueFrom), and a branch in
-// lua/writeback.lua that adds stamped events to its Redis state (it gets
-// the rule's numbers as allow.lua does, from plan.scriptArgs). The exact
-// log ('l'), the approximate counter ('c'), the GCRA bucket ('g': each
-// event's cost is added to the TAT as of its stamp) and the calendar quota
-// ('q': events count in the period they were stamped in) have theirs.
+// Meter kinds: the events of every kind are kept as (stamp, n) pairs in an
+// eventlog.Log. What the write-back asks a kind is its writeBackKind (how
+// its events are stamped, which stamps still count, how long they are
+// kept), its Redis meter's key (redisKind.letter) and its <kind>.writeback
+// piece, which lua/writeback.lua is composed with to add stamped events to
+// the kind's Redis state (it gets the rule's numbers as allow.lua does,
+// from redisKind.args). The exact log adds each event at its time, the
+// GCRA bucket each event's cost to the TAT as of its stamp, and the
+// counters, quotas and fixed windows count events in the window or period
+// they were stamped in, while it lasts.
 
 // DefaultWriteBackMax is the number of events waiting to be written back
 // when Options.WriteBackMax is 0.
@@ -488,7 +489,7 @@ func (b *batch) args(now int64) []string {
 	args := make([]string, 15, 15+2*len(b.events)+3*len(b.named))
 	args[0] = b.id
 	args[1] = itoa(b.p.window)
-	args[2] = itoa((b.kept(now)+999)/1000 + 1000)
+	args[2] = itoa(ttl(b.kept(now)))
 	args[3] = flag(b.reset)
 	args[4] = itoa(b.resetAt)
 	args[5] = itoa(b.banEnd)
@@ -580,7 +581,7 @@ func (l *Limiter) logWriteBack(logged *[2]uint64) {
 }
 
 // logDroppedAtClose drops what is still owed (Close) and, when that was
-// anything, says so at level info: dropping it is what README promises
+// anything, says so at level info: dropping it is what docs/fallback.md promises
 // ("Events still waiting when the Limiter is closed are dropped"), not a
 // failure. Stats.WriteBackDropped counts these events too.
 func (l *Limiter) logDroppedAtClose() {

@@ -67,7 +67,7 @@ func TestNewLimiterLogsNothingByDefault(t *testing.T) {
 }
 
 // TestNewLimiterLogsToItsLogger: with a Logger, the outage is logged, and
-// the event dropped at Close is reported as what it is (README: events
+// the event dropped at Close is reported as what it is (docs/fallback.md: events
 // still waiting when the Limiter is closed are dropped), at level info,
 // not as a warning that something was written back.
 func TestNewLimiterLogsToItsLogger(t *testing.T) {

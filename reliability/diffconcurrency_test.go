@@ -13,7 +13,7 @@ import (
 )
 
 // leaseModel is the reference model of a Concurrency rule, written from
-// README's "Concurrency limits": a lease lives TTL from when it was taken
+// docs/concurrency.md: a lease lives TTL from when it was taken
 // or last renewed; at most N live at once.
 type leaseModel struct {
 	n, ttl  int64

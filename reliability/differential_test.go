@@ -24,12 +24,12 @@ import (
 // (diffmodel_test.go). Every Result and every error is compared.
 //
 //   - mode forward: the clock never moves back and a name keeps its Window.
-//     Local, Redis and README's formula (the pure model) must all agree.
+//     Local, Redis and docs/semantics.md's formula (the pure model) must all agree.
 //   - mode anything: everything goes. Redis must match the model of its
 //     scripts exactly, and the local path must match Redis, at every step.
-//     Where both leave README's formula (trimming forgets an event that a
+//     Where both leave docs/semantics.md's formula (trimming forgets an event that a
 //     call stamped more than a window earlier still counts; an allowed
-//     call's ResetAfter is Window), which README documents for clocks that
+//     call's ResetAfter is Window), which docs/semantics.md documents for clocks that
 //     jump back and Windows that grow, the sequences are counted and an
 //     example of each is logged. In mode forward either one is an error.
 //
@@ -416,9 +416,9 @@ func TestDifferentialLocalVersusRedis(t *testing.T) {
 	client := testkit.NewClient(t, server.Addr())
 	// In mode anything the remote limiter runs without its hot-key shield:
 	// a shielded answer skips the script, and with it a trim, which only a
-	// clock that jumps back by more than a window can tell (README: such a
+	// clock that jumps back by more than a window can tell (docs/semantics.md: such a
 	// clock can find older events dropped, or not). Mode forward keeps the
-	// shield on and requires README's formula all the same.
+	// shield on and requires docs/semantics.md's formula all the same.
 	shieldOff := false
 	newPair := func() (diffPair, func()) {
 		lc, rc := testkit.NewClock(), testkit.NewClock()
@@ -487,7 +487,7 @@ func TestDifferentialLocalVersusRedis(t *testing.T) {
 				fail("local and redis disagree", localOffRedis)
 			}
 			t.Logf("mode %s: %d sequences of %d steps (first seed %d) in %v; redis matched the model of its scripts in all; "+
-				"trimming forgot events that README's formula counts in %d; ResetAfter differed from README's in %d; "+
+				"trimming forgot events that docs/semantics.md's formula counts in %d; ResetAfter differed from docs/semantics.md's in %d; "+
 				"local matched redis in %d",
 				mode.name, *diffN, *diffSteps, seed, time.Since(start).Round(time.Millisecond), trimKnown, resetKnown, *diffN)
 			if trimKnown > 0 {
@@ -497,13 +497,13 @@ func TestDifferentialLocalVersusRedis(t *testing.T) {
 				t.Logf("ResetAfter of an allowed call is Window although a later-stamped event keeps the window "+
 					"busy longer: example, %s", resetExample)
 			}
-			// Both deviations from README's formula need a clock that jumps back
+			// Both deviations from docs/semantics.md's formula need a clock that jumps back
 			// by more than a window, or a Window that grows under one name (the
 			// log keeps two windows of events), or a later-stamped event: they
 			// are documented behaviour in mode anything, and bugs in mode
 			// forward.
 			if !mode.backwards && trimKnown+resetKnown > 0 {
-				t.Errorf("with a clock that only moves forward and fixed windows, the limiter left README's formula: "+
+				t.Errorf("with a clock that only moves forward and fixed windows, the limiter left docs/semantics.md's formula: "+
 					"trimming in %d sequences, ResetAfter in %d (examples in the log)", trimKnown, resetKnown)
 			}
 		})

@@ -162,7 +162,7 @@ func releaseAll(t *testing.T, srv *redistest.Server, log string, leases ...*rate
 // each with its own client and heartbeat) share a Concurrency rule of
 // N = 8 and hold one lease each when redis-server is killed. During the
 // outage each takes slots in its process up to its share, ceil(N / 4) = 2,
-// counting the lease it held: the fleet holds 8, within README's bound
+// counting the lease it held: the fleet holds 8, within docs/concurrency.md's bound
 // N + instances - 1 plus what it held before. After a restart without
 // persistence every live holder's renewal works (Redis lost the leases;
 // the renewals put them back), no new lease is granted while 8 are held,
@@ -219,7 +219,7 @@ func TestFaultLeasesFleetOutage(t *testing.T) {
 		total += len(held[i])
 	}
 	if bound := n + instances - 1 + instances; total > bound {
-		t.Fatalf("the fleet holds %d leases during the outage, more than README's bound %d", total, bound)
+		t.Fatalf("the fleet holds %d leases during the outage, more than docs/concurrency.md's bound %d", total, bound)
 	}
 	t.Logf("during the outage the fleet holds %d leases (N = %d, %d instances)", total, n, instances)
 

@@ -116,7 +116,7 @@ func TestFaultWriteBackAfterRefusal(t *testing.T) {
 // once the write-back is done, Redis' log counts exactly every event
 // allowed before, during and after the outage, in one window. No call is
 // on its way while the server is killed, so no reply is lost (a lost reply
-// is the inexact case README's failure modes name).
+// is the inexact case docs/fallback.md's failure modes name).
 func TestFaultWriteBackAfterKillAndRestart(t *testing.T) {
 	if !testkit.HaveRedis(t) {
 		t.Skip("needs redis-server")

@@ -19,7 +19,7 @@ import (
 // written back, and a window admitted up to Rate + 33.
 //
 // The containment criterion over the whole fleet, each window against the
-// bound that applies to it (README, "Fallback and circuit breaker"):
+// bound that applies to it (docs/fallback.md, "A fleet across a recovery"):
 //   - a window that holds an outage's start, where each instance knows only
 //     its own events: Σ max(ownᵢ, shareᵢ), ownᵢ the events instance i
 //     allowed in the window before the start (here, every call that may

@@ -350,7 +350,7 @@ func recoveryOptions() ratelimit.Options {
 // recovery a window holds at most Rate (what Redis decided) plus what the
 // instances allowed without Redis and had not written back yet, their
 // shares: Rate + (4 - 1) × ceil(Rate / 4) when Redis kept its data; when
-// it lost it, up to Rate more from before the loss. README's bound.
+// it lost it, up to Rate more from before the loss. docs/fallback.md's bound.
 func TestRecoveryFleetBound(t *testing.T) {
 	rules := recoveryRules()[:3]
 	opts := recoveryOptions()
@@ -390,7 +390,7 @@ func TestRecoveryExactOnKill(t *testing.T) {
 }
 
 // kindsBound is the most events each kind of rule admits inside one window
-// (one period for a quota) on a healthy Redis, as README states it: Rate
+// (one period for a quota) on a healthy Redis, as docs/fallback.md states it: Rate
 // for an exact log, 2 × Rate - 1 for an approximate counter, Burst plus
 // the window's refill for GCRA, Rate per period for a quota.
 func kindsBound(r ratelimit.Rule) int {
