@@ -48,6 +48,10 @@ type config struct {
 	only      *regexp.Regexp
 	rounds    int
 	progress  io.Writer // where each cell is announced as it starts
+	// primeWith, when above a cell's goroutines, primes the cell with
+	// that many goroutines instead (see prime): for latency on a client
+	// that has seen concurrent calls, as a long-running service's has.
+	primeWith int
 }
 
 func main() {
@@ -58,6 +62,7 @@ func main() {
 	flag.DurationVar(&cfg.measure, "d", 3*time.Second, "measured time per cell (one contender at one concurrency)")
 	flag.DurationVar(&cfg.warmup, "warmup", time.Second, "warm-up time per cell, not measured")
 	flag.IntVar(&cfg.rounds, "rounds", 3, "rounds over every cell; each cell reports its round with the most ops/s")
+	flag.IntVar(&cfg.primeWith, "prime", 0, "prime every cell with at least this many goroutines (16: measure 1 goroutine on a client that has seen concurrent calls, as rueidis then pipelines for good)")
 	flag.BoolVar(&quick, "quick", false, "short cells: -d 500ms -warmup 200ms -rounds 1")
 	flag.DurationVar(&cfg.window, "window", defaultWindow, "window of the mostly-allowed cases A, C and D (rate 1,000,000 per window; G keeps 1s)")
 	only := flag.String("only", "", "measure only the contenders whose name matches this regular expression")
@@ -123,7 +128,7 @@ func compare(ctx context.Context, w io.Writer, cfg config) error {
 	}
 	printHeader(w, cfg, e)
 
-	plan := cellPlan{warmup: cfg.warmup, measure: cfg.measure}
+	plan := cellPlan{warmup: cfg.warmup, measure: cfg.measure, primeWith: cfg.primeWith}
 	res := results{}
 	for _, bc := range cases(cfg.window) {
 		if !strings.Contains(cfg.cases, bc.id) {

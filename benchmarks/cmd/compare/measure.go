@@ -208,6 +208,7 @@ func run(l limiter, keys []string, g int, d time.Duration) cellResult {
 // cellPlan says how long to warm up and to measure each cell.
 type cellPlan struct {
 	warmup, measure time.Duration
+	primeWith       int // prime with at least this many goroutines (see config.primeWith)
 }
 
 // maxPrimers is the most goroutines that prime a limiter.
@@ -261,7 +262,7 @@ func measureCell(ctx context.Context, e *env, c contender, s spec, keys []string
 		return res
 	}
 	defer closeFn()
-	if err := prime(l, keys, g); err != nil {
+	if err := prime(l, keys, max(g, p.primeWith)); err != nil {
 		res.err = fmt.Errorf("priming: %w", err)
 		return res
 	}
