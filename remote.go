@@ -120,7 +120,7 @@ func writeLadder(b *strings.Builder, pp *penaltyPlan) {
 // (see held.strikes). One argument instead of four or six: each argument
 // sent costs Redis ~1.3k instructions (callgrind).
 func writeHeld(b *strings.Builder, hd *held) {
-	if hd.retry == 0 && hd.owed == 0 && hd.banLeft == 0 && hd.strikes == 0 {
+	if hd.none() {
 		b.WriteByte('0')
 		return
 	}
@@ -138,6 +138,12 @@ func writeHeld(b *strings.Builder, hd *held) {
 		}
 		b.Write(strconv.AppendInt(num[:0], v, 10))
 	}
+}
+
+// none reports whether the process' own count adds nothing to a call
+// (writeHeld writes "0").
+func (hd *held) none() bool {
+	return hd.retry == 0 && hd.owed == 0 && hd.banLeft == 0 && hd.strikes == 0
 }
 
 // encodeCall writes the Redis keys of k (its log, or its counter for an
@@ -161,8 +167,27 @@ func encodeCall(keys *[3]string, args *[callArgs]string, prefix string, k lkey, 
 	case p.penalize:
 		nk = 2
 	}
+	second, fifth, byMember := p.alg.redis.args(*p)
+	// The string's exact size for most calls (an upper bound for the
+	// rest), so that it is allocated once, in the smallest size class
+	// that holds it: Grow with a generous guess took 256 bytes a call.
+	size := nk*one + decimalLen(second) + decimalLen(p.rate) + decimalLen(n) + 1
+	if useNow {
+		size += decimalLen(now)
+	}
+	if byMember {
+		size += len(id) + len(strconv.AppendUint(make([]byte, 0, 20), seq, 10))
+	} else {
+		size += decimalLen(fifth)
+	}
+	if !hd.none() {
+		size += 6 * 21
+	}
+	if p.penalize {
+		size += 21 + 5*24
+	}
 	var b strings.Builder
-	b.Grow(nk*one + len(id) + callArgs*24)
+	b.Grow(size)
 	writeKey(&b, prefix, k, p.alg.redis.letter())
 	if nk >= 2 {
 		writeKey(&b, prefix, k, 'p')
@@ -176,7 +201,6 @@ func encodeCall(keys *[3]string, args *[callArgs]string, prefix string, k lkey, 
 		b.Write(strconv.AppendInt(num[:0], now, 10))
 	}
 	ends[0] = b.Len()
-	second, fifth, byMember := p.alg.redis.args(*p)
 	b.Write(strconv.AppendInt(num[:0], second, 10))
 	ends[1] = b.Len()
 	b.Write(strconv.AppendInt(num[:0], p.rate, 10))
@@ -190,9 +214,15 @@ func encodeCall(keys *[3]string, args *[callArgs]string, prefix string, k lkey, 
 		b.Write(strconv.AppendUint(num[:0], seq, 10))
 	}
 	ends[4] = b.Len()
-	writeHeld(&b, hd)
-	ends[5] = b.Len()
-	count := 6
+	count := 5
+	if !hd.none() || p.penalize || nk == 3 {
+		// Left out when it is "0" and nothing follows it (a rule
+		// without penalty or leases): each argument sent costs Redis
+		// ~1.3k instructions.
+		writeHeld(&b, hd)
+		ends[5] = b.Len()
+		count = 6
+	}
 	if p.penalize {
 		b.Write(strconv.AppendInt(num[:0], p.penalty.memory, 10))
 		ends[6] = b.Len()
@@ -218,9 +248,21 @@ func encodeCall(keys *[3]string, args *[callArgs]string, prefix string, k lkey, 
 // parseReply reads a decision's reply to a call of plan p: decide.lua's
 // nine numbers, or the first four (allow.lua leaves out the five when they
 // are 0, as they always are for a rule without penalty), and for an
-// approximate rule allow.lua's one more, the window its events went into.
+// approximate rule allow.lua's one more, the window its events went into;
+// or, for a sliding log's allowing call, its count alone (see allow.lua).
+// An integer reply costs no allocation; an array one, its messages.
 func parseReply(resp rueidis.RedisResult, p *plan) (decision, error) {
-	arr, err := resp.ToArray()
+	msg, err := resp.ToMessage()
+	if err != nil {
+		return decision{}, err
+	}
+	if msg.IsInt64() && p.alg.redis.letter() == 'l' {
+		// sliding.lua's short reply to an allowing call: count alone;
+		// retry is 0 and reset the window (sliding.record).
+		count, _ := msg.AsInt64()
+		return decision{allowed: true, count: count, reset: p.window}, nil
+	}
+	arr, err := msg.ToArray()
 	if err != nil {
 		return decision{}, err
 	}

@@ -75,6 +75,11 @@ event. */}}
 reset = window
 {{- end}}
 
+{{/* sliding.short is an allowing call's reply (see allow.lua): count
+alone, since retry is 0 and reset the window (sliding.record), which Go
+reads from the plan (parseReply). */}}
+{{- define "sliding.short"}}count{{end}}
+
 {{- define "sliding.pending" -}}
 reset = window
 {{- end}}
