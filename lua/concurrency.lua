@@ -26,7 +26,7 @@ if #ARGV > first and redis.call('EXISTS', tomb) == 0 then
   for i = first, #ARGV - 1, 2 do
     redis.call('ZADD', key, 'NX', ARGV[i], ARGV[i + 1])
   end
-  redis.call('PEXPIRE', key, {{template "ttl" "window"}})
+  redis.call('PEXPIRE', key, {{template "ttl.arg" "window"}})
   {{template "concurrency.mark" "window"}}
 end
 {{- end}}

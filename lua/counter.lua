@@ -92,7 +92,7 @@ end
 {{- define "counter.record" -}}
 c = c + n
 redis.call('HSET', key, 'w', string.format('%d', w), 'c', string.format('%d', c), 'p', string.format('%d', p))
-redis.call('PEXPIRE', key, {{template "ttl" "2 * window"}})
+redis.call('PEXPIRE', key, {{template "ttl.arg" "2 * window"}})
 {{template "counter.reset"}}
 {{- end}}
 
@@ -124,7 +124,7 @@ for i = first, last, 2 do
   end
 end
 redis.call('HSET', key, 'w', string.format('%d', w), 'c', string.format('%d', c), 'p', string.format('%d', p))
-redis.call('PEXPIRE', key, {{template "ttl" "2 * window"}})
+redis.call('PEXPIRE', key, {{template "ttl.arg" "2 * window"}})
 {{- end}}
 
 {{/* counter.tail: the fixed window the call's events went into, the last

@@ -64,7 +64,7 @@ end
 {{- define "fixed.record" -}}
 c = c + n
 reset = (w + 1) * window - now
-redis.call('SET', key, string.format('%d %d', w, c), 'PX', {{template "ttl" "reset"}})
+redis.call('SET', key, string.format('%d %d', w, c), 'PX', {{template "ttl.arg" "reset"}})
 {{- end}}
 
 {{- define "fixed.pending" -}}
@@ -107,6 +107,6 @@ for i = first, last, 2 do
 end
 if added > 0 then
   c = c + added
-  redis.call('SET', key, string.format('%d %d', w, c), 'PX', {{template "ttl" "(w + 1) * window - now"}})
+  redis.call('SET', key, string.format('%d %d', w, c), 'PX', {{template "ttl.arg" "(w + 1) * window - now"}})
 end
 {{- end}}

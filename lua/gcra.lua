@@ -124,7 +124,7 @@ local q = gcra_div(ticks, rq)
 w, r = now + q, ticks - q * rq
 {{template "gcra.reset"}}
 {{template "gcra.value"}}
-redis.call('SET', key, tat, 'PX', {{template "ttl" "reset"}})
+redis.call('SET', key, tat, 'PX', {{template "ttl.arg" "reset"}})
 {{- end}}
 
 {{/* gcra.pending: what gcra.record will set reset to. */}}
@@ -206,7 +206,7 @@ local reset
 {{template "gcra.reset"}}
 if reset > 0 then
   {{template "gcra.value"}}
-  redis.call('SET', key, tat, 'PX', {{template "ttl" "reset"}})
+  redis.call('SET', key, tat, 'PX', {{template "ttl.arg" "reset"}})
 end
 {{- end}}
 

@@ -11,11 +11,13 @@
 {{/* now declares the local now: the time in the string the Lua
 expression given as the piece's argument holds (ARGV[1]), or Redis' own
 TIME when that string is empty (one clock for every application
-instance). */}}
+instance); and the local stamp, that string when it is not empty (nil
+otherwise), for a command that takes the time as it came. */}}
 {{- define "now" -}}
-local now
+local now, stamp
 if {{.}} ~= '' then
-  now = tonumber({{.}})
+  stamp = {{.}}
+  now = tonumber(stamp)
 else
   {{template "now.redis"}}
 end

@@ -56,7 +56,7 @@ if ban_end - now > keep then
   keep = ban_end - now
 end
 redis.call('HSET', pen, 'v', string.format('%d', v), 'l', string.format('%d', last))
-redis.call('PEXPIRE', pen, {{template "ttl" "keep"}})
+redis.call('PEXPIRE', pen, {{template "ttl.arg" "keep"}})
 {{- end}}
 
 {{/* penalty.forget forgets the violations (and the bans remembered with
@@ -100,5 +100,5 @@ if banned_for > 0 then
   -- as the local path keeps it (it matters to a clock that goes back).
   redis.call('HSET', pen, 'b', string.format('%d', now + banned_for))
 end
-redis.call('PEXPIRE', pen, {{template "ttl" "keep"}})
+redis.call('PEXPIRE', pen, {{template "ttl.arg" "keep"}})
 {{- end}}

@@ -60,7 +60,7 @@ long until it ends. */}}
 {{- define "quota.record" -}}
 c = c + n
 reset = finish - now
-redis.call('SET', key, string.format('%d %d', start, c), 'PX', {{template "ttl" "reset"}})
+redis.call('SET', key, string.format('%d %d', start, c), 'PX', {{template "ttl.arg" "reset"}})
 {{- end}}
 
 {{- define "quota.pending" -}}

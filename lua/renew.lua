@@ -44,7 +44,7 @@ if ARGV[6] ~= '1' then
   end
 end
 redis.call('ZADD', log, now, id)
-redis.call('PEXPIRE', log, {{template "ttl" "window"}})
+redis.call('PEXPIRE', log, {{template "ttl.arg" "window"}})
 {{template "concurrency.mark" "window"}}
 return 1
 {{- end}}

@@ -25,11 +25,9 @@ call stamped up to a window earlier than calls already decided (concurrent
 callers with a Clock of their own reach Redis in any order) still counts
 every event it should. With Redis' TIME (card) calls come in the order of
 their times, the trim keeps just the window, and after it ZCARD counts the
-same events as ZCOUNT, for less. The bounds go as numbers, not through
-string.format: redis.call writes a number with '%.17g', exact for every
-whole number of µs below 2^53, and scores are whole µs, so '>= x + 1'
-counts what '(x' does (one string.format a bound cost ~1k instructions,
-callgrind). */}}
+same events as ZCOUNT, for less. The bounds go through string.format's
+'%d', never as Lua numbers: Redis writes a number it is handed with
+'%.17g', for ~3.6k instructions (see ttl.arg). */}}
 {{- define "sliding.count" -}}
 local trimmed = {{if .Penalty}}ban_end <= now and {{end}}n > 0
 if trimmed then
@@ -37,12 +35,12 @@ if trimmed then
   if card then
     keep = window
   end
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - keep)
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - keep))
 end
 if card and trimmed then
   count = redis.call('ZCARD', key)
 else
-  count = redis.call('ZCOUNT', key, now - window + 1, '+inf')
+  count = redis.call('ZCOUNT', key, string.format('(%d', now - window), '+inf')
 end
 {{- end}}
 
@@ -75,7 +73,13 @@ end
 {{/* sliding.record: an exact log is empty a window after its newest
 event. */}}
 {{- define "sliding.record" -}}
-{{template "sliding.add"}}
+do
+  {{- /* now as a string for ZADD's score: the clock's argument as it came
+  (stamp, see now.lua), or '%d' of Redis' TIME; never a Lua number, which
+  Redis writes with '%.17g' (see ttl.arg). */}}
+  local now = stamp or string.format('%d', now)
+  {{template "sliding.add"}}
+end
 reset = window
 {{- end}}
 
@@ -114,7 +118,7 @@ else
     end
   end
 end
-redis.call('PEXPIRE', key, {{template "ttl" "window"}})
+redis.call('PEXPIRE', key, {{template "ttl.arg" "window"}})
 {{- end}}
 
 {{/* sliding.undo removes the call's events, named by its member id. */}}

@@ -9,3 +9,11 @@ expire while a call could still count it. */}}
 {{- define "ttl" -}}
 math.ceil(({{.}}) / 1000) + 1000
 {{- end}}
+
+{{/* ttl.arg is ttl as the string of a whole number, for redis.call: Redis
+writes a Lua number it is handed with '%.17g', which costs it ~3.6k
+instructions a number (callgrind: snprintf was a sixth of a decision's),
+far more than string.format's '%d'. */}}
+{{- define "ttl.arg" -}}
+string.format('%d', {{template "ttl" .}})
+{{- end}}
