@@ -184,7 +184,10 @@ func encodeCall(keys *[3]string, args *[callArgs]string, prefix string, k lkey, 
 		size += 6 * 21
 	}
 	if p.penalize {
-		size += 21 + 5*24
+		pp := &p.penalty
+		var num [32]byte
+		size += decimalLen(pp.memory) + decimalLen(pp.warnAfter) + decimalLen(pp.banAfter) + decimalLen(pp.banFor) +
+			len(strconv.AppendFloat(num[:0], pp.growth, 'g', -1, 64)) + decimalLen(pp.maxBan) + 4
 	}
 	var b strings.Builder
 	b.Grow(size)

@@ -28,6 +28,7 @@ func TestAllocations(t *testing.T) {
 		if got := testkit.AllocsPerAllow(remote, r); got > 2 {
 			t.Errorf("remote Allow of rule %q: %v allocations, want at most 2", r.Name, got)
 		}
+		t.Logf("remote Allow of rule %q: %.0f bytes a call", r.Name, testkit.BytesPerAllow(remote, r))
 	}
 	// A sliding log's allowing call is answered with one integer, which
 	// rueidis reads without allocating: the call's one string is all.
