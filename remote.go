@@ -114,7 +114,8 @@ func writeLadder(b *strings.Builder, pp *penaltyPlan) {
 }
 
 // writeHeld writes what the process' own count adds to a call (allow.lua's
-// ARGV[6]): "0" when it adds nothing, as for most calls, and otherwise
+// ARGV[6]): "0" when it adds nothing, as for most calls (encodeCall then
+// leaves it out when no argument follows it), and otherwise
 // retry, owed, ban left and since, joined by ':', and after them the
 // violations it delivers and the time of their last when it delivers any
 // (see held.strikes). One argument instead of four or six: each argument
@@ -154,7 +155,8 @@ func (hd *held) none() bool {
 // mirror.go): only when it holds the call back does the script get the
 // third key, the pair's last Reset, and the second before it (a
 // concurrency rule's always gets them: the third is the pair's mark, see
-// lua/concurrency.lua). leases
+// lua/concurrency.lua); it leaves ARGV[6] out when it would be "0" with
+// nothing after it (no penalty, no leases). leases
 // are an Acquire's: the leases of the pair the process holds on Redis,
 // sent after the other arguments (see leaseSet.onRedis). It returns keys
 // and args cut to the script's arity.
