@@ -88,6 +88,9 @@ func TestRemoteGap(t *testing.T) {
 		}
 	}
 	for _, c := range cs {
+		if dg, ok := c.l.(degrader); ok && dg.Degraded() > 0 {
+			t.Errorf("%s: %d decisions made without Redis: its figures are void", c.name, dg.Degraded())
+		}
 		slices.Sort(c.p50s)
 		t.Logf("%-28s p50 per block: min %v, median %v, max %v", c.name, c.p50s[0], c.p50s[len(c.p50s)/2], c.p50s[len(c.p50s)-1])
 	}
