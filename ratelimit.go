@@ -358,7 +358,7 @@ func (l *Limiter) redisOnce(ctx context.Context, conn *redisConn, r *Rule, legs 
 	ks, args := encodeCall(&keys, &argv, l.set.KeyPrefix, k, p, now, useNow, sentN, l.id, seq, hd, leases)
 	var d decision
 	s, err := l.sendHeld(ctx, conn, ks[0], subject{"rule", r.Name}, legs, now, func(ctx context.Context, c rueidis.Client) (err error) {
-		d, err = redisDecision(ctx, c, p, ks, args)
+		d, err = redisDecision(ctx, c, p, now, ks, args)
 		return err
 	}, nil)
 	if err != nil {
@@ -414,13 +414,13 @@ func (p *plan) invalidN(n int64, rule string) error {
 }
 
 // redisDecision runs the rule's script for one call.
-func redisDecision(ctx context.Context, c rueidis.Client, p *plan, keys []string, args []string) (decision, error) {
+func redisDecision(ctx context.Context, c rueidis.Client, p *plan, now int64, keys []string, args []string) (decision, error) {
 	s := p.alg.redis.scripts().allow[b2i(p.penalize)]
 	resp := s.Exec(ctx, c, keys, args)
 	if err := resp.Error(); err != nil {
 		return decision{}, err
 	}
-	d, err := parseReply(resp, p)
+	d, err := parseReply(resp, p, now)
 	if err != nil {
 		return decision{}, &callError{cause: misuse, err: err}
 	}

@@ -254,18 +254,19 @@ func encodeCall(keys *[3]string, args *[callArgs]string, prefix string, k lkey, 
 // nine numbers, or the first four (allow.lua leaves out the five when they
 // are 0, as they always are for a rule without penalty), and for an
 // approximate rule allow.lua's one more, the window its events went into;
-// or, for a sliding log's allowing call, its count alone (see allow.lua).
-// An integer reply costs no allocation; an array one, its messages.
-func parseReply(resp rueidis.RedisResult, p *plan) (decision, error) {
+// or, for an allowing call of a kind with a short reply (shortReplier),
+// its count alone (see allow.lua); now is the call's time. An integer
+// reply costs no allocation; an array one, its messages.
+func parseReply(resp rueidis.RedisResult, p *plan, now int64) (decision, error) {
 	msg, err := resp.ToMessage()
 	if err != nil {
 		return decision{}, err
 	}
-	if msg.IsInt64() && p.alg.redis.letter() == 'l' {
-		// sliding.lua's short reply to an allowing call: count alone;
-		// retry is 0 and reset the window (sliding.record).
+	if sr, ok := p.alg.redis.(shortReplier); ok && msg.IsInt64() {
+		// The kind's short reply to an allowing call (<kind>.short,
+		// see allow.lua): count alone; retry is 0, reset the kind's.
 		count, _ := msg.AsInt64()
-		return decision{allowed: true, count: count, reset: p.window}, nil
+		return decision{allowed: true, count: count, reset: sr.shortReset(*p, now)}, nil
 	}
 	arr, err := msg.ToArray()
 	if err != nil {
@@ -281,6 +282,17 @@ func parseReply(resp rueidis.RedisResult, p *plan) (decision, error) {
 		d.win, err = arr[width].AsInt64()
 	}
 	return d, err
+}
+
+// shortReplier is a kind whose script answers an allowing call with its
+// count alone (its <kind>.short piece, see lua/allow.lua), because Go knows
+// the call's reset from the plan and the call's time (now: the clock's
+// reading, or the process clock's when the script reads Redis' TIME and
+// the reset does not depend on it). It takes the plan by value, as the
+// other kinds' methods do: a pointer through an interface would move the
+// call's plan to the heap.
+type shortReplier interface {
+	shortReset(p plan, now int64) int64
 }
 
 // ttl is the expiry, in ms, of a key that must last us µs: lua/ttl.lua's

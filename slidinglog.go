@@ -39,14 +39,17 @@ const maxTime = eventlog.MaxTime
 // ZSET of events in Redis (lua/sliding.lua), an eventlog.Log here.
 type slidingKind struct{ windowKind }
 
-func (slidingKind) name() string                              { return "sliding log" }
-func (slidingKind) compile(r Rule, p plan) (plan, string)     { return p, checkWindow(&r, false) }
-func (slidingKind) letter() byte                              { return 'l' }
-func (slidingKind) windowed() bool                            { return false }
-func (slidingKind) grouped() string                           { return "" }
-func (slidingKind) stamp(_ plan, now int64) int64             { return now }
-func (slidingKind) dueFrom(p plan, now int64) int64           { return now - p.window + 1 }
-func (slidingKind) named() bool                               { return true }
+func (slidingKind) name() string                          { return "sliding log" }
+func (slidingKind) compile(r Rule, p plan) (plan, string) { return p, checkWindow(&r, false) }
+func (slidingKind) letter() byte                          { return 'l' }
+func (slidingKind) windowed() bool                        { return false }
+func (slidingKind) grouped() string                       { return "" }
+func (slidingKind) stamp(_ plan, now int64) int64         { return now }
+func (slidingKind) dueFrom(p plan, now int64) int64       { return now - p.window + 1 }
+func (slidingKind) named() bool                           { return true }
+
+// shortReset: an allowing call's reset is the window (sliding.record).
+func (slidingKind) shortReset(p plan, _ int64) int64          { return p.window }
 func (slidingKind) undoArgs(_ plan, win int64) (int64, int64) { return win, 0 }
 
 func (slidingKind) scripts() *kindScripts { return slidingScripts }

@@ -55,7 +55,7 @@
 -- more: the index of the fixed window events recorded by this call went
 -- into (now / window), which undo.lua needs. A kind whose allowing call's
 -- retry and reset Go knows from the plan (<kind>.short: a sliding log's
--- are 0 and its window) answers such a call, when the penalty's five are 0,
+-- are 0 and its window, a calendar quota's 0 and the end of its period) answers such a call, when the penalty's five are 0,
 -- with one integer instead, count: an integer reply costs Redis less than
 -- an array of four, and rueidis reads it without allocating.
 

@@ -63,6 +63,11 @@ reset = finish - now
 redis.call('SET', key, string.format('%d %d', start, c), 'PX', {{template "ttl.arg" "reset"}})
 {{- end}}
 
+{{/* quota.short is an allowing call's reply (see allow.lua): count alone,
+since retry is 0 and reset finish - now (quota.record), which Go computes
+from the plan and the time it sent (parseReply). */}}
+{{- define "quota.short"}}count{{end}}
+
 {{- define "quota.pending" -}}
 reset = finish - now
 {{- end}}
