@@ -90,11 +90,6 @@ type named struct {
 	member string
 }
 
-// refill is how long an empty GCRA bucket takes to fill, in whole µs
-// (Burst × Window/Rate, rounded up): an event's cost has flowed out of
-// the bucket that long after it.
-func (p *plan) refill() int64 { return ceilDiv(p.rate*p.wq, p.rq) }
-
 // kept is how long what p's state holds at now can still count, in µs
 // (see algorithm.kept). Redis remembers a write-back batch that long (so
 // that a replay cannot change what its events count in), and a Reset's
