@@ -45,7 +45,11 @@ type localStore struct {
 
 type localShard struct {
 	shardTables
-	_ [128 - unsafe.Sizeof(shardTables{})%128]byte // keeps shards' locks on separate cache lines
+	// last is the latest process-clock time a call of a local-only
+	// Limiter was decided at in the shard (see admitAt). Its shard's lock
+	// guards it.
+	last int64
+	_    [128 - (unsafe.Sizeof(shardTables{})+8)%128]byte // keeps shards' locks on separate cache lines
 }
 
 type shardTables struct {
@@ -134,9 +138,25 @@ func (s *localStore) atRule(k *lkey, rh uint64) (*localShard, uint64) {
 // rule's own plan (p may be its degraded share; see writeback.go), under
 // member when the call may have run on Redis under it ("" otherwise).
 func (s *localStore) admit(k *lkey, p *plan, rate, now, n int64, peek bool, owed *plan, member string) decision {
+	return s.admitAt(k, p, rate, now, false, n, peek, owed, member)
+}
+
+// admitAt is admit; with mono, now is a reading of the process clock, taken
+// before the shard's lock, and the call is decided at the latest such
+// reading the shard has decided at, when that is later: a time between the
+// call's reading and its taking the lock, as if it had read the clock
+// there. Calls that meet at a key then add their events in time order,
+// where a reading that lost the race to the lock would otherwise insert
+// its event behind newer ones (see slidingLog.addEvents), and the decision
+// is the one a call arriving in that order gets.
+func (s *localStore) admitAt(k *lkey, p *plan, rate, now int64, mono bool, n int64, peek bool, owed *plan, member string) decision {
 	sh, h := s.atPlan(k, p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if mono {
+		now = max(now, sh.last)
+		sh.last = now
+	}
 
 	asked := n
 	if peek {

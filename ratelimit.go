@@ -470,9 +470,14 @@ func (l *Limiter) withoutRedis(r *Rule, p *plan, k lkey, n int64, peek bool, s s
 
 // alone decides a call of a local-only Limiter into res: on the local
 // log, at the rule's rate.
+//
+// A call that AllowAll may take back (u), or whose time fixed its plan
+// (timed), is decided at its own reading; any other call of the process
+// clock at the shard's latest when that is later (see admitAt).
 func (l *Limiter) alone(p *plan, k *lkey, n int64, peek bool, u *undo, now int64, res *Result) {
 	u.at(now)
-	d := l.local.admit(k, p, p.rate, now, n, peek, nil, "")
+	mono := u == nil && l.set.Clock == nil && !p.alg.timed()
+	d := l.local.admitAt(k, p, p.rate, now, mono, n, peek, nil, "")
 	d.fill(res, p.rate, false)
 }
 
