@@ -138,7 +138,9 @@ func (s *localStore) atRule(k *lkey, rh uint64) (*localShard, uint64) {
 // rule's own plan (p may be its degraded share; see writeback.go), under
 // member when the call may have run on Redis under it ("" otherwise).
 func (s *localStore) admit(k *lkey, p *plan, rate, now, n int64, peek bool, owed *plan, member string) decision {
-	return s.admitAt(k, p, rate, now, false, n, peek, owed, member)
+	var d decision
+	s.admitAt(&d, k, p, rate, now, false, n, peek, owed, member)
+	return d
 }
 
 // admitAt is admit; with mono, now is a reading of the process clock, taken
@@ -148,8 +150,9 @@ func (s *localStore) admit(k *lkey, p *plan, rate, now, n int64, peek bool, owed
 // there. Calls that meet at a key then add their events in time order,
 // where a reading that lost the race to the lock would otherwise insert
 // its event behind newer ones (see slidingLog.addEvents), and the decision
-// is the one a call arriving in that order gets.
-func (s *localStore) admitAt(k *lkey, p *plan, rate, now int64, mono bool, n int64, peek bool, owed *plan, member string) decision {
+// is the one a call arriving in that order gets. The decision goes into d,
+// which the caller passes zeroed.
+func (s *localStore) admitAt(d *decision, k *lkey, p *plan, rate, now int64, mono bool, n int64, peek bool, owed *plan, member string) {
 	sh, h := s.atPlan(k, p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -162,7 +165,6 @@ func (s *localStore) admitAt(k *lkey, p *plan, rate, now int64, mono bool, n int
 	if peek {
 		asked = 1
 	}
-	var d decision
 	var st *strikes
 	if p.penalize {
 		st = sh.findStrikes(k, h, now)
@@ -178,37 +180,39 @@ func (s *localStore) admitAt(k *lkey, p *plan, rate, now int64, mono bool, n int
 				}
 			}
 			d.retry = max(d.retry, d.banLeft)
-			return d
+			return
 		}
 	}
 
 	m, ok := sh.meter(k, h, p, now, !peek)
 	if !ok { // a peek at a key never seen: rate >= 1 fits one event
 		d.allowed = true
-		return d
+		return
 	}
 	if !peek {
 		m.prune(now, p.window)
 	}
 	d.count = m.count(now, p.window)
-	d.reset = m.reset(now, p.window, false)
 	if d.count+asked <= rate {
 		d.allowed = true
-		if !peek {
-			m.add(now, p.window, n)
-			d.count += n
-			d.reset = m.reset(now, p.window, true)
-			if owed != nil {
-				sh.oweEvents(k, h, owed, now, n, member)
-			}
+		if peek {
+			d.reset = m.reset(now, p.window, false)
+			return
 		}
-		return d
+		m.add(now, p.window, n)
+		d.count += n
+		d.reset = m.reset(now, p.window, true)
+		if owed != nil {
+			sh.oweEvents(k, h, owed, now, n, member)
+		}
+		return
 	}
+	d.reset = m.reset(now, p.window, false)
 	d.retry = m.retryIn(now, p.window, rate, asked)
 	if p.penalize && n <= rate {
-		sh.violate(k, h, p, now, peek, owed, &d)
+		sh.violate(k, h, p, now, peek, owed, d)
 	}
-	return d
+	return
 }
 
 // meter returns the record of k's events under p, creating it if asked

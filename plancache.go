@@ -48,6 +48,16 @@ func planIndex(r *Rule) uint {
 	return h % uint(len(plans))
 }
 
+// hit returns r's plan from the cache, or nil when r was not compiled
+// before (see cachedPlan). The plan may be shared: the caller must not
+// change it.
+func (r *Rule) hit() *plan {
+	if c := plans[planIndex(r)].c.Load(); c != nil && c.matches(r) {
+		return &c.plan
+	}
+	return nil
+}
+
 // cachedPlan returns r's plan: from the cache when r was compiled before,
 // otherwise compiled into buf. The plan it returns may be shared: the caller
 // must not change it.

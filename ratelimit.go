@@ -246,11 +246,14 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	}
 	// The rule's plan, compiled once for every call with an equal rule
 	// (see cachedPlan); it may be shared, so a quota's period is set on
-	// a copy.
-	var buf plan
-	p, err := r.cachedPlan(&buf)
-	if err != nil {
-		return PathNone, err
+	// a copy. The buffers are zeroed only when they are used.
+	p := r.hit()
+	if p == nil {
+		var buf plan
+		var err error
+		if p, err = r.cachedPlan(&buf); err != nil {
+			return PathNone, err
+		}
 	}
 	if n < 1 || n > p.rate {
 		return PathNone, p.invalidN(n, r.Name)
@@ -270,6 +273,7 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	// now is the process clock for the local paths.
 	now := l.localNow()
 	if p.alg.timed() {
+		var buf plan
 		buf = *p
 		p = &buf
 		p.setTime(now)
@@ -477,7 +481,8 @@ func (l *Limiter) withoutRedis(r *Rule, p *plan, k lkey, n int64, peek bool, s s
 func (l *Limiter) alone(p *plan, k *lkey, n int64, peek bool, u *undo, now int64, res *Result) {
 	u.at(now)
 	mono := u == nil && l.set.Clock == nil && !p.alg.timed()
-	d := l.local.admitAt(k, p, p.rate, now, mono, n, peek, nil, "")
+	var d decision
+	l.local.admitAt(&d, k, p, p.rate, now, mono, n, peek, nil, "")
 	d.fill(res, p.rate, false)
 }
 
