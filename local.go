@@ -160,7 +160,29 @@ func (s *localStore) admitAt(d *decision, k *lkey, p *plan, rate, now int64, mon
 		now = max(now, sh.last)
 		sh.last = now
 	}
+	sh.admit(d, k, h, p, rate, now, n, peek, owed, member)
+}
 
+// shieldOrAdmit answers a call without Redis with its shard's lock taken
+// once: from the shield, as localStore.shielded does, when it holds an
+// answer (it reports true), otherwise as admit decides it, under share at
+// rate, owed under p. The decision goes into d, which the caller passes
+// zeroed.
+func (s *localStore) shieldOrAdmit(d *decision, k *lkey, p, share *plan, rate, now, n int64, peek, late bool, member string) bool {
+	sh, h := s.atPlan(k, p)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sd, ok := sh.shielded(k, h, p, now, n, peek, late); ok {
+		*d = sd
+		return true
+	}
+	sh.admit(d, k, h, share, rate, now, n, peek, p, member)
+	return false
+}
+
+// admit is localStore.admit for k, whose hash is h, into d. The caller
+// holds sh.mu.
+func (sh *localShard) admit(d *decision, k *lkey, h uint64, p *plan, rate, now, n int64, peek bool, owed *plan, member string) {
 	asked := n
 	if peek {
 		asked = 1

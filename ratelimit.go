@@ -328,6 +328,13 @@ func (l *Limiter) onRedis(ctx context.Context, conn *redisConn, r *Rule, p *plan
 func (l *Limiter) redisOnce(ctx context.Context, conn *redisConn, r *Rule, legs []leg, u *undo, now int64, res *Result) (Path, *seat, error) {
 	lg := &legs[0]
 	p, k, n, peek := lg.p, *lg.k, lg.n, lg.peek
+	if lg.seat == nil {
+		if b := conn.breakers.forPair(l.set.KeyPrefix, &k, p); b.resting() {
+			// The breaker would refuse the call: it is decided now,
+			// without holding anything for a call that is not sent.
+			return l.resting(r, p, k, n, peek, u, now, lg.waited || l.set.Clock == nil, b, res), nil, nil
+		}
+	}
 	if l.set.ShieldMax >= 0 && lg.seat == nil {
 		// A rejection cached after the call's time answers it when the
 		// call waited for it, or when the time is the process' own,
@@ -429,6 +436,53 @@ func redisDecision(ctx context.Context, c rueidis.Client, p *plan, keys []string
 	return d, nil
 }
 
+// resting decides a call whose breaker is resting (open, and not yet due
+// to let a probe through: send would not send it) as redisOnce would, with
+// its shard's lock taken once instead of for the shield, the hold, its
+// release and the decision: from the shield when it holds a rejection
+// (see shielded; late as redisOnce passes it), otherwise as withoutRedis
+// decides it.
+func (l *Limiter) resting(r *Rule, p *plan, k lkey, n int64, peek bool, u *undo, now int64, late bool, b *breaker, res *Result) Path {
+	s := sent{path: PathLocal, b: b, cause: errBreakerOpen}
+	if p.alg.leased() && !peek {
+		s.member = l.member(l.seq.Add(1)) // see redisOnce
+		if u != nil {
+			u.member = s.member
+		}
+	}
+	shield := l.set.ShieldMax >= 0
+	if !shield || l.policy(r) != DegradedLocal {
+		if shield {
+			if d, ok := l.local.shielded(k, p, now, n, peek, late); ok {
+				d.fill(res, p.rate, false)
+				return PathShield
+			}
+		}
+		*res = l.withoutRedis(r, p, k, n, peek, s, u, now)
+		return PathLocal
+	}
+	rate := l.set.degradedRate(p.rate)
+	share := *p
+	share.degrade(&l.set)
+	var d decision
+	if l.local.shieldOrAdmit(&d, &k, p, &share, rate, now, n, peek, late, s.member) {
+		d.fill(res, p.rate, false)
+		return PathShield
+	}
+	l.outages.Add(1)
+	u.at(now)
+	d.fill(res, rate, true)
+	return PathLocal
+}
+
+// policy is how r is decided while Redis cannot be used.
+func (l *Limiter) policy(r *Rule) DegradedPolicy {
+	if r.Degraded == DegradedDefault {
+		return l.set.Degraded
+	}
+	return r.Degraded
+}
+
 // withoutRedis decides a call without Redis: in a local-only Limiter on the
 // local log at the rule's rate, otherwise as the rule's degraded policy says
 // (s says why Redis was not used, and which breaker stands in front of the
@@ -445,11 +499,7 @@ func (l *Limiter) withoutRedis(r *Rule, p *plan, k lkey, n int64, peek bool, s s
 		l.outages.Add(1)
 	}
 	rate := l.set.degradedRate(p.rate)
-	policy := r.Degraded
-	if policy == DegradedDefault {
-		policy = l.set.Degraded
-	}
-	switch policy {
+	switch l.policy(r) {
 	case DegradedAllow:
 		remaining := rate
 		if !peek {
