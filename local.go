@@ -234,7 +234,6 @@ func (sh *localShard) admit(d *decision, k *lkey, h uint64, p *plan, rate, now, 
 	if p.penalize && n <= rate {
 		sh.violate(k, h, p, now, peek, owed, d)
 	}
-	return
 }
 
 // meter returns the record of k's events under p, creating it if asked
