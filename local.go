@@ -45,7 +45,11 @@ type localStore struct {
 
 type localShard struct {
 	shardTables
-	_ [128 - unsafe.Sizeof(shardTables{})%128]byte // keeps shards' locks on separate cache lines
+	// last is the latest process-clock time a call of a local-only
+	// Limiter was decided at in the shard (see admitAt). Its shard's lock
+	// guards it.
+	last int64
+	_    [128 - (unsafe.Sizeof(shardTables{})+8)%128]byte // keeps shards' locks on separate cache lines
 }
 
 type shardTables struct {
@@ -130,15 +134,55 @@ func (s *localStore) atRule(k *lkey, rh uint64) (*localShard, uint64) {
 // rule's own plan (p may be its degraded share; see writeback.go), under
 // member when the call may have run on Redis under it ("" otherwise).
 func (s *localStore) admit(k *lkey, p *plan, rate, now, n int64, peek bool, owed *plan, member string) decision {
+	var d decision
+	s.admitAt(&d, k, p, rate, now, false, n, peek, owed, member)
+	return d
+}
+
+// admitAt is admit; with mono, now is a reading of the process clock, taken
+// before the shard's lock, and the call is decided at the latest such
+// reading the shard has decided at, when that is later: a time between the
+// call's reading and its taking the lock, as if it had read the clock
+// there. Calls that meet at a key then add their events in time order,
+// where a reading that lost the race to the lock would otherwise insert
+// its event behind newer ones (see eventlog.Log.Record), and the decision
+// is the one a call arriving in that order gets. The decision goes into d,
+// which the caller passes zeroed.
+func (s *localStore) admitAt(d *decision, k *lkey, p *plan, rate, now int64, mono bool, n int64, peek bool, owed *plan, member string) {
 	sh, h := s.atPlan(k, p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if mono {
+		now = max(now, sh.last)
+		sh.last = now
+	}
+	sh.admit(d, k, h, p, rate, now, n, peek, owed, member)
+}
 
+// shieldOrAdmit answers a call without Redis with its shard's lock taken
+// once: from the shield, as localStore.shielded does, when it holds an
+// answer (it reports true), otherwise as admit decides it, under share at
+// rate, owed under p. The decision goes into d, which the caller passes
+// zeroed.
+func (s *localStore) shieldOrAdmit(d *decision, k *lkey, p, share *plan, rate, now, n int64, peek, late bool, member string) bool {
+	sh, h := s.atPlan(k, p)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sd, ok := sh.shielded(k, h, p, now, n, peek, late); ok {
+		*d = sd
+		return true
+	}
+	sh.admit(d, k, h, share, rate, now, n, peek, p, member)
+	return false
+}
+
+// admit is localStore.admit for k, whose hash is h, into d. The caller
+// holds sh.mu.
+func (sh *localShard) admit(d *decision, k *lkey, h uint64, p *plan, rate, now, n int64, peek bool, owed *plan, member string) {
 	asked := n
 	if peek {
 		asked = 1
 	}
-	var d decision
 	var st *strikes
 	if p.penalize {
 		st = sh.findStrikes(k, h, now)
@@ -154,37 +198,38 @@ func (s *localStore) admit(k *lkey, p *plan, rate, now, n int64, peek bool, owed
 				}
 			}
 			d.retry = max(d.retry, d.banLeft)
-			return d
+			return
 		}
 	}
 
 	m, ok := sh.meter(k, h, p, now, !peek)
 	if !ok { // a peek at a key never seen: rate >= 1 fits one event
 		d.allowed = true
-		return d
+		return
 	}
 	if !peek {
 		m.Prune(now, p.window)
 	}
 	d.count = m.Count(now, p.window)
-	d.reset = m.Reset(now, p.window, false)
 	if d.count+asked <= rate {
 		d.allowed = true
-		if !peek {
-			m.Add(now, p.window, n)
-			d.count += n
-			d.reset = m.Reset(now, p.window, true)
-			if owed != nil {
-				sh.oweEvents(k, h, owed, now, n, member)
-			}
+		if peek {
+			d.reset = m.Reset(now, p.window, false)
+			return
 		}
-		return d
+		m.Add(now, p.window, n)
+		d.count += n
+		d.reset = m.Reset(now, p.window, true)
+		if owed != nil {
+			sh.oweEvents(k, h, owed, now, n, member)
+		}
+		return
 	}
+	d.reset = m.Reset(now, p.window, false)
 	d.retry = m.RetryIn(now, p.window, rate, asked)
 	if p.penalize && n <= rate {
-		sh.violate(k, h, p, now, peek, owed, &d)
+		sh.violate(k, h, p, now, peek, owed, d)
 	}
-	return d
 }
 
 // meter returns the record of k's events under p, creating it if asked

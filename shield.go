@@ -73,10 +73,16 @@ func (s *localStore) shielded(k lkey, p *plan, now, n int64, peek, late bool) (d
 	sh, h := s.atPlan(&k, p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	return sh.shielded(&k, h, p, now, n, peek, late)
+}
+
+// shielded is localStore.shielded for k, whose hash is h. The caller holds
+// sh.mu.
+func (sh *localShard) shielded(k *lkey, h uint64, p *plan, now, n int64, peek, late bool) (decision, bool) {
 	if sh.denials.Len() == 0 {
 		return decision{}, false
 	}
-	e := sh.denials.get(&k, h)
+	e := sh.denials.get(k, h)
 	if e == nil {
 		return decision{}, false
 	}
@@ -91,7 +97,7 @@ func (s *localStore) shielded(k lkey, p *plan, now, n int64, peek, late bool) (d
 	}
 	if now >= e.until || now < e.since || e.rate != p.rate || e.window != p.window || e.penalize != p.penalize ||
 		e.alg != p.alg || e.mark != p.alg.shield.shieldMark(*p) {
-		sh.denials.remove(&k, h)
+		sh.denials.remove(k, h)
 		return decision{}, false
 	}
 	d := decision{count: e.rate, retry: e.retryAt - now, reset: max(0, e.resetAt-now), banned: e.banned}
@@ -99,7 +105,7 @@ func (s *localStore) shielded(k lkey, p *plan, now, n int64, peek, late bool) (d
 		// A rejection of one event leaves none (Remaining 0) until it
 		// ends; one of n events may leave some, and more as events
 		// leave the window: Remaining is the process' own count's.
-		if m, ok := sh.meter(&k, h, p, now, false); ok {
+		if m, ok := sh.meter(k, h, p, now, false); ok {
 			d.count = max(m.Count(now, p.window), e.rate-e.n+1)
 		} else {
 			d.count = e.rate - e.n + 1
@@ -112,7 +118,7 @@ func (s *localStore) shielded(k lkey, p *plan, now, n int64, peek, late bool) (d
 			d.violations = e.violations
 		}
 	case p.penalize:
-		if peek || p.penalty.remembered(sh.findStrikes(&k, h, now), now)+1 >= p.penalty.banAfter {
+		if peek || p.penalty.remembered(sh.findStrikes(k, h, now), now)+1 >= p.penalty.banAfter {
 			// Redis answers a peek, with the violations the process
 			// delivers (see hold): this process' count may lag behind
 			// Redis' by the replies on their way. And a violation that
@@ -120,7 +126,7 @@ func (s *localStore) shielded(k lkey, p *plan, now, n int64, peek, late bool) (d
 			// sees the ban at once.
 			return decision{}, false
 		}
-		sh.violate(&k, h, p, now, peek, p, &d)
+		sh.violate(k, h, p, now, peek, p, &d)
 	}
 	return d, true
 }
