@@ -179,21 +179,17 @@ func (s *localStore) shieldOrAdmit(d *decision, k *lkey, p, share *plan, rate, n
 // admit is localStore.admit for k, whose hash is h, into d. The caller
 // holds sh.mu.
 func (sh *localShard) admit(d *decision, k *lkey, h uint64, p *plan, rate, now, n int64, peek bool, owed *plan, member string) {
-	asked := n
-	if peek {
-		asked = 1
-	}
-	var st *strikes
 	if p.penalize {
-		st = sh.findStrikes(k, h, now)
+		st, left := sh.banOf(k, h, now)
 		d.violations = p.penalty.remembered(st, now)
-		if st != nil && st.banEnd > now {
-			d.banned = true
-			d.banLeft = st.banEnd - now
-			if m, ok := sh.meter(k, h, p, now, false); ok {
-				d.count = m.Count(now, p.window)
+		if left > 0 {
+			d.banned, d.banLeft = true, left
+			// A banned call records nothing: its meter is read as a
+			// peek reads it, for RetryAfter and ResetAfter.
+			if m, count, asked := sh.measure(k, h, p, now, n, peek, false); m != nil {
+				d.count = count
 				d.reset = m.Reset(now, p.window, false)
-				if d.count+asked > rate {
+				if count+asked > rate {
 					d.retry = m.RetryIn(now, p.window, rate, asked)
 				}
 			}
@@ -202,15 +198,12 @@ func (sh *localShard) admit(d *decision, k *lkey, h uint64, p *plan, rate, now, 
 		}
 	}
 
-	m, ok := sh.meter(k, h, p, now, !peek)
-	if !ok { // a peek at a key never seen: rate >= 1 fits one event
+	m, count, asked := sh.measure(k, h, p, now, n, peek, !peek)
+	if m == nil { // a peek at a key never seen: rate >= 1 fits one event
 		d.allowed = true
 		return
 	}
-	if !peek {
-		m.Prune(now, p.window)
-	}
-	d.count = m.Count(now, p.window)
+	d.count = count
 	if d.count+asked <= rate {
 		d.allowed = true
 		if peek {
@@ -230,6 +223,38 @@ func (sh *localShard) admit(d *decision, k *lkey, h uint64, p *plan, rate, now, 
 	if p.penalize && n <= rate {
 		sh.violate(k, h, p, now, peek, owed, d)
 	}
+}
+
+// banOf returns k's violations record, and how long its ban has left at
+// now (0: none). The caller holds sh.mu.
+func (sh *localShard) banOf(k *lkey, h uint64, now int64) (*strikes, int64) {
+	st := sh.findStrikes(k, h, now)
+	if st != nil && st.banEnd > now {
+		return st, st.banEnd - now
+	}
+	return st, 0
+}
+
+// measure is the fit test's reading of k's meter under p at now, the one
+// both a local decision (admit) and a hold make: it returns the meter (nil
+// when k has none and record is false), the events it counts, and the
+// events the call asks for, n or a peek's one. With record (a call that
+// may add events) it creates the meter and prunes it first, as an allowing
+// or rejecting script does; a peek or a banned call only reads. The call
+// fits when count + asked is at most the rate. The caller holds sh.mu.
+func (sh *localShard) measure(k *lkey, h uint64, p *plan, now, n int64, peek, record bool) (m meter, count, asked int64) {
+	asked = n
+	if peek {
+		asked = 1
+	}
+	m, ok := sh.meter(k, h, p, now, record)
+	if !ok {
+		return nil, 0, asked
+	}
+	if record {
+		m.Prune(now, p.window)
+	}
+	return m, m.Count(now, p.window), asked
 }
 
 // meter returns the record of k's events under p, creating it if asked

@@ -74,9 +74,7 @@ func (s *localStore) hold(lg *leg, now int64) (held, *seat) {
 		}
 	}
 	if p.penalize && sh.bans.Len() > 0 {
-		if st := sh.findStrikes(&k, h, now); st != nil && st.banEnd > now {
-			hd.banLeft = st.banEnd - now
-		}
+		_, hd.banLeft = sh.banOf(&k, h, now)
 	}
 	var dt *debt
 	if sh.debts.Len() > 0 {
@@ -86,18 +84,12 @@ func (s *localStore) hold(lg *leg, now int64) (held, *seat) {
 	}
 	hd.owed += lg.reserve
 
-	m, ok := sh.meter(&k, h, p, now, !peek)
-	if !ok {
+	m, count, asked := sh.measure(&k, h, p, now, n, peek, !peek)
+	if m == nil {
 		hd.seated = sh.sit(c, granted)
 		return hd, nil
 	}
-	asked := n
-	if peek {
-		asked = 1
-	} else {
-		m.Prune(now, p.window)
-	}
-	hd.count = m.Count(now, p.window)
+	hd.count = count
 	hd.others = sh.reserved
 	if lg.lost {
 		hd.owed = max(hd.owed, hd.count-hd.others+lg.reserve)
