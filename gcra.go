@@ -186,7 +186,7 @@ func (gcraKind) degrade(p plan, s *settings) plan {
 }
 
 func (gcraKind) meter(sh *localShard, k lkey, h uint64, p plan, now int64, create bool) (meter, bool) {
-	b := metersOf[bucket](sh, bucketMeters).getOrAdd(&k, h, now, create)
+	b := metersOf[bucket](sh, bucketMeters).GetOrAdd(&k, h, now, create)
 	if b == nil {
 		return nil, false
 	}
@@ -198,14 +198,14 @@ func (gcraKind) meter(sh *localShard, k lkey, h uint64, p plan, now int64, creat
 }
 
 func (gcraKind) unrecord(sh *localShard, k lkey, h uint64, _ plan, _, n int64) {
-	if b := metersOf[bucket](sh, bucketMeters).peek(&k, h); b != nil {
+	if b := metersOf[bucket](sh, bucketMeters).Peek(&k, h); b != nil {
 		b.unrecord(n)
 	}
 }
 
 func (gcraKind) dropEmpty(sh *localShard, k lkey, h uint64, now int64) {
-	if b := metersOf[bucket](sh, bucketMeters).peek(&k, h); b != nil && b.Reset(now, 0, false) == 0 {
-		metersOf[bucket](sh, bucketMeters).remove(&k, h)
+	if b := metersOf[bucket](sh, bucketMeters).Peek(&k, h); b != nil && b.Reset(now, 0, false) == 0 {
+		metersOf[bucket](sh, bucketMeters).Remove(&k, h)
 	}
 }
 

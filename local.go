@@ -23,7 +23,7 @@ type lkey struct {
 // localStore is the per-process limiter: the fallback while Redis cannot be
 // used, the whole limiter when there is no Redis, and the mirror of Redis'
 // recent decisions otherwise. Its state is spread over shards chosen by key
-// hash, each a set of LRU tables (golang-lru's simplelru, see table) under
+// hash, each a set of LRU tables (golang-lru's simplelru, see store.Table) under
 // its own lock, so that unrelated keys do not wait for each other.
 //
 // Each shard keeps a table per kind of state (see shardTables): the meters
@@ -266,16 +266,16 @@ func (sh *localShard) meter(k *lkey, h uint64, p *plan, now int64, create bool) 
 // findStrikes returns the penalty state of k, moving a ban that has ended
 // back among the violation records. The caller holds sh.mu.
 func (sh *localShard) findStrikes(k *lkey, h uint64, now int64) *strikes {
-	if b := sh.bans.get(k, h); b != nil {
+	if b := sh.bans.Get(k, h); b != nil {
 		st := *b
 		if st.banEnd > now {
 			return st
 		}
-		sh.bans.remove(k, h)
-		sh.strikes.add(k, h, st)
+		sh.bans.Remove(k, h)
+		sh.strikes.Add(k, h, st)
 		return st
 	}
-	if st := sh.strikes.get(k, h); st != nil {
+	if st := sh.strikes.Get(k, h); st != nil {
 		return *st
 	}
 	return nil
@@ -291,9 +291,9 @@ func (s *localStore) ban(k lkey, now, d int64) {
 		st = &strikes{}
 	}
 	st.banEnd = now + d
-	sh.strikes.remove(&k, h)
-	sh.bans.add(&k, h, st)
-	sh.denials.remove(&k, h)
+	sh.strikes.Remove(&k, h)
+	sh.bans.Add(&k, h, st)
+	sh.denials.Remove(&k, h)
 }
 
 // unrecord takes back n events recorded for k at now (AllowAll's undo),
@@ -310,7 +310,7 @@ func (s *localStore) unrecord(k lkey, p *plan, now, n int64) {
 // holds sh.mu.
 func (sh *localShard) forgetOwn(k *lkey, h uint64) {
 	for _, t := range sh.meters[:len(meterLetters)] {
-		t.forget(*k, h)
+		t.Forget(*k, h)
 	}
 }
 
@@ -321,9 +321,9 @@ func (s *localStore) reset(k lkey, p *plan, now int64) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sh.forgetOwn(&k, h)
-	sh.strikes.remove(&k, h)
-	sh.bans.remove(&k, h)
-	sh.denials.remove(&k, h)
+	sh.strikes.Remove(&k, h)
+	sh.bans.Remove(&k, h)
+	sh.denials.Remove(&k, h)
 	sh.dropCrowd(&k, h)
 	sh.resetDebt(&k, h, p, now)
 }
@@ -348,7 +348,7 @@ func (s *localStore) release1(k lkey, p *plan, at int64, member string) {
 	// The meter stays for the pair's next lease, as an exact log stays
 	// after its events leave the window: the LRU evicts it.
 	p.unreserve(sh, &k, h, at, 1, false)
-	sh.denials.remove(&k, h) // a ban's cached rejection holds a count the release lowered
+	sh.denials.Remove(&k, h) // a ban's cached rejection holds a count the release lowered
 }
 
 // renew moves the event of a lease recorded for k at from to to (Renew),

@@ -268,7 +268,7 @@ func (s *localStore) record(k lkey, p *plan, now, at, n int64, peek bool, d *dec
 	if shieldMax >= 0 {
 		switch {
 		case d.allowed && !peek:
-			sh.denials.remove(&k, h) // events arrived: a cached rejection may be stale
+			sh.denials.Remove(&k, h) // events arrived: a cached rejection may be stale
 		case hd.retry > 0 && hd.others > 0:
 			// The process' own count held the call back with events of
 			// calls on their way in it, which Redis may yet reject: no
@@ -318,21 +318,21 @@ func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, at int64, d *decis
 	}
 	switch {
 	case d.banned:
-		sh.strikes.remove(k, h)
-		sh.bans.add(k, h, &strikes{violations: v, last: at, banEnd: at + d.banLeft, bans: bans})
+		sh.strikes.Remove(k, h)
+		sh.bans.Add(k, h, &strikes{violations: v, last: at, banEnd: at + d.banLeft, bans: bans})
 	case v > 0:
 		st := sh.findStrikes(k, h, at)
 		if st == nil {
 			st = &strikes{last: at}
-			sh.strikes.add(k, h, st)
+			sh.strikes.Add(k, h, st)
 		}
 		if !d.allowed {
 			st.last = at
 		}
 		st.violations, st.banEnd, st.bans = v, 0, bans
 	default:
-		sh.strikes.remove(k, h)
-		sh.bans.remove(k, h)
+		sh.strikes.Remove(k, h)
+		sh.bans.Remove(k, h)
 	}
 }
 

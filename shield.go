@@ -30,7 +30,7 @@ type denial struct {
 // allowed decision drops a stale entry. The caller holds sh.mu.
 func (sh *localShard) shield(k *lkey, h uint64, p *plan, now, n int64, d *decision, shieldMax int64) {
 	if d.allowed {
-		sh.denials.remove(k, h)
+		sh.denials.Remove(k, h)
 		return
 	}
 	var until int64
@@ -54,7 +54,7 @@ func (sh *localShard) shield(k *lkey, h uint64, p *plan, now, n int64, d *decisi
 		h := p.alg.shield.horizon(*p)
 		until, retryAt, resetAt = min(until, h), min(retryAt, h), min(resetAt, h)
 	}
-	sh.denials.add(k, h, denial{
+	sh.denials.Add(k, h, denial{
 		rate: p.rate, window: p.window, n: n, penalize: p.penalize, alg: p.alg, mark: p.alg.shield.shieldMark(*p), banned: d.banned,
 		since: now, until: until, retryAt: retryAt, resetAt: resetAt,
 		violations: d.violations, forgetAt: now + d.memoryLeft,
@@ -82,7 +82,7 @@ func (sh *localShard) shielded(k *lkey, h uint64, p *plan, now, n int64, peek, l
 	if sh.denials.Len() == 0 {
 		return decision{}, false
 	}
-	e := sh.denials.get(k, h)
+	e := sh.denials.Get(k, h)
 	if e == nil {
 		return decision{}, false
 	}
@@ -97,7 +97,7 @@ func (sh *localShard) shielded(k *lkey, h uint64, p *plan, now, n int64, peek, l
 	}
 	if now >= e.until || now < e.since || e.rate != p.rate || e.window != p.window || e.penalize != p.penalize ||
 		e.alg != p.alg || e.mark != p.alg.shield.shieldMark(*p) {
-		sh.denials.remove(k, h)
+		sh.denials.Remove(k, h)
 		return decision{}, false
 	}
 	d := decision{count: e.rate, retry: e.retryAt - now, reset: max(0, e.resetAt-now), banned: e.banned}
@@ -143,7 +143,7 @@ func (sh *localShard) violate(k *lkey, h uint64, p *plan, now int64, peek bool, 
 	}
 	if st == nil {
 		st = &strikes{}
-		sh.strikes.add(k, h, st)
+		sh.strikes.Add(k, h, st)
 	}
 	ban, warned := p.penalty.violate(st, now)
 	if owed != nil {
@@ -153,7 +153,7 @@ func (sh *localShard) violate(k *lkey, h uint64, p *plan, now int64, peek bool, 
 	if ban > 0 {
 		d.banned, d.banLeft = true, ban
 		d.retry = max(d.retry, ban)
-		sh.strikes.remove(k, h)
-		sh.bans.add(k, h, st)
+		sh.strikes.Remove(k, h)
+		sh.bans.Add(k, h, st)
 	}
 }
