@@ -330,21 +330,8 @@ func (l *Limiter) onRedis(ctx context.Context, conn *redisConn, r *Rule, p *plan
 func (l *Limiter) redisOnce(ctx context.Context, conn *redisConn, r *Rule, legs []leg, u *undo, now int64, res *Result) (Path, *seat, error) {
 	lg := &legs[0]
 	p, k, n, peek := lg.p, *lg.k, lg.n, lg.peek
-	if lg.seat == nil {
-		if b := conn.breakers.forPair(l.set.KeyPrefix, &k, p); b.resting() {
-			// The breaker would refuse the call: it is decided now,
-			// without holding anything for a call that is not sent.
-			return l.resting(r, p, k, n, peek, u, now, lg.waited || l.set.Clock == nil, b, res), nil, nil
-		}
-	}
-	if l.set.ShieldMax >= 0 && lg.seat == nil {
-		// A rejection cached after the call's time answers it when the
-		// call waited for it, or when the time is the process' own,
-		// which never goes back: the call came late (see shielded).
-		if d, ok := l.local.shielded(k, p, now, n, peek, lg.waited || l.set.Clock == nil); ok {
-			d.fill(res, p.rate, false)
-			return PathShield, nil, nil
-		}
+	if path, ok := l.unsent(conn, r, lg, u, now, res); ok {
+		return path, nil, nil
 	}
 	if _, w := l.local.holdLegs(legs, now); w != nil {
 		return PathNone, w, nil
@@ -352,21 +339,8 @@ func (l *Limiter) redisOnce(ctx context.Context, conn *redisConn, r *Rule, legs 
 	hd := &lg.hd
 	var keys [3]string
 	var argv [callArgs]string
-	sentN := n
-	if peek {
-		sentN = 0
-	}
 	seq := l.seq.Add(1)
-	// A plan the call's time fixed (a quota's period) is decided at that
-	// time, whatever the clock.
-	useNow := l.sendsNow(p.alg.rules.timed())
-	var leases []string
-	if u != nil && u.lease {
-		// The leases Redis may have lost count in this very decision
-		// (see lua/concurrency.lua).
-		leases = l.leases.onRedis(k, now)
-	}
-	ks, args := encodeCall(&keys, &argv, l.set.KeyPrefix, k, p, now, useNow, sentN, l.id, seq, hd, leases)
+	ks, args := l.encode(&keys, &argv, lg, u, seq, now)
 	var d decision
 	s, err := l.sendHeld(ctx, conn, ks[0], subject{"rule", r.Name}, legs, now, func(ctx context.Context, c rueidis.Client) (err error) {
 		d, err = redisDecision(ctx, c, p, ks, args)
@@ -400,6 +374,48 @@ func (l *Limiter) redisOnce(ctx context.Context, conn *redisConn, r *Rule, legs 
 	}
 	d.fill(res, p.rate, false)
 	return PathRedis, nil, nil
+}
+
+// unsent answers a call of onRedis at now that is not to be sent: one
+// whose breaker is resting (decided now, holding nothing for a call that
+// is not sent), or one the shield holds a rejection for. A call given a
+// seat after waiting is sent.
+func (l *Limiter) unsent(conn *redisConn, r *Rule, lg *leg, u *undo, now int64, res *Result) (Path, bool) {
+	if lg.seat != nil {
+		return PathNone, false
+	}
+	p, k, n, peek := lg.p, *lg.k, lg.n, lg.peek
+	// A rejection cached after the call's time answers it when the call
+	// waited for it, or when the time is the process' own, which never
+	// goes back: the call came late (see shielded).
+	late := lg.waited || l.set.Clock == nil
+	if b := conn.breakers.forPair(l.set.KeyPrefix, &k, p); b.resting() {
+		return l.resting(r, p, k, n, peek, u, now, late, b, res), true
+	}
+	if l.set.ShieldMax >= 0 {
+		if d, ok := l.local.shielded(k, p, now, n, peek, late); ok {
+			d.fill(res, p.rate, false)
+			return PathShield, true
+		}
+	}
+	return PathNone, false
+}
+
+// encode writes the keys and arguments of allow.lua for the call of lg at
+// now, numbered seq, into keys and argv (see encodeCall): a peek sends n
+// as 0, a plan the call's time fixed (a quota's period) is decided at that
+// time whatever the clock, and an Acquire sends the leases Redis may have
+// lost count in this very decision (see lua/concurrency.lua).
+func (l *Limiter) encode(keys *[3]string, argv *[callArgs]string, lg *leg, u *undo, seq uint64, now int64) ([]string, []string) {
+	sentN := lg.n
+	if lg.peek {
+		sentN = 0
+	}
+	var leases []string
+	if u != nil && u.lease {
+		leases = l.leases.onRedis(*lg.k, now)
+	}
+	return encodeCall(keys, argv, l.set.KeyPrefix, *lg.k, lg.p, now, l.sendsNow(lg.p.alg.rules.timed()), sentN, l.id, seq, &lg.hd, leases)
 }
 
 // member returns the member id of the Limiter's call numbered seq: unique
