@@ -76,13 +76,8 @@ func (s *localStore) hold(lg *leg, now int64) (held, *seat) {
 	if p.penalize && sh.bans.Len() > 0 {
 		_, hd.banLeft = sh.banOf(&k, h, now)
 	}
-	var dt *debt
-	if sh.debts.Len() > 0 {
-		if dt = sh.debtOf(&k, h); dt != nil && dt.p.alg == p.alg {
-			hd.owed = dt.events.Since(p.alg.back.dueFrom(*p, now))
-		}
-	}
-	hd.owed += lg.reserve
+	dt, owed := sh.owedOf(&k, h, p, now)
+	hd.owed = owed + lg.reserve
 
 	m, count, asked := sh.measure(&k, h, p, now, n, peek, !peek)
 	if m == nil {
@@ -100,17 +95,9 @@ func (s *localStore) hold(lg *leg, now int64) (held, *seat) {
 	if hd.count+asked > p.rate {
 		hd.retry = max(1, m.RetryIn(now, p.window, p.rate, asked))
 		if queue || granted {
-			// Full by the process' own count: one call at a time asks
-			// Redis (which may know a Reset), and only when no other
-			// call of the pair is on its way with a seat: its landing
-			// may free the count, or cache a rejection in the shield.
-			if c == nil {
-				c = sh.gather(&k, h)
-				granted = false // its crowd is gone: a new one counts no seat
-			}
-			if mine := b2i(granted); c.flying-int64(mine) > 0 {
-				c.flying -= int64(mine)
-				return held{}, c.wait()
+			var w *seat
+			if c, granted, w = sh.fullByOwnCount(&k, h, c, granted); w != nil {
+				return held{}, w
 			}
 		}
 	} else if !peek && hd.banLeft == 0 {
@@ -119,7 +106,7 @@ func (s *localStore) hold(lg *leg, now int64) (held, *seat) {
 		sh.reserved += n
 	}
 	hd.seated = sh.sit(c, granted)
-	if dt != nil && lg.carry && p.penalize && dt.p.alg == p.alg {
+	if dt != nil && lg.carry && p.penalize {
 		dt.hand(&hd, now)
 	}
 	return hd, nil
@@ -334,6 +321,39 @@ func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, at int64, d *decis
 		sh.strikes.Remove(k, h)
 		sh.bans.Remove(k, h)
 	}
+}
+
+// owedOf returns k's debt of p's kind, if any, and the events it still owes
+// Redis at now: they count on top of Redis' own (see held.owed). The
+// caller holds sh.mu.
+func (sh *localShard) owedOf(k *lkey, h uint64, p *plan, now int64) (*debt, int64) {
+	if sh.debts.Len() == 0 {
+		return nil, 0
+	}
+	if dt := sh.debtOf(k, h); dt != nil && dt.p.alg == p.alg {
+		return dt, dt.events.Since(p.alg.back.dueFrom(*p, now))
+	}
+	return nil, 0
+}
+
+// fullByOwnCount is the way of a call that queues at a pair its own count
+// finds full: one call at a time asks Redis (which may know a Reset), and
+// only when no other call of the pair is on its way with a seat, since its
+// landing may free the count, or cache a rejection in the shield. It
+// returns the pair's crowd (gathered when the pair had none, which counts
+// no seat: granted turns false), whether the call's granted seat still
+// counts, and the seat to wait for when the call must wait. The caller
+// holds sh.mu.
+func (sh *localShard) fullByOwnCount(k *lkey, h uint64, c *crowd, granted bool) (*crowd, bool, *seat) {
+	if c == nil {
+		c = sh.gather(k, h)
+		granted = false // its crowd is gone: a new one counts no seat
+	}
+	if mine := b2i(granted); c.flying-int64(mine) > 0 {
+		c.flying -= int64(mine)
+		return c, granted, c.wait()
+	}
+	return c, granted, nil
 }
 
 // stateCopier is a meter whose whole state a decision of Redis' carries:
