@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -209,6 +210,19 @@ func newBreakerSet(cluster bool, s *settings, changes *changeQueue) breakerSet {
 		all[i].gate.Store(shared)
 	}
 	return breakerSet{all: all, cluster: true}
+}
+
+// forPair returns the breaker in front of k's keys under p: the one
+// breaker of a single Redis, or, on a Redis Cluster, that of the slot of
+// the key of k's events (what forKey is given for its calls).
+func (bs *breakerSet) forPair(prefix string, k *lkey, p *plan) *breaker {
+	if !bs.cluster {
+		return bs.all[0]
+	}
+	var b strings.Builder
+	b.Grow(keyLen(prefix, *k))
+	writeKey(&b, prefix, *k, p.alg.redis.letter())
+	return bs.forKey(b.String())
 }
 
 // forKey returns the breaker in front of the Redis key.

@@ -112,7 +112,7 @@ var counterScripts = composeKind("counter")
 func (counterKind) args(p plan) (int64, int64, bool) { return p.window, 0, false }
 
 func (counterKind) meter(sh *localShard, k lkey, h uint64, _ plan, now int64, create bool) (meter, bool) {
-	if c := metersOf[counter](sh, counterMeters).getOrAdd(&k, h, now, create); c != nil {
+	if c := metersOf[counter](sh, counterMeters).GetOrAdd(&k, h, now, create); c != nil {
 		return c, true
 	}
 	return nil, false
@@ -121,14 +121,14 @@ func (counterKind) meter(sh *localShard, k lkey, h uint64, _ plan, now int64, cr
 // unrecord takes events back from the current window only: once the
 // counter has moved on they no longer count as current (as lua/undo.lua).
 func (counterKind) unrecord(sh *localShard, k lkey, h uint64, p plan, now, n int64) {
-	if c := metersOf[counter](sh, counterMeters).peek(&k, h); c != nil && c.win == floorDiv(now, p.window) {
+	if c := metersOf[counter](sh, counterMeters).Peek(&k, h); c != nil && c.win == floorDiv(now, p.window) {
 		c.cur = max(0, c.cur-n)
 	}
 }
 
 func (counterKind) dropEmpty(sh *localShard, k lkey, h uint64, _ int64) {
-	if c := metersOf[counter](sh, counterMeters).peek(&k, h); c != nil && c.cur == 0 && c.prev == 0 {
-		metersOf[counter](sh, counterMeters).remove(&k, h)
+	if c := metersOf[counter](sh, counterMeters).Peek(&k, h); c != nil && c.cur == 0 && c.prev == 0 {
+		metersOf[counter](sh, counterMeters).Remove(&k, h)
 	}
 }
 

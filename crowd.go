@@ -61,7 +61,7 @@ func (sh *localShard) crowdOf(k *lkey, h uint64) *crowd {
 	if sh.crowds.Len() == 0 {
 		return nil
 	}
-	return sh.crowds.peek(k, h)
+	return sh.crowds.Peek(k, h)
 }
 
 // gather returns k's crowd, making one with a single seat when it has
@@ -70,7 +70,7 @@ func (sh *localShard) gather(k *lkey, h uint64) *crowd {
 	if c := sh.crowdOf(k, h); c != nil {
 		return c
 	}
-	return sh.crowds.add(k, h, crowd{room: 1})
+	return sh.crowds.Add(k, h, crowd{room: 1})
 }
 
 // full reports whether a call that comes now must wait: every seat is
@@ -140,7 +140,7 @@ func (sh *localShard) land(k *lkey, h uint64, hd *held, d *decision, rate int64)
 	case 2*(rate-d.count) > rate && c.flying == 0 && len(c.queue) == 0:
 		// More than half the rule left, no call on its way and nobody
 		// waiting: the pair is no longer crowded.
-		sh.crowds.remove(k, h)
+		sh.crowds.Remove(k, h)
 		return
 	default:
 		c.room = max(1, rate-d.count)
@@ -152,7 +152,7 @@ func (sh *localShard) land(k *lkey, h uint64, hd *held, d *decision, rate int64)
 // caller holds sh.mu.
 func (sh *localShard) dropCrowd(k *lkey, h uint64) {
 	if sh.crowdOf(k, h) != nil {
-		sh.crowds.remove(k, h) // wakes them: see newLocalStore
+		sh.crowds.Remove(k, h) // wakes them: see newLocalStore
 	}
 }
 

@@ -103,7 +103,7 @@ func (fixedKind) newMeters(size int) meterTable { return newMeters[fixedWindow](
 func (fixedKind) meterName() string             { return "fixed window" }
 
 func (fixedKind) meter(sh *localShard, k lkey, h uint64, p plan, now int64, create bool) (meter, bool) {
-	f := metersOf[fixedWindow](sh, fixedMeters).getOrAdd(&k, h, now, create)
+	f := metersOf[fixedWindow](sh, fixedMeters).GetOrAdd(&k, h, now, create)
 	if f == nil {
 		return nil, false
 	}
@@ -114,13 +114,13 @@ func (fixedKind) meter(sh *localShard, k lkey, h uint64, p plan, now int64, crea
 // unrecord takes events back from the current window only: once the count
 // has moved on they no longer count (as lua/fixedwindow.lua's undo).
 func (fixedKind) unrecord(sh *localShard, k lkey, h uint64, p plan, now, n int64) {
-	if f := metersOf[fixedWindow](sh, fixedMeters).peek(&k, h); f != nil && f.win == floorDiv(now, p.window) {
+	if f := metersOf[fixedWindow](sh, fixedMeters).Peek(&k, h); f != nil && f.win == floorDiv(now, p.window) {
 		f.n = max(0, f.n-n)
 	}
 }
 
 func (fixedKind) dropEmpty(sh *localShard, k lkey, h uint64, _ int64) {
-	if f := metersOf[fixedWindow](sh, fixedMeters).peek(&k, h); f != nil && f.n == 0 {
-		metersOf[fixedWindow](sh, fixedMeters).remove(&k, h)
+	if f := metersOf[fixedWindow](sh, fixedMeters).Peek(&k, h); f != nil && f.n == 0 {
+		metersOf[fixedWindow](sh, fixedMeters).Remove(&k, h)
 	}
 }

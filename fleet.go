@@ -142,12 +142,6 @@ func (l *Limiter) beat(conn *redisConn, key string, kicked bool) {
 	if l.withdrawn {
 		return
 	}
-	period := int64(l.set.HeartbeatInterval / time.Microsecond)
-	var live, age, unsettled, redisNow int64
-	owes := "0"
-	if l.owes(conn) {
-		owes = "1"
-	}
 	// A heartbeat takes an admission slot only when one is to spare, unless
 	// the last one found none: then it waits for one as a call does, so
 	// that load never starves it for long enough that the other instances
@@ -164,6 +158,34 @@ func (l *Limiter) beat(conn *redisConn, key string, kicked bool) {
 	case opens != l.settledOpens.Load():
 		l.settleFrom.Store(l.openedAt.Load())
 	}
+	r, err := l.sendBeat(conn, key, spare)
+	l.heartbeatStarved.Store(errors.Is(err, errShed))
+	if err != nil {
+		l.rejoining.Store(rejoinBeats)
+		l.log.log(logHeartbeat, slog.LevelDebug, "ratelimit: heartbeat failed; keeping the instance count last seen",
+			"instances", l.set.fleet.Load(), "err", err)
+		return
+	}
+	l.learnFleet(r, kicked)
+	l.settledOpens.Store(opens)
+	if l.checkedFailures.Swap(failures) != failures {
+		l.failedAt.Store(0)
+	}
+}
+
+// fleetReply is lua/fleet.lua's reply: the live instances, the age of the
+// set (µs), the instances not settled, and Redis' time (µs).
+type fleetReply struct{ live, age, unsettled, now int64 }
+
+// sendBeat runs lua/fleet.lua: this Limiter is live for three heartbeat
+// periods, owes Redis or not, and counts as settled from settleFrom.
+func (l *Limiter) sendBeat(conn *redisConn, key string, spare bool) (fleetReply, error) {
+	owes := "0"
+	if l.owes(conn) {
+		owes = "1"
+	}
+	period := int64(l.set.HeartbeatInterval / time.Microsecond)
+	var r fleetReply
 	err := l.sendWithoutFallback(context.Background(), conn, key, subject{"heartbeat", key}, "announcing the limiter", spare,
 		func(ctx context.Context, c rueidis.Client) error {
 			reply, err := fleetScript.Exec(ctx, c, []string{key, key + ":born", key + ":owing"}, []string{l.id, itoa(period), owes, itoa(l.settleFrom.Load())}).AsIntSlice()
@@ -173,35 +195,35 @@ func (l *Limiter) beat(conn *redisConn, key string, kicked bool) {
 			if len(reply) != 4 {
 				return &callError{cause: misuse, err: errors.New("unexpected heartbeat reply")}
 			}
-			live, age, unsettled, redisNow = reply[0], reply[1], reply[2], reply[3]
+			r = fleetReply{live: reply[0], age: reply[1], unsettled: reply[2], now: reply[3]}
 			return nil
 		})
-	l.heartbeatStarved.Store(errors.Is(err, errShed))
-	if err != nil {
-		l.rejoining.Store(rejoinBeats)
-		l.log.log(logHeartbeat, slog.LevelDebug, "ratelimit: heartbeat failed; keeping the instance count last seen",
-			"instances", l.set.fleet.Load(), "err", err)
-		return
-	}
+	return r, err
+}
+
+// learnFleet takes what a heartbeat's reply says of the fleet: the count
+// of live instances (never lowered by a kicked beat, a rejoining one, or a
+// set younger than three periods), a loss of Redis' data (a set younger
+// than the one this Limiter announced itself in), and the instances not
+// settled.
+func (l *Limiter) learnFleet(r fleetReply, kicked bool) {
+	period := int64(l.set.HeartbeatInterval / time.Microsecond)
+	live := r.live
 	rejoining := l.rejoining.Load() > 0
 	if rejoining && !kicked {
 		l.rejoining.Add(-1)
 	}
-	if age < 3*period || rejoining || kicked {
+	if r.age < 3*period || rejoining || kicked {
 		live = max(live, l.set.fleet.Load())
 	}
-	if old := l.setAge.Swap(age); old > 0 && age < old {
+	if old := l.setAge.Swap(r.age); old > 0 && r.age < old {
 		// A newer set than the one this Limiter announced itself in:
 		// Redis lost its data (see reserve).
 		l.lostAt.Store(l.clock.now())
 	}
 	l.set.fleet.Store(max(1, live))
-	l.unsettled.Store(unsettled)
-	l.settledOpens.Store(opens)
-	if l.checkedFailures.Swap(failures) != failures {
-		l.failedAt.Store(0)
-	}
-	if from := l.settleFrom.Load(); from != 0 && redisNow-from >= 3*period {
+	l.unsettled.Store(r.unsettled)
+	if from := l.settleFrom.Load(); from != 0 && r.now-from >= 3*period {
 		l.settleFrom.Store(0) // an instance that has not announced itself since is trimmed
 	}
 }

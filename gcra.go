@@ -111,6 +111,26 @@ func gcd(a, b int64) int64 {
 	return a
 }
 
+// maxBucket bounds GCRA's Burst × Window/gcd: the ticks a full bucket
+// holds, with room for a clock gone backwards, stay exact as float64.
+const maxBucket = 1 << 52
+
+// setGCRA sets the bucket's numbers for rate tokens per window and a
+// bucket of burst.
+func (p *plan) setGCRA(rate, burst int64) {
+	g := gcd(p.window, rate)
+	p.emit, p.rate, p.wq, p.rq = rate, burst, p.window/g, rate/g
+}
+
+// exact reports whether a GCRA plan's full bucket stays exact as float64
+// ticks in Lua (see maxBucket) and within maxMicros.
+func (p *plan) exact() bool { return p.wq <= maxBucket/p.rate && p.rate*p.wq/p.rq <= maxMicros }
+
+// refill is how long an empty GCRA bucket takes to fill, in whole µs
+// (Burst × Window/Rate, rounded up): an event's cost has flowed out of
+// the bucket that long after it.
+func (p *plan) refill() int64 { return ceilDiv(p.rate*p.wq, p.rq) }
+
 // gcraKind is GCRA's algorithm (Kind GCRA): the TAT in a Redis string
 // (lua/gcra.lua), a bucket here.
 type gcraKind struct{}
@@ -166,7 +186,7 @@ func (gcraKind) degrade(p plan, s *settings) plan {
 }
 
 func (gcraKind) meter(sh *localShard, k lkey, h uint64, p plan, now int64, create bool) (meter, bool) {
-	b := metersOf[bucket](sh, bucketMeters).getOrAdd(&k, h, now, create)
+	b := metersOf[bucket](sh, bucketMeters).GetOrAdd(&k, h, now, create)
 	if b == nil {
 		return nil, false
 	}
@@ -178,14 +198,14 @@ func (gcraKind) meter(sh *localShard, k lkey, h uint64, p plan, now int64, creat
 }
 
 func (gcraKind) unrecord(sh *localShard, k lkey, h uint64, _ plan, _, n int64) {
-	if b := metersOf[bucket](sh, bucketMeters).peek(&k, h); b != nil {
+	if b := metersOf[bucket](sh, bucketMeters).Peek(&k, h); b != nil {
 		b.unrecord(n)
 	}
 }
 
 func (gcraKind) dropEmpty(sh *localShard, k lkey, h uint64, now int64) {
-	if b := metersOf[bucket](sh, bucketMeters).peek(&k, h); b != nil && b.Reset(now, 0, false) == 0 {
-		metersOf[bucket](sh, bucketMeters).remove(&k, h)
+	if b := metersOf[bucket](sh, bucketMeters).Peek(&k, h); b != nil && b.Reset(now, 0, false) == 0 {
+		metersOf[bucket](sh, bucketMeters).Remove(&k, h)
 	}
 }
 

@@ -66,9 +66,32 @@ func (l *Limiter) routeGroup(ctx context.Context, group string, checks []Check) 
 	if !l.remote || conn == nil {
 		return l.groupWithoutRedis(checks, g, sent{path: PathLocal}, now), PathLocal, nil
 	}
-	// What this process' own count adds to each pair's decision, with
-	// the pairs' events reserved where they fit (see mirror.go), and a
-	// seat among the calls of each full pair (see crowd.go).
+	legs, shielded, err := l.holdGroup(ctx, conn, g, now)
+	switch {
+	case err != nil:
+		return nil, PathNone, err
+	case shielded != nil:
+		return shielded, PathShield, nil
+	}
+	ds, s, member, err := l.sendGroup(ctx, conn, group, g, legs, now)
+	switch {
+	case err != nil:
+		return nil, PathRedis, err
+	case s.path != PathRedis:
+		if s.mayHaveRun() {
+			s.member = member
+		}
+		return l.groupWithoutRedis(checks, g, s, now), s.path, nil
+	}
+	return l.groupResults(checks, g, ds, legs, now), PathRedis, nil
+}
+
+// holdGroup returns what this process' own count adds to each pair's
+// decision, with the pairs' events reserved where they fit (see mirror.go),
+// after waiting for a seat among the calls of each full pair (see
+// crowd.go); or the shield's answer when the group's first pair is a
+// rejection it holds.
+func (l *Limiter) holdGroup(ctx context.Context, conn *redisConn, g []groupPair, now int64) ([]leg, []Result, error) {
 	legs := make([]leg, len(g))
 	queue := l.set.ShieldMax >= 0
 	for i := range g {
@@ -82,51 +105,56 @@ func (l *Limiter) routeGroup(ctx context.Context, group string, checks []Check) 
 		// the shield answers it when it holds that pair's rejection.
 		if first := &g[0]; queue && !first.dry && legs[0].seat == nil {
 			if d, ok := l.local.shielded(first.k, &first.p, now, first.n, false, legs[0].waited || l.set.Clock == nil); ok {
-				return []Result{d.result(first.p.rate, false)}, PathShield, nil
+				return nil, []Result{d.result(first.p.rate, false)}, nil
 			}
 		}
 		i, seat := l.local.holdLegs(legs, now)
 		if seat == nil {
-			break
+			return legs, nil, nil
 		}
 		if err := w.await(ctx, l.local, &legs[i], seat, l.set.Timeout); err != nil {
-			return nil, PathNone, err
+			return nil, nil, err
 		}
 		for j := range legs {
 			legs[j].queue, legs[j].waited = legs[i].queue, true
 		}
 	}
+}
+
+// sendGroup runs the group's script through the pipeline and returns the
+// decisions of the pairs it asked, how the call was sent, and the member
+// id its events are recorded under.
+func (l *Limiter) sendGroup(ctx context.Context, conn *redisConn, group string, g []groupPair, legs []leg, now int64) ([]decision, sent, string, error) {
 	keys, args, member := l.encodeGroup(g, legs, now)
 	gs := groupScript(g)
 	var ds []decision
 	s, err := l.sendHeld(ctx, conn, keys[0], subject{"group", group}, legs, now, func(ctx context.Context, c rueidis.Client) error {
-		resp := gs.Exec(ctx, c, keys, args)
-		if err := resp.Error(); err != nil {
-			return err
-		}
-		arr, err := resp.ToArray()
-		if err != nil || len(arr) == 0 || len(arr)%9 != 0 || len(arr) > 9*len(g) {
-			return &callError{cause: misuse, err: errors.New("unexpected script reply")}
-		}
-		for i := 0; i < len(arr); i += 9 {
-			d, err := parseDecision(arr[i : i+9])
-			if err != nil {
-				return &callError{cause: misuse, err: err}
-			}
-			ds = append(ds, d)
-		}
-		return nil
+		var err error
+		ds, err = parseDecisions(gs.Exec(ctx, c, keys, args), len(g))
+		return err
 	}, func() bool { return !groupDenied(g, ds) }) // a denied group recorded nothing: no reservation stands
-	switch {
-	case err != nil:
-		return nil, PathRedis, err
-	case s.path != PathRedis:
-		if s.mayHaveRun() {
-			s.member = member
-		}
-		return l.groupWithoutRedis(checks, g, s, now), s.path, nil
+	return ds, s, member, err
+}
+
+// parseDecisions reads group.lua's reply: nine numbers for each of at most
+// pairs asked.
+func parseDecisions(resp rueidis.RedisResult, pairs int) ([]decision, error) {
+	if err := resp.Error(); err != nil {
+		return nil, err
 	}
-	return l.groupResults(checks, g, ds, legs, now), PathRedis, nil
+	arr, err := resp.ToArray()
+	if err != nil || len(arr) == 0 || len(arr)%9 != 0 || len(arr) > 9*pairs {
+		return nil, &callError{cause: misuse, err: errors.New("unexpected script reply")}
+	}
+	ds := make([]decision, 0, len(arr)/9)
+	for i := 0; i < len(arr); i += 9 {
+		d, err := parseDecision(arr[i : i+9])
+		if err != nil {
+			return nil, &callError{cause: misuse, err: err}
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
 }
 
 // groupPair is one validated pair of a group.

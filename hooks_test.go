@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -99,6 +100,11 @@ func TestStats(t *testing.T) {
 	want := ratelimit.Stats{LocalLogs: 4, LocalCounters: 1, LocalBuckets: 1, LocalQuotas: 1, LocalBans: 1, Shielded: 2, Connected: true, RedisInUse: true, AdmissionLimit: 64}
 	if s := l.Stats(); s != want {
 		t.Fatalf("Stats = %+v, want %+v", s, want)
+	}
+	testkit.Allow(t, l, ratelimit.Rule{Name: "f", Kind: ratelimit.FixedWindow, Limit: ratelimit.PerMinute(1)}, "1")
+	meters := l.LocalMeters()
+	if w := map[string]int{"log": 4, "counter": 1, "bucket": 1, "quota": 1, "fixed window": 1}; !maps.Equal(meters, w) {
+		t.Fatalf("LocalMeters = %v, want %v", meters, w)
 	}
 	mr.Close()
 	testkit.Allow(t, l, plain, "4") // decided without Redis: an outage decision

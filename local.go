@@ -23,7 +23,7 @@ type lkey struct {
 // localStore is the per-process limiter: the fallback while Redis cannot be
 // used, the whole limiter when there is no Redis, and the mirror of Redis'
 // recent decisions otherwise. Its state is spread over shards chosen by key
-// hash, each a set of LRU tables (golang-lru's simplelru, see table) under
+// hash, each a set of LRU tables (golang-lru's simplelru, see store.Table) under
 // its own lock, so that unrelated keys do not wait for each other.
 //
 // Each shard keeps a table per kind of state (see shardTables): the meters
@@ -45,7 +45,11 @@ type localStore struct {
 
 type localShard struct {
 	shardTables
-	_ [128 - unsafe.Sizeof(shardTables{})%128]byte // keeps shards' locks on separate cache lines
+	// last is the latest process-clock time a call of a local-only
+	// Limiter was decided at in the shard (see admitAt). Its shard's lock
+	// guards it.
+	last int64
+	_    [128 - (unsafe.Sizeof(shardTables{})+8)%128]byte // keeps shards' locks on separate cache lines
 }
 
 type shardTables struct {
@@ -130,61 +134,127 @@ func (s *localStore) atRule(k *lkey, rh uint64) (*localShard, uint64) {
 // rule's own plan (p may be its degraded share; see writeback.go), under
 // member when the call may have run on Redis under it ("" otherwise).
 func (s *localStore) admit(k *lkey, p *plan, rate, now, n int64, peek bool, owed *plan, member string) decision {
+	var d decision
+	s.admitAt(&d, k, p, rate, now, false, n, peek, owed, member)
+	return d
+}
+
+// admitAt is admit; with mono, now is a reading of the process clock, taken
+// before the shard's lock, and the call is decided at the latest such
+// reading the shard has decided at, when that is later: a time between the
+// call's reading and its taking the lock, as if it had read the clock
+// there. Calls that meet at a key then add their events in time order,
+// where a reading that lost the race to the lock would otherwise insert
+// its event behind newer ones (see eventlog.Log.Record), and the decision
+// is the one a call arriving in that order gets. The decision goes into d,
+// which the caller passes zeroed.
+func (s *localStore) admitAt(d *decision, k *lkey, p *plan, rate, now int64, mono bool, n int64, peek bool, owed *plan, member string) {
 	sh, h := s.atPlan(k, p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-
-	asked := n
-	if peek {
-		asked = 1
+	if mono {
+		now = max(now, sh.last)
+		sh.last = now
 	}
-	var d decision
-	var st *strikes
+	sh.admit(d, k, h, p, rate, now, n, peek, owed, member)
+}
+
+// shieldOrAdmit answers a call without Redis with its shard's lock taken
+// once: from the shield, as localStore.shielded does, when it holds an
+// answer (it reports true), otherwise as admit decides it, under share at
+// rate, owed under p. The decision goes into d, which the caller passes
+// zeroed.
+func (s *localStore) shieldOrAdmit(d *decision, k *lkey, p, share *plan, rate, now, n int64, peek, late bool, member string) bool {
+	sh, h := s.atPlan(k, p)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sd, ok := sh.shielded(k, h, p, now, n, peek, late); ok {
+		*d = sd
+		return true
+	}
+	sh.admit(d, k, h, share, rate, now, n, peek, p, member)
+	return false
+}
+
+// admit is localStore.admit for k, whose hash is h, into d. The caller
+// holds sh.mu.
+func (sh *localShard) admit(d *decision, k *lkey, h uint64, p *plan, rate, now, n int64, peek bool, owed *plan, member string) {
 	if p.penalize {
-		st = sh.findStrikes(k, h, now)
+		st, left := sh.banOf(k, h, now)
 		d.violations = p.penalty.remembered(st, now)
-		if st != nil && st.banEnd > now {
-			d.banned = true
-			d.banLeft = st.banEnd - now
-			if m, ok := sh.meter(k, h, p, now, false); ok {
-				d.count = m.Count(now, p.window)
+		if left > 0 {
+			d.banned, d.banLeft = true, left
+			// A banned call records nothing: its meter is read as a
+			// peek reads it, for RetryAfter and ResetAfter.
+			if m, count, asked := sh.measure(k, h, p, now, n, peek, false); m != nil {
+				d.count = count
 				d.reset = m.Reset(now, p.window, false)
-				if d.count+asked > rate {
+				if count+asked > rate {
 					d.retry = m.RetryIn(now, p.window, rate, asked)
 				}
 			}
 			d.retry = max(d.retry, d.banLeft)
-			return d
+			return
 		}
 	}
 
-	m, ok := sh.meter(k, h, p, now, !peek)
-	if !ok { // a peek at a key never seen: rate >= 1 fits one event
+	m, count, asked := sh.measure(k, h, p, now, n, peek, !peek)
+	if m == nil { // a peek at a key never seen: rate >= 1 fits one event
 		d.allowed = true
-		return d
+		return
 	}
-	if !peek {
-		m.Prune(now, p.window)
-	}
-	d.count = m.Count(now, p.window)
-	d.reset = m.Reset(now, p.window, false)
+	d.count = count
 	if d.count+asked <= rate {
 		d.allowed = true
-		if !peek {
-			m.Add(now, p.window, n)
-			d.count += n
-			d.reset = m.Reset(now, p.window, true)
-			if owed != nil {
-				sh.oweEvents(k, h, owed, now, n, member)
-			}
+		if peek {
+			d.reset = m.Reset(now, p.window, false)
+			return
 		}
-		return d
+		m.Add(now, p.window, n)
+		d.count += n
+		d.reset = m.Reset(now, p.window, true)
+		if owed != nil {
+			sh.oweEvents(k, h, owed, now, n, member)
+		}
+		return
 	}
+	d.reset = m.Reset(now, p.window, false)
 	d.retry = m.RetryIn(now, p.window, rate, asked)
 	if p.penalize && n <= rate {
-		sh.violate(k, h, p, now, peek, owed, &d)
+		sh.violate(k, h, p, now, peek, owed, d)
 	}
-	return d
+}
+
+// banOf returns k's violations record, and how long its ban has left at
+// now (0: none). The caller holds sh.mu.
+func (sh *localShard) banOf(k *lkey, h uint64, now int64) (*strikes, int64) {
+	st := sh.findStrikes(k, h, now)
+	if st != nil && st.banEnd > now {
+		return st, st.banEnd - now
+	}
+	return st, 0
+}
+
+// measure is the fit test's reading of k's meter under p at now, the one
+// both a local decision (admit) and a hold make: it returns the meter (nil
+// when k has none and record is false), the events it counts, and the
+// events the call asks for, n or a peek's one. With record (a call that
+// may add events) it creates the meter and prunes it first, as an allowing
+// or rejecting script does; a peek or a banned call only reads. The call
+// fits when count + asked is at most the rate. The caller holds sh.mu.
+func (sh *localShard) measure(k *lkey, h uint64, p *plan, now, n int64, peek, record bool) (m meter, count, asked int64) {
+	asked = n
+	if peek {
+		asked = 1
+	}
+	m, ok := sh.meter(k, h, p, now, record)
+	if !ok {
+		return nil, 0, asked
+	}
+	if record {
+		m.Prune(now, p.window)
+	}
+	return m, m.Count(now, p.window), asked
 }
 
 // meter returns the record of k's events under p, creating it if asked
@@ -196,16 +266,16 @@ func (sh *localShard) meter(k *lkey, h uint64, p *plan, now int64, create bool) 
 // findStrikes returns the penalty state of k, moving a ban that has ended
 // back among the violation records. The caller holds sh.mu.
 func (sh *localShard) findStrikes(k *lkey, h uint64, now int64) *strikes {
-	if b := sh.bans.get(k, h); b != nil {
+	if b := sh.bans.Get(k, h); b != nil {
 		st := *b
 		if st.banEnd > now {
 			return st
 		}
-		sh.bans.remove(k, h)
-		sh.strikes.add(k, h, st)
+		sh.bans.Remove(k, h)
+		sh.strikes.Add(k, h, st)
 		return st
 	}
-	if st := sh.strikes.get(k, h); st != nil {
+	if st := sh.strikes.Get(k, h); st != nil {
 		return *st
 	}
 	return nil
@@ -221,9 +291,9 @@ func (s *localStore) ban(k lkey, now, d int64) {
 		st = &strikes{}
 	}
 	st.banEnd = now + d
-	sh.strikes.remove(&k, h)
-	sh.bans.add(&k, h, st)
-	sh.denials.remove(&k, h)
+	sh.strikes.Remove(&k, h)
+	sh.bans.Add(&k, h, st)
+	sh.denials.Remove(&k, h)
 }
 
 // unrecord takes back n events recorded for k at now (AllowAll's undo),
@@ -240,7 +310,7 @@ func (s *localStore) unrecord(k lkey, p *plan, now, n int64) {
 // holds sh.mu.
 func (sh *localShard) forgetOwn(k *lkey, h uint64) {
 	for _, t := range sh.meters[:len(meterLetters)] {
-		t.forget(*k, h)
+		t.Forget(*k, h)
 	}
 }
 
@@ -251,9 +321,9 @@ func (s *localStore) reset(k lkey, p *plan, now int64) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sh.forgetOwn(&k, h)
-	sh.strikes.remove(&k, h)
-	sh.bans.remove(&k, h)
-	sh.denials.remove(&k, h)
+	sh.strikes.Remove(&k, h)
+	sh.bans.Remove(&k, h)
+	sh.denials.Remove(&k, h)
 	sh.dropCrowd(&k, h)
 	sh.resetDebt(&k, h, p, now)
 }
@@ -278,7 +348,7 @@ func (s *localStore) release1(k lkey, p *plan, at int64, member string) {
 	// The meter stays for the pair's next lease, as an exact log stays
 	// after its events leave the window: the LRU evicts it.
 	p.unreserve(sh, &k, h, at, 1, false)
-	sh.denials.remove(&k, h) // a ban's cached rejection holds a count the release lowered
+	sh.denials.Remove(&k, h) // a ban's cached rejection holds a count the release lowered
 }
 
 // renew moves the event of a lease recorded for k at from to to (Renew),

@@ -74,30 +74,17 @@ func (s *localStore) hold(lg *leg, now int64) (held, *seat) {
 		}
 	}
 	if p.penalize && sh.bans.Len() > 0 {
-		if st := sh.findStrikes(&k, h, now); st != nil && st.banEnd > now {
-			hd.banLeft = st.banEnd - now
-		}
+		_, hd.banLeft = sh.banOf(&k, h, now)
 	}
-	var dt *debt
-	if sh.debts.Len() > 0 {
-		if dt = sh.debtOf(&k, h); dt != nil && dt.p.alg == p.alg {
-			hd.owed = dt.events.Since(p.alg.back.dueFrom(*p, now))
-		}
-	}
-	hd.owed += lg.reserve
+	dt, owed := sh.owedOf(&k, h, p, now)
+	hd.owed = owed + lg.reserve
 
-	m, ok := sh.meter(&k, h, p, now, !peek)
-	if !ok {
+	m, count, asked := sh.measure(&k, h, p, now, n, peek, !peek)
+	if m == nil {
 		hd.seated = sh.sit(c, granted)
 		return hd, nil
 	}
-	asked := n
-	if peek {
-		asked = 1
-	} else {
-		m.Prune(now, p.window)
-	}
-	hd.count = m.Count(now, p.window)
+	hd.count = count
 	hd.others = sh.reserved
 	if lg.lost {
 		hd.owed = max(hd.owed, hd.count-hd.others+lg.reserve)
@@ -108,17 +95,9 @@ func (s *localStore) hold(lg *leg, now int64) (held, *seat) {
 	if hd.count+asked > p.rate {
 		hd.retry = max(1, m.RetryIn(now, p.window, p.rate, asked))
 		if queue || granted {
-			// Full by the process' own count: one call at a time asks
-			// Redis (which may know a Reset), and only when no other
-			// call of the pair is on its way with a seat: its landing
-			// may free the count, or cache a rejection in the shield.
-			if c == nil {
-				c = sh.gather(&k, h)
-				granted = false // its crowd is gone: a new one counts no seat
-			}
-			if mine := b2i(granted); c.flying-int64(mine) > 0 {
-				c.flying -= int64(mine)
-				return held{}, c.wait()
+			var w *seat
+			if c, granted, w = sh.fullByOwnCount(&k, h, c, granted); w != nil {
+				return held{}, w
 			}
 		}
 	} else if !peek && hd.banLeft == 0 {
@@ -127,7 +106,7 @@ func (s *localStore) hold(lg *leg, now int64) (held, *seat) {
 		sh.reserved += n
 	}
 	hd.seated = sh.sit(c, granted)
-	if dt != nil && lg.carry && p.penalize && dt.p.alg == p.alg {
+	if dt != nil && lg.carry && p.penalize {
 		dt.hand(&hd, now)
 	}
 	return hd, nil
@@ -276,7 +255,7 @@ func (s *localStore) record(k lkey, p *plan, now, at, n int64, peek bool, d *dec
 	if shieldMax >= 0 {
 		switch {
 		case d.allowed && !peek:
-			sh.denials.remove(&k, h) // events arrived: a cached rejection may be stale
+			sh.denials.Remove(&k, h) // events arrived: a cached rejection may be stale
 		case hd.retry > 0 && hd.others > 0:
 			// The process' own count held the call back with events of
 			// calls on their way in it, which Redis may yet reject: no
@@ -326,22 +305,55 @@ func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, at int64, d *decis
 	}
 	switch {
 	case d.banned:
-		sh.strikes.remove(k, h)
-		sh.bans.add(k, h, &strikes{violations: v, last: at, banEnd: at + d.banLeft, bans: bans})
+		sh.strikes.Remove(k, h)
+		sh.bans.Add(k, h, &strikes{violations: v, last: at, banEnd: at + d.banLeft, bans: bans})
 	case v > 0:
 		st := sh.findStrikes(k, h, at)
 		if st == nil {
 			st = &strikes{last: at}
-			sh.strikes.add(k, h, st)
+			sh.strikes.Add(k, h, st)
 		}
 		if !d.allowed {
 			st.last = at
 		}
 		st.violations, st.banEnd, st.bans = v, 0, bans
 	default:
-		sh.strikes.remove(k, h)
-		sh.bans.remove(k, h)
+		sh.strikes.Remove(k, h)
+		sh.bans.Remove(k, h)
 	}
+}
+
+// owedOf returns k's debt of p's kind, if any, and the events it still owes
+// Redis at now: they count on top of Redis' own (see held.owed). The
+// caller holds sh.mu.
+func (sh *localShard) owedOf(k *lkey, h uint64, p *plan, now int64) (*debt, int64) {
+	if sh.debts.Len() == 0 {
+		return nil, 0
+	}
+	if dt := sh.debtOf(k, h); dt != nil && dt.p.alg == p.alg {
+		return dt, dt.events.Since(p.alg.back.dueFrom(*p, now))
+	}
+	return nil, 0
+}
+
+// fullByOwnCount is the way of a call that queues at a pair its own count
+// finds full: one call at a time asks Redis (which may know a Reset), and
+// only when no other call of the pair is on its way with a seat, since its
+// landing may free the count, or cache a rejection in the shield. It
+// returns the pair's crowd (gathered when the pair had none, which counts
+// no seat: granted turns false), whether the call's granted seat still
+// counts, and the seat to wait for when the call must wait. The caller
+// holds sh.mu.
+func (sh *localShard) fullByOwnCount(k *lkey, h uint64, c *crowd, granted bool) (*crowd, bool, *seat) {
+	if c == nil {
+		c = sh.gather(k, h)
+		granted = false // its crowd is gone: a new one counts no seat
+	}
+	if mine := b2i(granted); c.flying-int64(mine) > 0 {
+		c.flying -= int64(mine)
+		return c, granted, c.wait()
+	}
+	return c, granted, nil
 }
 
 // stateCopier is a meter whose whole state a decision of Redis' carries:

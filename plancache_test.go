@@ -1,6 +1,8 @@
 package ratelimit
 
 import (
+	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -116,4 +118,25 @@ func TestCachedPlanConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestMatchesComparesEveryField pins the fields compiled.matches compares
+// one by one: a field added to Rule or Limit must be added there too (and
+// here), or a rule changed only in it would take a stale plan.
+func TestMatchesComparesEveryField(t *testing.T) {
+	for _, c := range []struct {
+		typ    reflect.Type
+		fields []string
+	}{
+		{reflect.TypeFor[Rule](), []string{"Name", "Limit", "Penalty", "Degraded", "Approximate", "Kind", "DryRun"}},
+		{reflect.TypeFor[Limit](), []string{"Rate", "Window", "Burst", "Period", "Location"}},
+	} {
+		var got []string
+		for i := range c.typ.NumField() {
+			got = append(got, c.typ.Field(i).Name)
+		}
+		if !slices.Equal(got, c.fields) {
+			t.Errorf("%v has the fields %v; compiled.matches compares %v: compare the new ones there", c.typ, got, c.fields)
+		}
+	}
 }

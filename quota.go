@@ -171,7 +171,7 @@ func (quotaKind) kept(p plan, now int64) int64 {
 }
 
 func (quotaKind) meter(sh *localShard, k lkey, h uint64, p plan, now int64, create bool) (meter, bool) {
-	q := metersOf[quota](sh, quotaMeters).getOrAdd(&k, h, now, create)
+	q := metersOf[quota](sh, quotaMeters).GetOrAdd(&k, h, now, create)
 	if q == nil {
 		return nil, false
 	}
@@ -180,14 +180,14 @@ func (quotaKind) meter(sh *localShard, k lkey, h uint64, p plan, now int64, crea
 }
 
 func (quotaKind) unrecord(sh *localShard, k lkey, h uint64, p plan, _, n int64) {
-	if q := metersOf[quota](sh, quotaMeters).peek(&k, h); q != nil {
+	if q := metersOf[quota](sh, quotaMeters).Peek(&k, h); q != nil {
 		q.unrecord(p.start, n)
 	}
 }
 
 func (quotaKind) dropEmpty(sh *localShard, k lkey, h uint64, _ int64) {
-	if q := metersOf[quota](sh, quotaMeters).peek(&k, h); q != nil && q.n == 0 {
-		metersOf[quota](sh, quotaMeters).remove(&k, h)
+	if q := metersOf[quota](sh, quotaMeters).Peek(&k, h); q != nil && q.n == 0 {
+		metersOf[quota](sh, quotaMeters).Remove(&k, h)
 	}
 }
 

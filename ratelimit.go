@@ -248,11 +248,14 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	}
 	// The rule's plan, compiled once for every call with an equal rule
 	// (see cachedPlan); it may be shared, so a quota's period is set on
-	// a copy.
-	var buf plan
-	p, err := r.cachedPlan(&buf)
-	if err != nil {
-		return PathNone, err
+	// a copy. The buffers are zeroed only when they are used.
+	p := r.hit()
+	if p == nil {
+		var buf plan
+		var err error
+		if p, err = r.cachedPlan(&buf); err != nil {
+			return PathNone, err
+		}
 	}
 	if n < 1 || n > p.rate {
 		return PathNone, p.invalidN(n, r.Name)
@@ -272,6 +275,7 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	// now is the process clock for the local paths.
 	now := l.localNow()
 	if p.alg.rules.timed() {
+		var buf plan
 		buf = *p
 		p = &buf
 		*p = p.alg.rules.setTime(*p, now)
@@ -326,14 +330,8 @@ func (l *Limiter) onRedis(ctx context.Context, conn *redisConn, r *Rule, p *plan
 func (l *Limiter) redisOnce(ctx context.Context, conn *redisConn, r *Rule, legs []leg, u *undo, now int64, res *Result) (Path, *seat, error) {
 	lg := &legs[0]
 	p, k, n, peek := lg.p, *lg.k, lg.n, lg.peek
-	if l.set.ShieldMax >= 0 && lg.seat == nil {
-		// A rejection cached after the call's time answers it when the
-		// call waited for it, or when the time is the process' own,
-		// which never goes back: the call came late (see shielded).
-		if d, ok := l.local.shielded(k, p, now, n, peek, lg.waited || l.set.Clock == nil); ok {
-			d.fill(res, p.rate, false)
-			return PathShield, nil, nil
-		}
+	if path, ok := l.unsent(conn, r, lg, u, now, res); ok {
+		return path, nil, nil
 	}
 	if _, w := l.local.holdLegs(legs, now); w != nil {
 		return PathNone, w, nil
@@ -341,21 +339,8 @@ func (l *Limiter) redisOnce(ctx context.Context, conn *redisConn, r *Rule, legs 
 	hd := &lg.hd
 	var keys [3]string
 	var argv [callArgs]string
-	sentN := n
-	if peek {
-		sentN = 0
-	}
 	seq := l.seq.Add(1)
-	// A plan the call's time fixed (a quota's period) is decided at that
-	// time, whatever the clock.
-	useNow := l.sendsNow(p.alg.rules.timed())
-	var leases []string
-	if u != nil && u.lease {
-		// The leases Redis may have lost count in this very decision
-		// (see lua/concurrency.lua).
-		leases = l.leases.onRedis(k, now)
-	}
-	ks, args := encodeCall(&keys, &argv, l.set.KeyPrefix, k, p, now, useNow, sentN, l.id, seq, hd, leases)
+	ks, args := l.encode(&keys, &argv, lg, u, seq, now)
 	var d decision
 	s, err := l.sendHeld(ctx, conn, ks[0], subject{"rule", r.Name}, legs, now, func(ctx context.Context, c rueidis.Client) (err error) {
 		d, err = redisDecision(ctx, c, p, now, ks, args)
@@ -389,6 +374,48 @@ func (l *Limiter) redisOnce(ctx context.Context, conn *redisConn, r *Rule, legs 
 	}
 	d.fill(res, p.rate, false)
 	return PathRedis, nil, nil
+}
+
+// unsent answers a call of onRedis at now that is not to be sent: one
+// whose breaker is resting (decided now, holding nothing for a call that
+// is not sent), or one the shield holds a rejection for. A call given a
+// seat after waiting is sent.
+func (l *Limiter) unsent(conn *redisConn, r *Rule, lg *leg, u *undo, now int64, res *Result) (Path, bool) {
+	if lg.seat != nil {
+		return PathNone, false
+	}
+	p, k, n, peek := lg.p, *lg.k, lg.n, lg.peek
+	// A rejection cached after the call's time answers it when the call
+	// waited for it, or when the time is the process' own, which never
+	// goes back: the call came late (see shielded).
+	late := lg.waited || l.set.Clock == nil
+	if b := conn.breakers.forPair(l.set.KeyPrefix, &k, p); b.resting() {
+		return l.resting(r, p, k, n, peek, u, now, late, b, res), true
+	}
+	if l.set.ShieldMax >= 0 {
+		if d, ok := l.local.shielded(k, p, now, n, peek, late); ok {
+			d.fill(res, p.rate, false)
+			return PathShield, true
+		}
+	}
+	return PathNone, false
+}
+
+// encode writes the keys and arguments of allow.lua for the call of lg at
+// now, numbered seq, into keys and argv (see encodeCall): a peek sends n
+// as 0, a plan the call's time fixed (a quota's period) is decided at that
+// time whatever the clock, and an Acquire sends the leases Redis may have
+// lost count in this very decision (see lua/concurrency.lua).
+func (l *Limiter) encode(keys *[3]string, argv *[callArgs]string, lg *leg, u *undo, seq uint64, now int64) ([]string, []string) {
+	sentN := lg.n
+	if lg.peek {
+		sentN = 0
+	}
+	var leases []string
+	if u != nil && u.lease {
+		leases = l.leases.onRedis(*lg.k, now)
+	}
+	return encodeCall(keys, argv, l.set.KeyPrefix, *lg.k, lg.p, now, l.sendsNow(lg.p.alg.rules.timed()), sentN, l.id, seq, &lg.hd, leases)
 }
 
 // member returns the member id of the Limiter's call numbered seq: unique
@@ -427,6 +454,53 @@ func redisDecision(ctx context.Context, c rueidis.Client, p *plan, now int64, ke
 	return d, nil
 }
 
+// resting decides a call whose breaker is resting (open, and not yet due
+// to let a probe through: send would not send it) as redisOnce would, with
+// its shard's lock taken once instead of for the shield, the hold, its
+// release and the decision: from the shield when it holds a rejection
+// (see shielded; late as redisOnce passes it), otherwise as withoutRedis
+// decides it.
+func (l *Limiter) resting(r *Rule, p *plan, k lkey, n int64, peek bool, u *undo, now int64, late bool, b *breaker, res *Result) Path {
+	s := sent{path: PathLocal, b: b, cause: errBreakerOpen}
+	if p.alg.rules.leased() && !peek {
+		s.member = l.member(l.seq.Add(1)) // see redisOnce
+		if u != nil {
+			u.member = s.member
+		}
+	}
+	shield := l.set.ShieldMax >= 0
+	if !shield || l.policy(r) != DegradedLocal {
+		if shield {
+			if d, ok := l.local.shielded(k, p, now, n, peek, late); ok {
+				d.fill(res, p.rate, false)
+				return PathShield
+			}
+		}
+		*res = l.withoutRedis(r, p, k, n, peek, s, u, now)
+		return PathLocal
+	}
+	rate := l.set.degradedRate(p.rate)
+	share := *p
+	share = share.alg.rules.degrade(share, &l.set)
+	var d decision
+	if l.local.shieldOrAdmit(&d, &k, p, &share, rate, now, n, peek, late, s.member) {
+		d.fill(res, p.rate, false)
+		return PathShield
+	}
+	l.outages.Add(1)
+	u.at(now)
+	d.fill(res, rate, true)
+	return PathLocal
+}
+
+// policy is how r is decided while Redis cannot be used.
+func (l *Limiter) policy(r *Rule) DegradedPolicy {
+	if r.Degraded == DegradedDefault {
+		return l.set.Degraded
+	}
+	return r.Degraded
+}
+
 // withoutRedis decides a call without Redis: in a local-only Limiter on the
 // local log at the rule's rate, otherwise as the rule's degraded policy says
 // (s says why Redis was not used, and which breaker stands in front of the
@@ -443,11 +517,7 @@ func (l *Limiter) withoutRedis(r *Rule, p *plan, k lkey, n int64, peek bool, s s
 		l.outages.Add(1)
 	}
 	rate := l.set.degradedRate(p.rate)
-	policy := r.Degraded
-	if policy == DegradedDefault {
-		policy = l.set.Degraded
-	}
-	switch policy {
+	switch l.policy(r) {
 	case DegradedAllow:
 		remaining := rate
 		if !peek {
@@ -472,9 +542,15 @@ func (l *Limiter) withoutRedis(r *Rule, p *plan, k lkey, n int64, peek bool, s s
 
 // alone decides a call of a local-only Limiter into res: on the local
 // log, at the rule's rate.
+//
+// A call that AllowAll may take back (u), or whose time fixed its plan
+// (timed), is decided at its own reading; any other call of the process
+// clock at the shard's latest when that is later (see admitAt).
 func (l *Limiter) alone(p *plan, k *lkey, n int64, peek bool, u *undo, now int64, res *Result) {
 	u.at(now)
-	d := l.local.admit(k, p, p.rate, now, n, peek, nil, "")
+	mono := u == nil && l.set.Clock == nil && !p.alg.rules.timed()
+	var d decision
+	l.local.admitAt(&d, k, p, p.rate, now, mono, n, peek, nil, "")
 	d.fill(res, p.rate, false)
 }
 

@@ -79,21 +79,6 @@ type plan struct {
 	start, end int64
 }
 
-// maxBucket bounds GCRA's Burst × Window/gcd: the ticks a full bucket
-// holds, with room for a clock gone backwards, stay exact as float64.
-const maxBucket = 1 << 52
-
-// setGCRA sets the bucket's numbers for rate tokens per window and a
-// bucket of burst.
-func (p *plan) setGCRA(rate, burst int64) {
-	g := gcd(p.window, rate)
-	p.emit, p.rate, p.wq, p.rq = rate, burst, p.window/g, rate/g
-}
-
-// exact reports whether a GCRA plan's full bucket stays exact as float64
-// ticks in Lua (see maxBucket) and within maxMicros.
-func (p *plan) exact() bool { return p.wq <= maxBucket/p.rate && p.rate*p.wq/p.rq <= maxMicros }
-
 // compile checks r and converts it into a plan; it does not allocate unless
 // r is invalid.
 func (r *Rule) compile() (plan, error) {

@@ -30,7 +30,7 @@ type denial struct {
 // allowed decision drops a stale entry. The caller holds sh.mu.
 func (sh *localShard) shield(k *lkey, h uint64, p *plan, now, n int64, d *decision, shieldMax int64) {
 	if d.allowed {
-		sh.denials.remove(k, h)
+		sh.denials.Remove(k, h)
 		return
 	}
 	var until int64
@@ -54,7 +54,7 @@ func (sh *localShard) shield(k *lkey, h uint64, p *plan, now, n int64, d *decisi
 		h := p.alg.shield.horizon(*p)
 		until, retryAt, resetAt = min(until, h), min(retryAt, h), min(resetAt, h)
 	}
-	sh.denials.add(k, h, denial{
+	sh.denials.Add(k, h, denial{
 		rate: p.rate, window: p.window, n: n, penalize: p.penalize, alg: p.alg, mark: p.alg.shield.shieldMark(*p), banned: d.banned,
 		since: now, until: until, retryAt: retryAt, resetAt: resetAt,
 		violations: d.violations, forgetAt: now + d.memoryLeft,
@@ -73,10 +73,16 @@ func (s *localStore) shielded(k lkey, p *plan, now, n int64, peek, late bool) (d
 	sh, h := s.atPlan(&k, p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	return sh.shielded(&k, h, p, now, n, peek, late)
+}
+
+// shielded is localStore.shielded for k, whose hash is h. The caller holds
+// sh.mu.
+func (sh *localShard) shielded(k *lkey, h uint64, p *plan, now, n int64, peek, late bool) (decision, bool) {
 	if sh.denials.Len() == 0 {
 		return decision{}, false
 	}
-	e := sh.denials.get(&k, h)
+	e := sh.denials.Get(k, h)
 	if e == nil {
 		return decision{}, false
 	}
@@ -91,7 +97,7 @@ func (s *localStore) shielded(k lkey, p *plan, now, n int64, peek, late bool) (d
 	}
 	if now >= e.until || now < e.since || e.rate != p.rate || e.window != p.window || e.penalize != p.penalize ||
 		e.alg != p.alg || e.mark != p.alg.shield.shieldMark(*p) {
-		sh.denials.remove(&k, h)
+		sh.denials.Remove(k, h)
 		return decision{}, false
 	}
 	d := decision{count: e.rate, retry: e.retryAt - now, reset: max(0, e.resetAt-now), banned: e.banned}
@@ -99,7 +105,7 @@ func (s *localStore) shielded(k lkey, p *plan, now, n int64, peek, late bool) (d
 		// A rejection of one event leaves none (Remaining 0) until it
 		// ends; one of n events may leave some, and more as events
 		// leave the window: Remaining is the process' own count's.
-		if m, ok := sh.meter(&k, h, p, now, false); ok {
+		if m, ok := sh.meter(k, h, p, now, false); ok {
 			d.count = max(m.Count(now, p.window), e.rate-e.n+1)
 		} else {
 			d.count = e.rate - e.n + 1
@@ -112,7 +118,7 @@ func (s *localStore) shielded(k lkey, p *plan, now, n int64, peek, late bool) (d
 			d.violations = e.violations
 		}
 	case p.penalize:
-		if peek || p.penalty.remembered(sh.findStrikes(&k, h, now), now)+1 >= p.penalty.banAfter {
+		if peek || p.penalty.remembered(sh.findStrikes(k, h, now), now)+1 >= p.penalty.banAfter {
 			// Redis answers a peek, with the violations the process
 			// delivers (see hold): this process' count may lag behind
 			// Redis' by the replies on their way. And a violation that
@@ -120,7 +126,7 @@ func (s *localStore) shielded(k lkey, p *plan, now, n int64, peek, late bool) (d
 			// sees the ban at once.
 			return decision{}, false
 		}
-		sh.violate(&k, h, p, now, peek, p, &d)
+		sh.violate(k, h, p, now, peek, p, &d)
 	}
 	return d, true
 }
@@ -137,7 +143,7 @@ func (sh *localShard) violate(k *lkey, h uint64, p *plan, now int64, peek bool, 
 	}
 	if st == nil {
 		st = &strikes{}
-		sh.strikes.add(k, h, st)
+		sh.strikes.Add(k, h, st)
 	}
 	ban, warned := p.penalty.violate(st, now)
 	if owed != nil {
@@ -147,7 +153,7 @@ func (sh *localShard) violate(k *lkey, h uint64, p *plan, now int64, peek bool, 
 	if ban > 0 {
 		d.banned, d.banLeft = true, ban
 		d.retry = max(d.retry, ban)
-		sh.strikes.remove(k, h)
-		sh.bans.add(k, h, st)
+		sh.strikes.Remove(k, h)
+		sh.bans.Add(k, h, st)
 	}
 }

@@ -109,9 +109,9 @@ func TestShieldOff(t *testing.T) {
 	}
 }
 
-// TestShieldHoldsKinds: a full GCRA bucket and a spent quota are answered
-// exactly without Redis until the call could pass: the next token, the
-// next period.
+// TestShieldHoldsKinds: a full GCRA bucket, a spent quota and a spent
+// fixed window are answered exactly without Redis until the call could
+// pass: the next token, the next period, the next window.
 func TestShieldHoldsKinds(t *testing.T) {
 	mr := miniredis.RunT(t)
 	clk := testkit.NewClock()
@@ -119,6 +119,12 @@ func TestShieldHoldsKinds(t *testing.T) {
 	ctx := context.Background()
 	bucket := ratelimit.Rule{Name: "s-g", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 1, Window: time.Minute, Burst: 2}}
 	daily := ratelimit.Rule{Name: "s-q", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: 1, Period: ratelimit.Day}}
+	hourly := ratelimit.Rule{Name: "s-f", Kind: ratelimit.FixedWindow, Limit: ratelimit.Limit{Rate: 1, Window: time.Hour}}
+	toHour := time.Hour - 123456*time.Microsecond // testkit.Epoch is noon and a fraction
+	testkit.Allow(t, l, hourly, "k")
+	if r := testkit.Allow(t, l, hourly, "k"); r != (ratelimit.Result{Limit: 1, RetryAfter: toHour, ResetAfter: toHour}) {
+		t.Fatalf("spent window = %+v", r)
+	}
 	if r, err := l.AllowN(ctx, bucket, "k", 2); err != nil || !r.Allowed {
 		t.Fatalf("bucket = %+v, %v", r, err)
 	}
@@ -139,9 +145,16 @@ func TestShieldHoldsKinds(t *testing.T) {
 	if r := testkit.Allow(t, l, daily, "k"); r != (ratelimit.Result{Limit: 1, RetryAfter: toMidnight - 20*time.Second, ResetAfter: toMidnight - 20*time.Second}) {
 		t.Fatalf("shielded quota = %+v", r)
 	}
+	if r := testkit.Allow(t, l, hourly, "k"); r != (ratelimit.Result{Limit: 1, RetryAfter: toHour - 20*time.Second, ResetAfter: toHour - 20*time.Second}) {
+		t.Fatalf("shielded window = %+v", r)
+	}
 	clk.Advance(40 * time.Second) // a token is back: Redis must decide
 	if r := testkit.Allow(t, l, bucket, "k"); !r.Degraded || !r.Allowed {
 		t.Fatalf("bucket with a token = %+v, want a degraded decision", r)
+	}
+	clk.Set(testkit.Epoch().Add(toHour)) // a new window: Redis must decide
+	if r := testkit.Allow(t, l, hourly, "k"); !r.Degraded || !r.Allowed {
+		t.Fatalf("a new window = %+v, want a degraded decision", r)
 	}
 	clk.Set(testkit.Epoch().Add(toMidnight)) // a new day: Redis must decide
 	if r := testkit.Allow(t, l, daily, "k"); !r.Degraded || !r.Allowed {

@@ -62,25 +62,25 @@ var slidingScripts = composeKind("sliding")
 func (slidingKind) args(p plan) (int64, int64, bool) { return p.window, 0, true }
 
 func (slidingKind) meter(sh *localShard, k lkey, h uint64, _ plan, now int64, create bool) (meter, bool) {
-	lg := metersOf[eventlog.Log](sh, logMeters).getAt(&k, h, now)
+	lg := metersOf[eventlog.Log](sh, logMeters).GetAt(&k, h, now)
 	if lg == nil {
 		if !create {
 			return nil, false
 		}
-		lg = metersOf[eventlog.Log](sh, logMeters).add(&k, h, eventlog.New())
+		lg = metersOf[eventlog.Log](sh, logMeters).Add(&k, h, eventlog.New())
 	}
 	return lg, true
 }
 
 func (slidingKind) unrecord(sh *localShard, k lkey, h uint64, _ plan, now, n int64) {
-	if lg := metersOf[eventlog.Log](sh, logMeters).peek(&k, h); lg != nil {
+	if lg := metersOf[eventlog.Log](sh, logMeters).Peek(&k, h); lg != nil {
 		lg.Remove(now, n)
 	}
 }
 
 func (slidingKind) dropEmpty(sh *localShard, k lkey, h uint64, _ int64) {
-	if lg := metersOf[eventlog.Log](sh, logMeters).peek(&k, h); lg != nil && lg.Total() == 0 {
-		metersOf[eventlog.Log](sh, logMeters).remove(&k, h)
+	if lg := metersOf[eventlog.Log](sh, logMeters).Peek(&k, h); lg != nil && lg.Total() == 0 {
+		metersOf[eventlog.Log](sh, logMeters).Remove(&k, h)
 	}
 }
 

@@ -90,11 +90,6 @@ type named struct {
 	member string
 }
 
-// refill is how long an empty GCRA bucket takes to fill, in whole µs
-// (Burst × Window/Rate, rounded up): an event's cost has flowed out of
-// the bucket that long after it.
-func (p *plan) refill() int64 { return ceilDiv(p.rate*p.wq, p.rq) }
-
 // kept is how long what p's state holds at now can still count, in µs
 // (see algorithm.kept). Redis remembers a write-back batch that long (so
 // that a replay cannot change what its events count in), and a Reset's
@@ -140,7 +135,7 @@ type batch struct {
 
 // debtOf returns k's debt, or nil. The caller holds sh.mu.
 func (sh *localShard) debtOf(k *lkey, h uint64) *debt {
-	if d := sh.debts.peek(k, h); d != nil {
+	if d := sh.debts.Peek(k, h); d != nil {
 		return *d
 	}
 	return nil
@@ -150,7 +145,7 @@ func (sh *localShard) debtOf(k *lkey, h uint64) *debt {
 // evicts the least recently used one, whose events are counted as
 // dropped. The caller holds sh.mu.
 func (sh *localShard) owe(k *lkey, h uint64, p *plan) *debt {
-	if e := sh.debts.get(k, h); e != nil { // and to the front
+	if e := sh.debts.Get(k, h); e != nil { // and to the front
 		d := *e
 		if d.p.alg != p.alg || d.p.window != p.window || d.p.period != p.period {
 			// The rule changed under the same name: its stamps mean
@@ -160,17 +155,17 @@ func (sh *localShard) owe(k *lkey, h uint64, p *plan) *debt {
 		d.p = *p
 		return d
 	}
-	if e, ok := sh.debts.lru.Peek(h); ok {
-		// Another pair's debt under the same hash (see table): it is
+	if e, ok := sh.debts.PeekHash(h); ok {
+		// Another pair's debt under the same hash (see store.Table): it is
 		// dropped, as an eviction would drop it.
-		sh.forgetDebt(h, e.v, true)
-	} else if sh.debts.full() {
-		if oh, e, ok := sh.debts.oldest(); ok {
-			sh.forgetDebt(oh, e.v, true)
+		sh.forgetDebt(h, e.Value, true)
+	} else if sh.debts.Full() {
+		if oh, e, ok := sh.debts.Oldest(); ok {
+			sh.forgetDebt(oh, e.Value, true)
 		}
 	}
 	d := &debt{p: *p, events: eventlog.New()}
-	sh.debts.add(k, h, d)
+	sh.debts.Add(k, h, d)
 	sh.owing.debts.Add(1)
 	return d
 }
@@ -183,7 +178,7 @@ func (sh *localShard) forgetDebt(h uint64, d *debt, dropped bool) {
 	if dropped {
 		sh.owing.dropped.Add(uint64(n))
 	}
-	sh.debts.lru.Remove(h)
+	sh.debts.RemoveHash(h)
 	sh.owing.debts.Add(-1)
 }
 
@@ -211,15 +206,15 @@ func (sh *localShard) oweEvents(k *lkey, h uint64, p *plan, now, n int64, member
 	}
 	over := sh.owing.events.Add(n) - sh.owing.max
 	for over > 0 {
-		h, e, ok := sh.debts.oldest()
+		h, e, ok := sh.debts.Oldest()
 		if !ok {
 			return
 		}
-		over -= sh.dropEvents(e.v, over)
-		if !e.v.empty() || e.v.inflight {
+		over -= sh.dropEvents(e.Value, over)
+		if !e.Value.empty() || e.Value.inflight {
 			break
 		}
-		sh.forgetDebt(h, e.v, false) // so that the next drop finds events at the oldest
+		sh.forgetDebt(h, e.Value, false) // so that the next drop finds events at the oldest
 	}
 	if over > 0 {
 		// The oldest debt stays with no events left (a batch of it is on
@@ -227,11 +222,11 @@ func (sh *localShard) oweEvents(k *lkey, h uint64, p *plan, now, n int64, member
 		// are walked in order, from a copy of the table's order (this
 		// allocates, but only while such a debt is the oldest and the
 		// store is over WriteBackMax).
-		for _, h := range sh.debts.hashes()[1:] {
-			e, _ := sh.debts.lru.Peek(h)
-			over -= sh.dropEvents(e.v, over)
-			if e.v.empty() && !e.v.inflight {
-				sh.forgetDebt(h, e.v, false)
+		for _, h := range sh.debts.Hashes()[1:] {
+			e, _ := sh.debts.PeekHash(h)
+			over -= sh.dropEvents(e.Value, over)
+			if e.Value.empty() && !e.Value.inflight {
+				sh.forgetDebt(h, e.Value, false)
 			}
 			if over <= 0 {
 				return
@@ -315,12 +310,12 @@ func (sh *localShard) forgetNamed(k *lkey, h uint64, member string) {
 // after the Reset; the Reset is then owed itself, so that it is applied
 // again after the batch.
 func (sh *localShard) resetDebt(k *lkey, h uint64, p *plan, now int64) {
-	e := sh.debts.find(k, h)
+	e := sh.debts.Find(k, h)
 	if e == nil {
 		return
 	}
-	inflight := e.v.inflight || e.v.unsure != nil
-	sh.forgetDebt(h, e.v, false)
+	inflight := e.Value.inflight || e.Value.unsure != nil
+	sh.forgetDebt(h, e.Value, false)
 	if inflight {
 		sh.oweReset(k, h, p, now)
 	}
@@ -342,9 +337,9 @@ func (s *localStore) cut(i int, now int64, newID func() string) []*batch {
 	if sh.debts.Len() == 0 {
 		return nil
 	}
-	for _, h := range sh.debts.hashes() {
-		e, _ := sh.debts.lru.Peek(h)
-		d := e.v
+	for _, h := range sh.debts.Hashes() {
+		e, _ := sh.debts.PeekHash(h)
+		d := e.Value
 		before := d.events.Total()
 		d.events.Drop(d.p.alg.back.dueFrom(d.p, now) - 1)
 		sh.owing.events.Add(d.events.Total() - before)
@@ -365,7 +360,7 @@ func (s *localStore) cut(i int, now int64, newID func() string) []*batch {
 		case d.empty():
 			sh.forgetDebt(h, d, false)
 		default:
-			b := &batch{k: e.k, d: d, id: newID(), p: d.p, reset: d.reset, resetAt: d.resetAt, banEnd: d.banEnd,
+			b := &batch{k: e.Key, d: d, id: newID(), p: d.p, reset: d.reset, resetAt: d.resetAt, banEnd: d.banEnd,
 				violations: d.violations, bans: d.bans, lastViolation: d.lastViolation}
 			b.events, b.full = d.events.AppendEntries(nil, maxBatchStamps)
 			b.named = nameEvents(b.events, d.named)
@@ -395,8 +390,8 @@ func (s *localStore) settle(b *batch, o outcome) {
 	sh, h := s.at(&b.k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.debts.find(&b.k, h)
-	if e == nil || e.v != b.d {
+	e := sh.debts.Find(&b.k, h)
+	if e == nil || e.Value != b.d {
 		return
 	}
 	d := b.d
@@ -474,11 +469,11 @@ func (s *localStore) dropAll() {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		for {
-			h, e, ok := sh.debts.oldest()
+			h, e, ok := sh.debts.Oldest()
 			if !ok {
 				break
 			}
-			sh.forgetDebt(h, e.v, true)
+			sh.forgetDebt(h, e.Value, true)
 		}
 		sh.mu.Unlock()
 	}

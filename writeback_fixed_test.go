@@ -35,19 +35,7 @@ func TestWriteBackFixedWindow(t *testing.T) {
 		t.Fatalf("a call without redis = %+v", r)
 	}
 	e.clk.advance(end)
-	e.back()
-	e.flush()
-	if v := e.redisValue(meterKey(fresh, "bob")); v != "" {
-		t.Fatalf("the last window's event was written back: %q", v)
-	}
-	if s := e.l.Stats(); s.WriteBackPending != 0 || s.WrittenBack != 2 || s.WriteBackDropped != 0 {
-		t.Fatalf("Stats = %+v, want the last window's event neither written back nor dropped", s)
-	}
-	for i := 0; i < 2; i++ {
-		if r := e.allow(other, fresh, "bob"); !r.Allowed || r.Degraded {
-			t.Fatalf("call %d of the new window = %+v, want allowed on redis", i, r)
-		}
-	}
+	e.endedUnsent(other, fresh, "bob")
 }
 
 // TestWriteBackFixedWindowResetAndReplay: a Reset made while Redis refused

@@ -88,17 +88,26 @@ func TestWriteBackQuotaIssueRepro(t *testing.T) {
 		t.Fatalf("a call without redis = %+v", r)
 	}
 	e.clk.advance(midnight.Sub(e.clk.Now()))
+	e.endedUnsent(other, fresh, "bob")
+}
+
+// endedUnsent brings Redis back after an event of rule and key was allowed
+// without it in a window or period that has ended since: the event is
+// neither written back nor dropped (the 2 of outage's before it are), and
+// other finds the whole Rate of 2 on Redis.
+func (e *wbEnv) endedUnsent(other *Limiter, rule Rule, key string) {
+	e.t.Helper()
 	e.back()
 	e.flush()
-	if v := e.redisValue(meterKey(fresh, "bob")); v != "" {
-		t.Fatalf("yesterday's event was written back: %q", v)
+	if v := e.redisValue(meterKey(rule, key)); v != "" {
+		e.t.Fatalf("%q: an event of an ended period was written back: %q", rule.Name, v)
 	}
 	if s := e.l.Stats(); s.WriteBackPending != 0 || s.WrittenBack != 2 || s.WriteBackDropped != 0 {
-		t.Fatalf("Stats = %+v, want yesterday's event neither written back nor dropped", s)
+		e.t.Fatalf("%q: Stats = %+v, want the ended period's event neither written back nor dropped", rule.Name, s)
 	}
 	for i := 0; i < 2; i++ {
-		if r := e.allow(other, fresh, "bob"); !r.Allowed || r.Degraded {
-			t.Fatalf("call %d of the new day = %+v, want allowed on redis", i, r)
+		if r := e.allow(other, rule, key); !r.Allowed || r.Degraded {
+			e.t.Fatalf("%q: call %d of the new period = %+v, want allowed on redis", rule.Name, i, r)
 		}
 	}
 }

@@ -99,14 +99,9 @@ local window, now = tonumber(ARGV[2]), tonumber(ARGV[11])
 {{template "fixed.state" "key"}}
 local idx = math.floor(now / window)
 {{template "fixed.roll" "idx"}}
-local added = 0
-for i = first, last, 2 do
-  if tonumber(ARGV[i]) == w then
-    added = added + tonumber(ARGV[i + 1])
-  end
-end
-if added > 0 then
-  c = c + added
+{{template "writeback.stamped" "w"}}
+if stamped > 0 then
+  c = c + stamped
   redis.call('SET', key, string.format('%d %d', w, c), 'PX', {{template "ttl.arg" "(w + 1) * window - now"}})
 end
 {{- end}}

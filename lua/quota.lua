@@ -113,12 +113,8 @@ local start = tonumber(ARGV[3])
 {{/* quota.writeback adds the events of the writer's period. */}}
 {{- define "quota.writeback" -}}
 local now, start, finish = tonumber(ARGV[11]), tonumber(ARGV[13]), tonumber(ARGV[14])
-local n = 0
-for i = first, last, 2 do
-  if tonumber(ARGV[i]) == start then
-    n = n + tonumber(ARGV[i + 1])
-  end
-end
+{{template "writeback.stamped" "start"}}
+local n = stamped
 if n > 0 then
   {{template "quota.state" "key"}}
   {{template "quota.owe"}}

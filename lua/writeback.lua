@@ -50,6 +50,19 @@
 -- meter key.
 --
 -- Returns 1 when the batch was applied, 0 when it had been already.
+
+{{/* writeback.stamped declares stamped, the events of the batch's pairs
+stamped with the Lua expression given as the piece's argument (the
+window or period they still count in). */}}
+{{- define "writeback.stamped" -}}
+local stamped = 0
+for i = first, last, 2 do
+  if tonumber(ARGV[i]) == {{.}} then
+    stamped = stamped + tonumber(ARGV[i + 1])
+  end
+end
+{{- end}}
+
 {{- define "writeback" -}}
 local key, pen, done = KEYS[1], KEYS[2], KEYS[3]
 if not redis.call('SET', done, '1', 'NX', 'PX', ARGV[3]) then

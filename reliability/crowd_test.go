@@ -63,6 +63,7 @@ func TestHotKeyCrowd(t *testing.T) {
 		{"approximate", ratelimit.Rule{Limit: persec, Approximate: true}},
 		{"gcra", ratelimit.Rule{Limit: persec, Kind: ratelimit.GCRA}},
 		{"quota", ratelimit.Rule{Limit: ratelimit.Limit{Rate: 300, Period: ratelimit.Day}, Kind: ratelimit.CalendarQuota}},
+		{"fixed window", ratelimit.Rule{Limit: persec, Kind: ratelimit.FixedWindow}},
 	}
 	type tcase struct {
 		name    string

@@ -39,6 +39,10 @@ type benchCase struct {
 // the run, every sliding log only grows during it.
 const defaultWindow = time.Second
 
+// hotWindow is case I's window: 1,000,000 per 100 ms, 10M a second,
+// more than any contender decides on one key here.
+const hotWindow = 100 * time.Millisecond
+
 // cases returns the throughput cases; window is that of the mostly-allowed
 // cases (A, C, D), whose rate, 1,000,000 per window, no key comes close to
 // in a run, so almost every call is allowed. Case G (GCRA) keeps 1,000,000
@@ -54,6 +58,10 @@ func cases(window time.Duration) []benchCase {
 	d.name = "d"
 	h := b
 	h.name = "h"
+	// I: one hot key under the generous rate, in a window short enough
+	// that the fastest contender (~10M calls a second) stays under
+	// 1,000,000 per window: mostly allowed whatever -window says.
+	i := spec{name: "i", rate: 1_000_000, window: hotWindow}
 	g := generous
 	g.name = "g"
 	g.window = time.Second // the 1,000,000 per 1 s, whatever -window says
@@ -110,6 +118,14 @@ func cases(window time.Duration) []benchCase {
 			contenders: []contender{oursLocal, naiveLogContender, sethvargoContender, xTimeRateContender},
 			notes: []string{
 				"Case D's contenders on case B's key and rate: every goroutine calls the same key, so all of them meet at one lock (ratelimit: the key's shard; sethvargo: the key's bucket; x/time/rate: the key's Limiter).",
+			},
+		},
+		{
+			id: "I", title: fmt.Sprintf("in-process, one hot key, mostly allowed (%d per %v)", i.rate, i.window),
+			spec: i, keys: hotKeys, ours: oursLocal.name,
+			contenders: []contender{oursLocal, naiveLogContender, oursGCRALocal, sethvargoContender},
+			notes: []string{
+				"Case D's contenders on one key that every goroutine calls, under a rate no contender reaches (10M a second), so that almost every call is allowed and appends to the key's log: all of them meet at one lock.",
 			},
 		},
 	}
@@ -275,6 +291,14 @@ func localStoreTargets(gs []int) []target {
 		}
 		t = append(t, ratioTarget(fmt.Sprintf("D: local exact log, %d keys, %d goroutines: ops/s ≥ %.1f× the naive exact log", numKeys, g, minRatio),
 			"D", oursLocal.name, "D", naiveLogContender.name, g, minRatio, opsFig, "×"))
+	}
+	for _, g := range gs {
+		t = append(t, ratioTarget(fmt.Sprintf("I: local exact log, one hot key mostly allowed, %d goroutines: ops/s ≥ 1.0× the naive exact log", g),
+			"I", oursLocal.name, "I", naiveLogContender.name, g, 1, opsFig, "×"))
+	}
+	for _, g := range gs {
+		t = append(t, ratioTarget(fmt.Sprintf("I: local GCRA, one hot key mostly allowed, %d goroutines: ops/s ≥ 1.0× sethvargo", g),
+			"I", oursGCRALocal.name, "I", sethvargoContender.name, g, 1, opsFig, "×"))
 	}
 	for _, g := range gs {
 		t = append(t, ratioTarget(fmt.Sprintf("H: local exact log, one hot key, %d goroutines: ops/s ≥ 0.8× sethvargo", g),

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -33,6 +35,42 @@ func BenchmarkLocalGap(b *testing.B) {
 						b.Fatalf("call %d: allowed %v, err %v", i, ok, err)
 					}
 				}
+			})
+		}
+	}
+}
+
+// BenchmarkLocalHot measures case I's contenders (one hot key, mostly
+// allowed) from g goroutines sharing b.N calls, where a profile can see
+// what contention costs each of them.
+func BenchmarkLocalHot(b *testing.B) {
+	s := spec{name: "i", rate: 1_000_000, window: hotWindow}
+	for _, g := range []int{1, 16, 256} {
+		for _, c := range []contender{oursLocal, naiveLogContender, oursGCRALocal, sethvargoContender} {
+			b.Run(c.name+"/g="+strconv.Itoa(g), func(b *testing.B) {
+				l, closeFn, err := c.open("", s)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer closeFn()
+				ctx := context.Background()
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range g {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for next.Add(1) <= int64(b.N) {
+							if _, err := l.Allow(ctx, "hot"); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
 			})
 		}
 	}
