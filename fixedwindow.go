@@ -100,7 +100,7 @@ func (fixedKind) kept(p plan, now int64) int64 {
 var fixedMeters = meterSlot('f')
 
 func (fixedKind) newMeters(size int) meterTable { return newMeters[fixedWindow](size) }
-func (fixedKind) meterName() string             { return "fixed window" }
+func (fixedKind) meterName() string             { return "fixed_window" }
 
 func (fixedKind) meter(sh *localShard, k lkey, h uint64, p plan, now int64, create bool) (meter, bool) {
 	f := metersOf[fixedWindow](sh, fixedMeters).GetOrAdd(&k, h, now, create)

@@ -164,7 +164,8 @@ type Stats struct {
 // LocalMeters returns how many meters the local limiter keeps, by kind of
 // meter: "log" (sliding logs, and the leases of concurrency rules),
 // "counter" (approximate counters), "bucket" (GCRA), "quota" (calendar
-// quotas), and the meter of any other kind under its own name. Each is at
+// quotas), "fixed_window", and the meter of any other kind under its own
+// name. Each is at
 // most Options.LocalCapacity. Like Stats it locks each shard in turn.
 func (l *Limiter) LocalMeters() map[string]int {
 	m := make(map[string]int, len(meterLetters))

@@ -103,7 +103,7 @@ func TestStats(t *testing.T) {
 	}
 	testkit.Allow(t, l, ratelimit.Rule{Name: "f", Kind: ratelimit.FixedWindow, Limit: ratelimit.PerMinute(1)}, "1")
 	meters := l.LocalMeters()
-	if w := map[string]int{"log": 4, "counter": 1, "bucket": 1, "quota": 1, "fixed window": 1}; !maps.Equal(meters, w) {
+	if w := map[string]int{"log": 4, "counter": 1, "bucket": 1, "quota": 1, "fixed_window": 1}; !maps.Equal(meters, w) {
 		t.Fatalf("LocalMeters = %v, want %v", meters, w)
 	}
 	mr.Close()

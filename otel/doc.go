@@ -85,7 +85,7 @@
 // observed of their [ratelimit.Stats]: ratelimit.breaker.open
 // (BreakersOpen); ratelimit.local.entries by kind: each kind of meter
 // [ratelimit.Limiter.LocalMeters] reports ("log", "counter", "bucket",
-// "quota", and any later kind's), "strike" and "ban" (LocalStrikes,
+// "quota", "fixed_window", and any later kind's), "strike" and "ban" (LocalStrikes,
 // LocalBans);
 // ratelimit.shield.entries (Shielded); ratelimit.connected, the number of
 // limiters that have a Redis client (Connected), whether it answers or not;

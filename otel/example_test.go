@@ -133,6 +133,7 @@ func Example_prometheus() {
 	// ratelimit_local_entries{kind="ban"} 1
 	// ratelimit_local_entries{kind="bucket"} 0
 	// ratelimit_local_entries{kind="counter"} 0
+	// ratelimit_local_entries{kind="fixed_window"} 0
 	// ratelimit_local_entries{kind="log"} 3
 	// ratelimit_local_entries{kind="quota"} 0
 	// ratelimit_local_entries{kind="strike"} 0

@@ -269,13 +269,14 @@ func TestDecisions(t *testing.T) {
 		// login/ip and dry/k) and the ban of login/ip, and decided
 		// plain/down itself; the shield holds the rejections of plain/k,
 		// login/ip (banned) and dry/k (a full window without penalty).
-		"ratelimit.local.entries {entry} kind=log":     4,
-		"ratelimit.local.entries {entry} kind=counter": 0,
-		"ratelimit.local.entries {entry} kind=bucket":  0,
-		"ratelimit.local.entries {entry} kind=quota":   0,
-		"ratelimit.local.entries {entry} kind=strike":  0,
-		"ratelimit.local.entries {entry} kind=ban":     1,
-		"ratelimit.shield.entries {entry} ":            3,
+		"ratelimit.local.entries {entry} kind=log":          4,
+		"ratelimit.local.entries {entry} kind=counter":      0,
+		"ratelimit.local.entries {entry} kind=bucket":       0,
+		"ratelimit.local.entries {entry} kind=quota":        0,
+		"ratelimit.local.entries {entry} kind=fixed_window": 0,
+		"ratelimit.local.entries {entry} kind=strike":       0,
+		"ratelimit.local.entries {entry} kind=ban":          1,
+		"ratelimit.shield.entries {entry} ":                 3,
 		// The 2 events allowed without Redis wait to be written back.
 		"ratelimit.writeback.events {event} outcome=written": 0,
 		"ratelimit.writeback.events {event} outcome=dropped": 0,
@@ -364,16 +365,17 @@ func TestObserveAddsUpLimiters(t *testing.T) {
 
 	gauges := func(counters, connected float64) map[string]float64 {
 		return map[string]float64{
-			"ratelimit.breaker.open {breaker} ":            0,
-			"ratelimit.connected {limiter} ":               connected,
-			"ratelimit.redis.in_use {limiter} ":            connected, // b decided on Redis
-			"ratelimit.local.entries {entry} kind=log":     0,
-			"ratelimit.local.entries {entry} kind=counter": counters,
-			"ratelimit.local.entries {entry} kind=bucket":  0,
-			"ratelimit.local.entries {entry} kind=quota":   0,
-			"ratelimit.local.entries {entry} kind=strike":  0,
-			"ratelimit.local.entries {entry} kind=ban":     0,
-			"ratelimit.shield.entries {entry} ":            0,
+			"ratelimit.breaker.open {breaker} ":                 0,
+			"ratelimit.connected {limiter} ":                    connected,
+			"ratelimit.redis.in_use {limiter} ":                 connected, // b decided on Redis
+			"ratelimit.local.entries {entry} kind=log":          0,
+			"ratelimit.local.entries {entry} kind=counter":      counters,
+			"ratelimit.local.entries {entry} kind=bucket":       0,
+			"ratelimit.local.entries {entry} kind=quota":        0,
+			"ratelimit.local.entries {entry} kind=fixed_window": 0,
+			"ratelimit.local.entries {entry} kind=strike":       0,
+			"ratelimit.local.entries {entry} kind=ban":          0,
+			"ratelimit.shield.entries {entry} ":                 0,
 
 			"ratelimit.writeback.events {event} outcome=written": 0,
 			"ratelimit.writeback.events {event} outcome=dropped": 0,
