@@ -172,8 +172,8 @@ func (l *Limiter) LocalMeters() map[string]int {
 	for i := range l.local.shards {
 		sh := &l.local.shards[i]
 		sh.mu.Lock()
-		for slot, name := range meterNames {
-			m[name] += sh.meters[slot].Len()
+		for slot, owner := range slotOwners {
+			m[owner.meterName()] += sh.meters[slot].Len()
 		}
 		sh.mu.Unlock()
 	}

@@ -61,7 +61,7 @@ type ruleKind interface {
 // table (the caller holds the shard's lock).
 type localKind interface {
 	// newMeters makes a shard's table of the kind's meters (see
-	// meterMakers), and meterName names them (see Limiter.LocalMeters).
+	// slotOwners), and meterName names them (see Limiter.LocalMeters).
 	newMeters(size int) meterTable
 	meterName() string
 	// meter returns k's meter under p, creating it if asked to.

@@ -78,7 +78,7 @@ func newLocalStore(capacity int) *localStore {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		for slot := range meterLetters {
-			sh.meters[slot] = meterMakers[slot](per)
+			sh.meters[slot] = slotOwners[slot].newMeters(per)
 		}
 		sh.strikes = newTable[*strikes](per)
 		sh.bans = newTable[*strikes](per)

@@ -28,28 +28,18 @@ type meterTable interface {
 // maxMeters bounds the kinds of meter a shard keeps, each in its own table.
 const maxMeters = 8
 
-// meterMakers make each meter slot's table, in meterLetters' order: the
-// first kind in the registry with the slot's letter makes it.
-var meterMakers = func() []func(size int) meterTable {
-	makers := make([]func(int) meterTable, len(meterLetters))
+// slotOwners are the kinds that own each meter slot, in meterLetters'
+// order: the first kind in the registry with the slot's letter makes the
+// slot's tables (newMeters) and names its meters (meterName, as
+// Limiter.LocalMeters reports them).
+var slotOwners = func() []localKind {
+	owners := make([]localKind, len(meterLetters))
 	for _, a := range algorithms {
-		if slot := meterSlot(a.redis.letter()); makers[slot] == nil {
-			makers[slot] = a.local.newMeters
+		if slot := meterSlot(a.redis.letter()); owners[slot] == nil {
+			owners[slot] = a.local
 		}
 	}
-	return makers
-}()
-
-// meterNames are each meter slot's name, as Limiter.LocalMeters reports
-// it: that of the first kind in the registry with the slot's letter.
-var meterNames = func() []string {
-	names := make([]string, len(meterLetters))
-	for _, a := range algorithms {
-		if slot := meterSlot(a.redis.letter()); names[slot] == "" {
-			names[slot] = a.local.meterName()
-		}
-	}
-	return names
+	return owners
 }()
 
 // meterSlot returns the slot of the meters whose keys end in letter.
