@@ -75,7 +75,14 @@ type undo struct {
 	win     int64  // approximate rule: the window Redis recorded the events in
 	onRedis bool   // Redis decided the call: its events are in Redis too
 	lease   bool   // the call is an Acquire (see lease.go)
+	reserve bool   // the call is a Reserve (see reserve.go)
 }
+
+// named reports whether the call's events are recorded under an id of
+// their own wherever they are (an Acquire's, a Reserve's), so that they
+// can be found later, written back by the write-back included. u may be
+// nil.
+func (u *undo) named() bool { return u != nil && (u.lease || u.reserve) }
 
 // at notes that the call decided locally at now. u may be nil.
 func (u *undo) at(now int64) {

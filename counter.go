@@ -118,11 +118,19 @@ func (counterKind) meter(sh *localShard, k lkey, h uint64, _ plan, now int64, cr
 	return nil, false
 }
 
-// unrecord takes events back from the current window only: once the
-// counter has moved on they no longer count as current (as lua/undo.lua).
+// unrecord takes events allowed at now back from the fixed window they
+// went into while it still counts: the current one, or the one before it
+// (as lua/counter.lua's counter.undo).
 func (counterKind) unrecord(sh *localShard, k lkey, h uint64, p plan, now, n int64) {
-	if c := metersOf[counter](sh, counterMeters).Peek(&k, h); c != nil && c.win == floorDiv(now, p.window) {
+	c := metersOf[counter](sh, counterMeters).Peek(&k, h)
+	if c == nil {
+		return
+	}
+	switch floorDiv(now, p.window) {
+	case c.win:
 		c.cur = max(0, c.cur-n)
+	case c.win - 1:
+		c.prev = max(0, c.prev-n)
 	}
 }
 

@@ -50,14 +50,23 @@ func (p Path) String() string {
 // and Took; when AllowGroup fails as a whole, one Decision with Err for its
 // first pair).
 type Decision struct {
-	Rule   Rule
-	Key    string
-	N      int  // events asked for (1 for Allow and Peek)
-	Peek   bool // the call was a Peek
-	Result Result
-	Err    error // the call's error; Result is zero when it is set
-	Path   Path
-	Took   time.Duration // how long the decision took
+	Rule Rule
+	Key  string
+	N    int  // events asked for (1 for Allow and Peek)
+	Peek bool // the call was a Peek
+	// Reserve says the call was a Reserve. Settle says the Decision
+	// reports a Reservation's Settle or Cancel, not a decision: N is the
+	// cost settled, Reserved the events the Reserve took, Result is zero,
+	// and Path is where the settle went: PathRedis when Redis has it,
+	// PathLocal when this process alone does (and owes it to Redis), and
+	// PathNone when it changed nothing (settled at the reserved cost, or
+	// a reservation that recorded nothing).
+	Reserve, Settle bool
+	Reserved        int
+	Result          Result
+	Err             error // the call's error; Result is zero when it is set
+	Path            Path
+	Took            time.Duration // how long the decision took
 }
 
 // reporter reports one call's decisions to Options.OnDecision, each with
@@ -159,6 +168,16 @@ type Stats struct {
 	// (see Options.OnDecision).
 	LeasesHeld                               int
 	LeaseReleases, LeaseRenewals, LeasesLost uint64
+	// Reservations counts, since the Limiter was made, the reservations
+	// Reserve handed out, and ReservationsSettled those settled or
+	// cancelled; the rest stand as reserved. ReservedGivenBack counts the
+	// events settles for less (and cancels) gave back, ReservedCharged the
+	// extra events settles for more charged, and ReservationDebts those
+	// settles for more: each left its key in debt if the extra went past
+	// the limit (see Reservation.Settle).
+	Reservations, ReservationsSettled  uint64
+	ReservedGivenBack, ReservedCharged uint64
+	ReservationDebts                   uint64
 }
 
 // LocalMeters returns how many meters the local limiter keeps, by kind of
@@ -202,6 +221,9 @@ func (l *Limiter) Stats() Stats {
 	s.Instances = int(l.set.fleet.Load())
 	s.LeasesHeld = l.leases.len()
 	s.LeaseReleases, s.LeaseRenewals, s.LeasesLost = l.leases.released.Load(), l.leases.renewed.Load(), l.leases.lost.Load()
+	st := &l.settles
+	s.Reservations, s.ReservationsSettled = st.reserved.Load(), st.settled.Load()
+	s.ReservedGivenBack, s.ReservedCharged, s.ReservationDebts = st.givenBack.Load(), st.charged.Load(), st.over.Load()
 	if conn := l.conn.Load(); conn != nil {
 		s.Connected = true
 		answered, failed := false, false

@@ -101,6 +101,18 @@ func batchKey(prefix string, k lkey, id string) string {
 	return b.String()
 }
 
+// recordKey returns the Redis key of the record of what the reservation
+// whose id is member took of k (see lua/allow.lua's Reserve), in the hash
+// tag of k's other keys.
+func recordKey(prefix string, k lkey, member string) string {
+	var b strings.Builder
+	b.Grow(keyLen(prefix, k) + 1 + len(member))
+	writeKey(&b, prefix, k, 'v')
+	b.WriteByte(':')
+	b.WriteString(member)
+	return b.String()
+}
+
 // keyLen is the length of either Redis key of k.
 func keyLen(prefix string, k lkey) int {
 	ruleLen := escapedLen(k.rule)
@@ -115,7 +127,7 @@ func keyLen(prefix string, k lkey) int {
 }
 
 // writeKey writes the Redis key of k that ends in kind (a meter's letter,
-// 'p', 'r' or 'w'; see redisKeys and batchKey).
+// 'p', 'r', 'v' or 'w'; see redisKeys, recordKey and batchKey).
 // Inside a group the hash tag is the group's, 'g' and the escaped group
 // name with its length, and the pair follows it:
 //

@@ -361,25 +361,48 @@ func (s *localStore) renew(k lkey, p *plan, from, to int64, member string, owe b
 	p.unreserve(sh, &k, h, from, 1, false)
 	sh.forgetOwed(&k, h, p, from, 1)
 	sh.forgetNamed(&k, h, member)
-	sh.addLease(&k, h, p, to, member, owe)
+	sh.addEvents(&k, h, p, to, 1, member, owe)
 }
 
 // addLease records the event of a lease for k at now under its id member
 // (see recordOver), owed to Redis with owe.
 func (s *localStore) addLease(k lkey, p *plan, now int64, member string, owe bool) {
+	s.addEvents(k, p, now, 1, member, owe)
+}
+
+// addEvents records n events for k at now, past any limit (a lease's, or
+// a settle's extra), under member when not "", owed to Redis with owe.
+func (s *localStore) addEvents(k lkey, p *plan, now, n int64, member string, owe bool) {
 	sh, h := s.at(&k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sh.addLease(&k, h, p, now, member, owe)
+	sh.addEvents(&k, h, p, now, n, member, owe)
 }
 
-// addLease records the event of a lease (see localStore.addLease). The
-// caller holds sh.mu.
-func (sh *localShard) addLease(k *lkey, h uint64, p *plan, now int64, member string, owe bool) {
+// addEvents is localStore.addEvents. The caller holds sh.mu.
+func (sh *localShard) addEvents(k *lkey, h uint64, p *plan, now, n int64, member string, owe bool) {
 	if m, ok := p.alg.local.meter(sh, *k, h, *p, now, true); ok {
-		m.Add(now, p.window, 1)
+		m.Add(now, p.window, n)
 	}
 	if owe {
-		sh.oweEvents(k, h, p, now, 1, member)
+		sh.oweEvents(k, h, p, now, n, member)
 	}
+}
+
+// unreserveFor takes back d events a reservation recorded for k at at (see
+// Reservation.Settle), and, with owed (the reservation was decided without
+// Redis), as many of them as k still owes Redis, under member among the
+// named ones. It returns how many of them were still owed: the rest, if
+// any, the write-back brought to Redis.
+func (s *localStore) unreserveFor(k lkey, p *plan, at, d int64, member string, owed bool) (forgot int64) {
+	sh, h := s.at(&k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if owed {
+		forgot = sh.forgetOwed(&k, h, p, at, d)
+		sh.lessNamed(&k, h, member, forgot)
+	}
+	p.unreserve(sh, &k, h, at, d, false)
+	sh.denials.Remove(&k, h) // a cached rejection counts what was given back
+	return forgot
 }

@@ -67,7 +67,8 @@ type Limiter struct {
 	settling            sync.Mutex   // one settling heartbeat at a time (see settled)
 	settleTried         atomic.Int64 // process µs of the last one
 
-	leases leaseSet // the leases handed out (see lease.go)
+	leases  leaseSet // the leases handed out (see lease.go)
+	settles settles  // the reservations' counts, and what their settles owe Redis (see reserve.go)
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -234,7 +235,7 @@ func (l *Limiter) ask(ctx context.Context, r *Rule, key string, n int64, peek bo
 		res.dryRun(r.DryRun)
 	}
 	if rep.on() {
-		rep.report(Decision{Rule: *r, Key: key, N: int(n), Peek: peek, Result: res, Err: err, Path: path})
+		rep.report(Decision{Rule: *r, Key: key, N: int(n), Peek: peek, Reserve: u != nil && u.reserve, Result: res, Err: err, Path: path})
 	}
 	return res, err
 }
@@ -263,6 +264,9 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	if u != nil && u.lease && !p.alg.rules.leased() {
 		return PathNone, fmt.Errorf("%w: rule %q is a %v rule: Acquire takes a Concurrency rule", ErrInvalidRule, r.Name, r.Kind)
 	}
+	if u != nil && u.reserve && p.alg == algGCRA {
+		return PathNone, fmt.Errorf("%w: rule %q is a GCRA rule: Reserve does not take it yet (a bucket cannot give tokens back exactly)", ErrInvalidRule, r.Name)
+	}
 	if p.alg.rules.leased() && !peek && (u == nil || !u.lease) {
 		return PathNone, fmt.Errorf("%w: rule %q is a concurrency rule: take a slot with Acquire, and give it back with Release", ErrInvalidRule, r.Name)
 	}
@@ -281,7 +285,7 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 		*p = p.alg.rules.setTime(*p, now)
 	}
 	if u != nil {
-		*u = undo{k: k, p: *p, n: n, lease: u.lease}
+		*u = undo{k: k, p: *p, n: n, lease: u.lease, reserve: u.reserve}
 	}
 	if !l.remote {
 		l.alone(p, &k, n, peek, u, now, res)
@@ -290,7 +294,7 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	conn := l.conn.Load()
 	if conn == nil {
 		s := sent{path: PathLocal}
-		if p.alg.rules.leased() && !peek {
+		if u.named() && !peek {
 			s.member = l.member(l.seq.Add(1)) // Dial has not connected yet: see below
 			u.member = s.member
 		}
@@ -341,9 +345,14 @@ func (l *Limiter) redisOnce(ctx context.Context, conn *redisConn, r *Rule, legs 
 	var argv [callArgs]string
 	seq := l.seq.Add(1)
 	ks, args := l.encode(&keys, &argv, lg, u, seq, now)
+	sc := p.alg.redis.scripts().allow[b2i(p.penalize)]
+	if u != nil && u.reserve && !p.alg.back.named() {
+		ks, args = l.withRecord(ks, args, lg, seq, now)
+		sc = p.alg.redis.scripts().reserve[b2i(p.penalize)]
+	}
 	var d decision
 	s, err := l.sendHeld(ctx, conn, ks[0], subject{"rule", r.Name}, legs, now, func(ctx context.Context, c rueidis.Client) (err error) {
-		d, err = redisDecision(ctx, c, p, now, ks, args)
+		d, err = redisDecision(ctx, c, sc, p, now, ks, args)
 		return err
 	}, nil)
 	if err != nil {
@@ -357,9 +366,10 @@ func (l *Limiter) redisOnce(ctx context.Context, conn *redisConn, r *Rule, legs 
 		}
 	}
 	if s.path != PathRedis {
-		if (s.mayHaveRun() || p.alg.rules.leased()) && !peek {
-			// A lease is written back under its own id, so that its
-			// Renew and Release find it in Redis.
+		if (s.mayHaveRun() || u.named()) && !peek {
+			// A lease or a reservation is written back under its own
+			// id, so that its Renew, Release or Settle finds it in
+			// Redis.
 			s.member = l.member(seq) // its own string: what is owed may wait long
 			if u != nil {
 				u.member = s.member
@@ -440,9 +450,21 @@ func (p *plan) invalidN(n int64, rule string) error {
 	return fmt.Errorf("%w: n = %d is outside 1..%d, the %s of rule %q", ErrInvalidN, n, p.rate, p.alg.rules.capacity(), rule)
 }
 
-// redisDecision runs the rule's script for one call.
-func redisDecision(ctx context.Context, c rueidis.Client, p *plan, now int64, keys []string, args []string) (decision, error) {
-	s := p.alg.redis.scripts().allow[b2i(p.penalize)]
+// withRecord adds to the keys and arguments of a Reserve's call of lg at
+// now, numbered seq, what allow.lua's Reserve variant reads: every key of
+// the pair, the reservation's record, ARGV[6], and how long the record is
+// kept (see lua/allow.lua).
+func (l *Limiter) withRecord(ks, args []string, lg *leg, seq uint64, now int64) ([]string, []string) {
+	pk := redisKeys(l.set.KeyPrefix, *lg.k)
+	keys := []string{ks[0], pk.penalty, pk.reset, recordKey(l.set.KeyPrefix, *lg.k, l.member(seq))}
+	if len(args) == 5 {
+		args = append(args[:5:5], "0")
+	}
+	return keys, append(args[:len(args):len(args)], itoa(ttl(lg.p.kept(now))))
+}
+
+// redisDecision runs s, the rule's script, for one call.
+func redisDecision(ctx context.Context, c rueidis.Client, s *script.Script, p *plan, now int64, keys []string, args []string) (decision, error) {
 	resp := s.Exec(ctx, c, keys, args)
 	if err := resp.Error(); err != nil {
 		return decision{}, err
@@ -462,7 +484,7 @@ func redisDecision(ctx context.Context, c rueidis.Client, p *plan, now int64, ke
 // decides it.
 func (l *Limiter) resting(r *Rule, p *plan, k lkey, n int64, peek bool, u *undo, now int64, late bool, b *breaker, res *Result) Path {
 	s := sent{path: PathLocal, b: b, cause: errBreakerOpen}
-	if p.alg.rules.leased() && !peek {
+	if u.named() && !peek {
 		s.member = l.member(l.seq.Add(1)) // see redisOnce
 		if u != nil {
 			u.member = s.member

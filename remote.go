@@ -38,11 +38,20 @@ func allowVariant(kind string, penalty bool) script.Variant {
 	return script.Variant{Kind: kind, Penalty: penalty, Second: "ARGV[2]", Fifth: "ARGV[5]", PenaltyAt: "7"}
 }
 
+// reserveVariant is allow.lua's variant for a Reserve of a rule of kind,
+// with or without a penalty: it keeps a record of what it took.
+func reserveVariant(kind string, penalty bool) script.Variant {
+	v := allowVariant(kind, penalty)
+	v.Reserve = true
+	return v
+}
+
 // kindScripts are the entries composed with one kind's pieces: each kind's
 // file holds its own (see algorithm.scripts).
 type kindScripts struct {
 	pieces    string            // the name of the kind's pieces in lua/
 	allow     [2]*script.Script // allow.lua, without and with a penalty
+	reserve   [2]*script.Script // allow.lua's Reserve variant, likewise (see reserve.go)
 	undo      *script.Script    // undo.lua
 	writeBack *script.Script    // writeback.lua
 }
@@ -55,6 +64,10 @@ func composeKind(kind string) *kindScripts {
 		allow: [2]*script.Script{
 			script.New(script.AddsState, compose("allow", allowVariant(kind, false))),
 			script.New(script.AddsState, compose("allow", allowVariant(kind, true))),
+		},
+		reserve: [2]*script.Script{
+			script.New(script.AddsState, compose("allow", reserveVariant(kind, false))),
+			script.New(script.AddsState, compose("allow", reserveVariant(kind, true))),
 		},
 		undo: script.New(script.RemovesOnly, compose("undo", script.Variant{Kind: kind})),
 		// The write-back records log events as allow.lua does, and adds

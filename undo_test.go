@@ -10,9 +10,10 @@ import (
 )
 
 // TestUndoTakesCounterEventsOnlyFromTheirWindow: events an AllowAll pair
-// recorded in an approximate counter are taken back only while the counter
-// is still in the fixed window they went into, as counter.go's unrecord
-// does; once another call moved the counter on, its count is other events.
+// (or a reservation) recorded in an approximate counter are taken back from
+// the fixed window they went into while it still counts, the current one or
+// the one before it, as counter.go's unrecord does; an older window's no
+// longer count, and the counter's count is other events.
 func TestUndoTakesCounterEventsOnlyFromTheirWindow(t *testing.T) {
 	mr := miniredis.RunT(t)
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true, ForceSingleClient: true})
@@ -30,8 +31,11 @@ func TestUndoTakesCounterEventsOnlyFromTheirWindow(t *testing.T) {
 		}
 		return n
 	}
-	if back := undo(40); back != 0 || mr.HGet(key, "c") != "5" {
-		t.Fatalf("undo of events from window 40 took back %d, left c = %s; want nothing taken from window 41", back, mr.HGet(key, "c"))
+	if back := undo(39); back != 0 || mr.HGet(key, "c") != "5" || mr.HGet(key, "p") != "1" {
+		t.Fatalf("undo of events from window 39 took back %d, left c = %s, p = %s; want nothing taken", back, mr.HGet(key, "c"), mr.HGet(key, "p"))
+	}
+	if back := undo(40); back != 1 || mr.HGet(key, "c") != "5" || mr.HGet(key, "p") != "0" {
+		t.Fatalf("undo of events from window 40 took back %d, left c = %s, p = %s; want the previous window's 1 taken", back, mr.HGet(key, "c"), mr.HGet(key, "p"))
 	}
 	if back := undo(41); back != 2 || mr.HGet(key, "c") != "3" {
 		t.Fatalf("undo of events from window 41 took back %d, left c = %s; want 2 taken, c = 3", back, mr.HGet(key, "c"))

@@ -285,22 +285,37 @@ func (sh *localShard) oweReset(k *lkey, h uint64, p *plan, now int64) {
 }
 
 // forgetOwed takes n events allowed at now back from k's debt (AllowAll's
-// undo). The caller holds sh.mu.
-func (sh *localShard) forgetOwed(k *lkey, h uint64, p *plan, now, n int64) {
-	if d := sh.debtOf(k, h); d != nil && d.p.alg == p.alg {
-		sh.owing.events.Add(-d.events.Subtract([]eventlog.Event{{At: p.alg.back.stamp(*p, now), N: n}}))
+// undo, a lease's release, a reservation's give-back), and returns how many
+// it held. The caller holds sh.mu.
+func (sh *localShard) forgetOwed(k *lkey, h uint64, p *plan, now, n int64) int64 {
+	d := sh.debtOf(k, h)
+	if d == nil || d.p.alg != p.alg {
+		return 0
 	}
+	gone := d.events.Subtract([]eventlog.Event{{At: p.alg.back.stamp(*p, now), N: n}})
+	sh.owing.events.Add(-gone)
+	return gone
 }
 
 // forgetNamed forgets the named event of member among what k owes. The
 // caller holds sh.mu.
 func (sh *localShard) forgetNamed(k *lkey, h uint64, member string) {
-	if member == "" {
+	sh.lessNamed(k, h, member, -1)
+}
+
+// lessNamed takes n of the events owed under member among what k owes
+// (all of them when n < 0). The caller holds sh.mu.
+func (sh *localShard) lessNamed(k *lkey, h uint64, member string, n int64) {
+	if member == "" || n == 0 {
 		return
 	}
 	if d := sh.debtOf(k, h); d != nil {
 		if i := slices.IndexFunc(d.named, func(nm named) bool { return nm.member == member }); i >= 0 {
-			d.named = slices.Delete(d.named, i, i+1)
+			if n < 0 || d.named[i].n <= n {
+				d.named = slices.Delete(d.named, i, i+1)
+			} else {
+				d.named[i].n -= n
+			}
 		}
 	}
 }
@@ -554,6 +569,9 @@ func (l *Limiter) writeBackLoop() {
 			for _, u := range l.leases.takeOwed() {
 				l.dropLease(ctx, &u)
 			}
+		}
+		if l.settles.owing() {
+			l.resendSettles(ctx)
 		}
 		l.logWriteBack(&logged)
 	}

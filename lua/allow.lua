@@ -45,6 +45,12 @@
 --          Acquire sends the leases its process holds on Redis, a pair
 --          each (its time, its id), put back when Redis lost them (see
 --          concurrency.lua).
+-- With Reserve (a Limiter.Reserve of a kind whose events have no member
+-- of their own: see reserve.go), KEYS[2] and KEYS[3] are always sent,
+-- KEYS[4] is the reservation's record, ARGV[6] is always sent, and the
+-- last ARGV is how long the record is kept, in ms: an allowing call sets
+-- the record to n, so that a settle gives back only what Redis recorded
+-- (undo.lua).
 --
 -- Returns {allowed, count, retry_us, reset_us, violations, flags,
 -- ban_left_us, memory_left_us, bans} (see decide.lua's locals ok, count,
@@ -91,6 +97,11 @@ end
 {{- end}}
 {{kind "read" .}}
 {{template "decide" .}}
+{{- if .Reserve}}
+if allows then
+  redis.call('SET', KEYS[4], ARGV[4], 'PX', ARGV[#ARGV])
+end
+{{- end}}
 {{- if has "short" .}}
 if allows{{if .Penalty}} and v == 0 and k == 0{{end}} then
   return {{kind "short" .}}

@@ -96,14 +96,21 @@ redis.call('PEXPIRE', key, {{template "ttl.arg" "2 * window"}})
 {{template "counter.reset"}}
 {{- end}}
 
-{{/* counter.undo takes the events back from the current window only. */}}
+{{/* counter.undo takes the events back from the fixed window they went
+into (ARGV[3]) while it still counts: the current one, or the one before
+it, weighted. */}}
 {{- define "counter.undo" -}}
-local state = redis.call('HMGET', key, 'w', 'c')
-local c = tonumber(state[2]) or 0
-if tonumber(state[1]) == tonumber(ARGV[3]) then
+{{template "counter.state" "key"}}
+local win = tonumber(ARGV[3])
+if w == win then
   back = math.min(c, n)
   if back > 0 then
     redis.call('HSET', key, 'c', string.format('%d', c - back))
+  end
+elseif w == win + 1 then
+  back = math.min(p, n)
+  if back > 0 then
+    redis.call('HSET', key, 'p', string.format('%d', p - back))
   end
 end
 {{- end}}

@@ -121,15 +121,19 @@ end
 redis.call('PEXPIRE', key, {{template "ttl.arg" "window"}})
 {{- end}}
 
-{{/* sliding.undo removes the call's events, named by its member id. */}}
+{{/* sliding.undo removes the call's events, named by its member id (id
+alone for a call of one event, id:1 .. id:m for one of m), or with ARGV[5]
+n of them from the index ARGV[5]. */}}
 {{- define "sliding.undo" -}}
-if n == 1 then
+local from = tonumber(ARGV[5])
+if not from and n == 1 then
   back = redis.call('ZREM', key, ARGV[1])
 else
+  from = from or 1
   local batch = {}
-  for i = 1, n do
+  for i = from, from + n - 1 do
     batch[#batch + 1] = ARGV[1] .. string.format(':%d', i)
-    if #batch >= 2000 or i == n then
+    if #batch >= 2000 or i == from + n - 1 then
       back = back + redis.call('ZREM', key, unpack(batch))
       batch = {}
     end

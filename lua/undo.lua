@@ -4,6 +4,11 @@
 -- once per kind with its <kind>.undo piece.
 --
 -- KEYS[1]  the meter of the rule's kind.
+-- KEYS[2]  a reservation's record (see allow.lua's Reserve), when the
+--          events are a reservation's of a kind whose events have no
+--          member: nothing is taken back without it (Redis never recorded
+--          the events, or lost them, or a settle took them back before),
+--          and it is deleted with the take back.
 -- ARGV[1]  the call's member id (as allow.lua got it).
 -- ARGV[2]  n: the events the call recorded.
 -- ARGV[3], ARGV[4] what the kind needs to find them (see the kind's
@@ -13,6 +18,9 @@
 --          count, and nothing is taken back, as counter.go's local path
 --          does. For a quota: the start of the period the events went
 --          into, likewise. For a bucket: wq and rq (see gcra.lua).
+-- ARGV[5]  a log's, only for a call of more than one event: the index of
+--          the first of its events to take back (its members are id:1 ..
+--          id:m), n of them from there.
 --
 -- <kind>.undo sets back, the events taken back, from key, n and ARGV.
 --
@@ -21,6 +29,11 @@
 local key = KEYS[1]
 local n = tonumber(ARGV[2])
 local back = 0
+if KEYS[2] then
+  if redis.call('DEL', KEYS[2]) == 0 then
+    return 0
+  end
+end
 {{kind "undo" .}}
 return back
 {{- end}}

@@ -32,7 +32,8 @@ import (
 // Variant is what one composition of a script is for: the kind of its
 // meter (the name of its pieces, as "sliding" for sliding.lua's), whether
 // the rule has a penalty, whether the decision is one of a group's (it
-// records nothing itself) and which (Index, from 1), the Lua expressions
+// records nothing itself) and which (Index, from 1), whether an allowing
+// call keeps a record of what it took (Reserve: see lua/allow.lua), the Lua expressions
 // of the arguments the decision reads as its kind's two numbers (Second,
 // Fifth) and of the index of the penalty's first; for a group's script,
 // its rules' variants and one of each kind among them (Preludes).
@@ -41,6 +42,7 @@ type Variant struct {
 	Penalty                  bool
 	Group                    bool
 	Index                    int
+	Reserve                  bool
 	Second, Fifth, PenaltyAt string
 	Rules, Preludes          []Variant
 }

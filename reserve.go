@@ -1,0 +1,332 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/ratelimit-go/ratelimit/internal/eventlog"
+	"github.com/redis/rueidis"
+)
+
+// ErrSettled means a Reservation was settled (or cancelled) before: a
+// Reservation settles once. A Settle retried after one that returned nil
+// gets it too; the first one stands.
+var ErrSettled = errors.New("ratelimit: reservation already settled")
+
+// ErrNoReservation is what Settle and Cancel return on a nil *Reservation,
+// the one a rejected Reserve returns.
+var ErrNoReservation = errors.New("ratelimit: no reservation")
+
+// MaxSettleFactor bounds what a Reservation may settle at: actual may be
+// up to MaxSettleFactor times the rule's Rate (a GCRA rule's Burst), so
+// that an exact log, which keeps one entry per event, stays bounded, and a
+// bucket's numbers stay exact in Lua. More is ErrInvalidN.
+const MaxSettleFactor = 16
+
+// Reservation holds n events of a (rule, key) pair taken by Reserve until
+// their real cost is known: Settle makes the cost actual, giving back what
+// was not used or charging the extra; Cancel gives everything back. A
+// Reservation never settled stands as reserved: its events count as an
+// AllowN's would, and nothing gives them back. Its methods are safe for
+// concurrent use.
+type Reservation struct {
+	l    *Limiter
+	rule Rule
+	key  string
+
+	mu      sync.Mutex
+	u       undo // what Reserve recorded: the pair, its plan, n, the call's id and time
+	records bool // the reserve recorded its events (not a dry run's over the limit, not DegradedAllow's)
+	settled bool
+}
+
+// Reserve takes n events of key under rule for work whose real cost is
+// known only once it is done, such as the tokens of a language model's
+// answer. It decides exactly as AllowN(ctx, rule, key, n) would (n is
+// bounded as for AllowN), and when it allows, it returns a Reservation
+// that holds the n events until it is settled (see Reservation.Settle).
+// When it rejects, the Reservation is nil and nothing is recorded; the
+// Result and errors are AllowN's.
+//
+// Every kind of rate rule takes reservations: the sliding log, exact and
+// approximate, the calendar quota and the fixed window. A Concurrency
+// rule is ErrInvalidRule (take a slot with Acquire), and so is a GCRA rule
+// for now: a bucket cannot yet give tokens back exactly.
+//
+// A reservation made by a rule in dry run over its limit, or under
+// DegradedAllow while Redis could not be used, recorded nothing: its
+// Settle gives nothing back and charges nothing extra.
+func (l *Limiter) Reserve(ctx context.Context, rule Rule, key string, n int) (*Reservation, Result, error) {
+	u := undo{reserve: true}
+	res, err := l.ask(ctx, &rule, key, int64(n), false, &u)
+	if err != nil || !res.Allowed {
+		return nil, res, err
+	}
+	l.settles.reserved.Add(1)
+	return &Reservation{l: l, rule: rule, key: key, u: u, records: (u.local || u.onRedis) && !res.DryRun}, res, nil
+}
+
+// Settle makes the reservation's cost actual events (actual >= 0, and at
+// most MaxSettleFactor times the rule's Rate; ErrInvalidN otherwise), as if
+// the Reserve had asked for actual when actual is less, and as if the
+// extra were asked for now when it is more:
+//
+//   - Less than reserved: the difference is given back at once, in this
+//     process and on Redis, and is free for the next call on any instance
+//     (within Options.ShieldMax where the shield held a rejection of the
+//     key). A give-back never frees more than the Reserve took: events
+//     Redis lost (a restart without persistence) are not given back.
+//   - More than reserved: the extra is recorded now, even past the limit.
+//     The key is then in debt, and later calls are rejected until the
+//     rule has room again: up to one Window for a sliding log, the rest
+//     of the period for a calendar quota, of the window for a fixed one.
+//
+// Settling over the limit is no violation under the rule's Penalty: the
+// work had been allowed.
+//
+// A Reservation settles once: a second Settle, or a Cancel after Settle,
+// returns an error wrapping ErrSettled. While Redis cannot be used, Settle
+// changes this process' count at once and owes Redis the rest, which the
+// write-back brings it (as every decision made without Redis), and returns
+// nil. It returns ErrNoReservation on a nil Reservation, ErrClosed after
+// Close, and ErrNilContext for a nil ctx.
+func (r *Reservation) Settle(ctx context.Context, actual int) error {
+	if r == nil {
+		return ErrNoReservation
+	}
+	l := r.l
+	if err := l.usable(ctx); err != nil {
+		return err
+	}
+	u := &r.u
+	if bound := MaxSettleFactor * u.p.rate; actual < 0 || int64(actual) > bound {
+		return fmt.Errorf("%w: settling at %d, outside 0..%d (%d times the %s of rule %q)", ErrInvalidN, actual, bound, MaxSettleFactor, u.p.alg.rules.capacity(), u.k.rule)
+	}
+	rep := l.reporter()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.settled {
+		return fmt.Errorf("%w: rule %q, key %q", ErrSettled, r.rule.Name, r.key)
+	}
+	r.settled = true
+	l.settles.settled.Add(1)
+	path := PathNone
+	if r.records {
+		path = l.settle(ctx, u, int64(actual))
+	}
+	if rep.on() {
+		rep.report(Decision{Rule: r.rule, Key: r.key, N: actual, Settle: true, Reserved: int(u.n), Path: path})
+	}
+	return nil
+}
+
+// Cancel gives the whole reservation back: the work did not happen. It is
+// Settle(ctx, 0).
+func (r *Reservation) Cancel(ctx context.Context) error {
+	return r.Settle(ctx, 0)
+}
+
+// Reserved returns the events the reservation holds, the n of its Reserve
+// (0 on a nil Reservation).
+func (r *Reservation) Reserved() int {
+	if r == nil {
+		return 0
+	}
+	return int(r.u.n)
+}
+
+// settle makes the cost of the reservation u actual (see Settle), and
+// returns the path Redis' part took: PathRedis when Redis has it now,
+// PathLocal when it is owed, PathNone when there was nothing to send.
+func (l *Limiter) settle(ctx context.Context, u *undo, actual int64) Path {
+	switch {
+	case actual < u.n:
+		return l.giveBack(ctx, u, u.n-actual, actual)
+	case actual > u.n:
+		return l.charge(ctx, u, actual-u.n)
+	}
+	return PathNone
+}
+
+// giveBack takes back d of the n events the reservation u recorded: those
+// after the first kept. This process' count of them goes at once (and
+// what it still owed Redis of them); Redis' when it decided them, or when
+// the write-back brought them there under the reservation's id.
+func (l *Limiter) giveBack(ctx context.Context, u *undo, d, kept int64) Path {
+	l.settles.givenBack.Add(uint64(d))
+	forgot := l.local.unreserveFor(u.k, &u.p, u.now, d, u.member, !u.onRedis)
+	if !l.remote {
+		return PathLocal
+	}
+	if !u.onRedis && (forgot == d || u.member == "" || !u.p.alg.back.named()) {
+		// Nothing of it can be on Redis, or nothing there names it.
+		return PathLocal
+	}
+	g := owedBack{u: *u, n: d, from: kept + 1}
+	if !u.onRedis {
+		g.n = d - forgot // the rest was written back under the reservation's id
+		g.from = kept + 1
+	}
+	if l.sendBack(ctx, &g) {
+		return PathRedis
+	}
+	return PathLocal
+}
+
+// owedBack is a give-back Redis has not applied yet: n of the events the
+// reservation u recorded, from its event numbered from.
+type owedBack struct {
+	u       undo
+	n, from int64
+}
+
+// sendBack applies g on Redis, and owes it to the write-back's loop when
+// Redis cannot be used (a give-back applied twice takes nothing more: the
+// log's members are gone, the record of the other kinds is deleted). It
+// reports whether Redis applied it.
+func (l *Limiter) sendBack(ctx context.Context, g *owedBack) bool {
+	u := &g.u
+	ks := redisKeys(l.set.KeyPrefix, u.k)
+	key := ks.meter(u.p.alg)
+	keys := []string{key}
+	if !u.p.alg.back.named() {
+		keys = append(keys, recordKey(l.set.KeyPrefix, u.k, u.member))
+	}
+	third, fourth := u.p.alg.redis.undoArgs(u.p, u.win)
+	args := []string{u.member, itoa(g.n), itoa(third), itoa(fourth)}
+	if u.n > 1 {
+		args = append(args, itoa(g.from))
+	}
+	err := l.sendWithoutFallback(ctx, l.conn.Load(), key, subject{"rule", u.k.rule}, fmt.Sprintf("giving back %d reserved events", g.n), false,
+		func(ctx context.Context, c rueidis.Client) error {
+			return u.p.alg.redis.scripts().undo.Exec(ctx, c, keys, args).Error()
+		})
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, ErrRedis):
+		l.log.log(logOutage, slog.LevelWarn, "ratelimit: redis refused a reservation's give-back; its events stay until they expire", "err", err)
+		return false
+	}
+	l.settles.oweBack(*g)
+	return false
+}
+
+// charge records extra events of the reservation u at the settle's time,
+// past the limit: on Redis as a write-back batch of its own (applied once,
+// whatever the retries), and in this process' count; owed to Redis when
+// it cannot be used.
+func (l *Limiter) charge(ctx context.Context, u *undo, extra int64) Path {
+	l.settles.charged.Add(uint64(extra))
+	l.settles.over.Add(1)
+	now := l.localNow()
+	p := u.p
+	if p.alg.rules.timed() {
+		p = p.alg.rules.setTime(p, now) // a quota's period at the settle's time
+	}
+	if !l.remote {
+		l.local.addEvents(u.k, &p, now, extra, "", false)
+		return PathLocal
+	}
+	b := &batch{k: u.k, id: l.member(l.seq.Add(1)) + "x", p: p, events: []eventlog.Event{{At: p.alg.back.stamp(p, now), N: extra}}}
+	switch l.sendCharge(ctx, b, now) {
+	case applied:
+		l.local.addEvents(u.k, &p, now, extra, "", false)
+		return PathRedis
+	case unsure:
+		// It may have run: the same batch is sent again, and Redis
+		// applies it once.
+		l.local.addEvents(u.k, &p, now, extra, "", false)
+		l.settles.oweCharge(b)
+		return PathLocal
+	}
+	l.local.addEvents(u.k, &p, now, extra, "", true)
+	return PathLocal
+}
+
+// sendCharge sends the batch b of a settle's extra events (see charge) at
+// now, and says how it ended.
+func (l *Limiter) sendCharge(ctx context.Context, b *batch, now int64) outcome {
+	keys := redisKeys(l.set.KeyPrefix, b.k)
+	all := append([]string{keys.meter(b.p.alg), keys.penalty, batchKey(l.set.KeyPrefix, b.k, b.id), keys.reset}, keys.meters...)
+	args := b.args(now)
+	s, err := l.send(ctx, l.conn.Load(), all[0], subject{"rule", b.k.rule}, false, func(ctx context.Context, c rueidis.Client) error {
+		return b.p.alg.redis.scripts().writeBack.Exec(ctx, c, all, args).Error()
+	})
+	switch {
+	case errors.Is(err, ErrRedis):
+		return refused
+	case err != nil, s.mayHaveRun():
+		return unsure
+	case s.path == PathRedis:
+		return applied
+	}
+	return unsent
+}
+
+// settles counts the Limiter's reservations (see Stats) and holds what
+// their settles owe Redis: give-backs and charges it could not be sent.
+type settles struct {
+	reserved, settled, givenBack, charged, over atomic.Uint64
+
+	mu      sync.Mutex
+	backs   []owedBack
+	charges []*batch
+}
+
+// maxOwedSettles bounds the give-backs and the charges owed, each: past
+// it the oldest is dropped (its events then expire on Redis as they
+// would have; a dropped charge is counted as a dropped write-back).
+const maxOwedSettles = 4096
+
+func (s *settles) oweBack(g owedBack) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.backs) >= maxOwedSettles {
+		s.backs = s.backs[1:]
+	}
+	s.backs = append(s.backs, g)
+}
+
+func (s *settles) oweCharge(b *batch) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.charges) >= maxOwedSettles {
+		s.charges = s.charges[1:]
+	}
+	s.charges = append(s.charges, b)
+}
+
+// owing reports whether settles wait for Redis.
+func (s *settles) owing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.backs)+len(s.charges) > 0
+}
+
+// take returns what is owed, and forgets it.
+func (s *settles) take() ([]owedBack, []*batch) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	backs, charges := s.backs, s.charges
+	s.backs, s.charges = nil, nil
+	return backs, charges
+}
+
+// resendSettles sends what settles owe Redis (the write-back's loop calls
+// it); what still cannot be sent is owed again.
+func (l *Limiter) resendSettles(ctx context.Context) {
+	backs, charges := l.settles.take()
+	for i := range backs {
+		l.sendBack(ctx, &backs[i])
+	}
+	for _, b := range charges {
+		if o := l.sendCharge(ctx, b, l.localNow()); o == unsure || o == unsent {
+			l.settles.oweCharge(b)
+		}
+	}
+}
