@@ -59,6 +59,7 @@ func Run(t *testing.T, backends ...Backend) {
 		{"AllowGroupHammer", AllowGroupHammer},
 		{"HammerOneKey", HammerOneKey},
 		{"HammerAllowN", HammerAllowN},
+		{"Reserve", Reserve},
 	} {
 		t.Run(s.name, func(t *testing.T) { s.run(t, backends) })
 	}

@@ -19,6 +19,9 @@ const (
 	allowN           // AllowN with n, whatever n is (0 included)
 	peek
 	reset
+	reserve // Reserve n events into the step's res
+	settle  // settle the step's res at n
+	cancel  // cancel the step's res
 )
 
 // step is one call at an exact time since testkit.Epoch.
@@ -28,6 +31,7 @@ type step struct {
 	rule *ratelimit.Rule // nil: the case's rule
 	key  string          // "": "k"
 	n    int
+	res  int // the reservation a reserve, settle or cancel step names
 	want ratelimit.Result
 	err  error
 }
@@ -389,6 +393,7 @@ func Behaviour(t *testing.T, backends []Backend) {
 func runSteps(t *testing.T, l *ratelimit.Limiter, setTime func(time.Time), c behaviourCase) {
 	t.Helper()
 	ctx := context.Background()
+	held := map[int]*ratelimit.Reservation{}
 	for i, s := range c.steps {
 		setTime(testkit.Epoch().Add(s.at))
 		rule := c.rule
@@ -404,6 +409,15 @@ func runSteps(t *testing.T, l *ratelimit.Limiter, setTime func(time.Time), c beh
 		switch {
 		case s.do == reset:
 			err = l.Reset(ctx, rule, key)
+		case s.do == reserve:
+			held[s.res], got, err = l.Reserve(ctx, rule, key, s.n)
+			if (held[s.res] != nil) != (err == nil && got.Allowed) {
+				t.Fatalf("step %d (at %v, key %q): Reserve returned reservation %v with Allowed %v, err %v", i, s.at, key, held[s.res], got.Allowed, err)
+			}
+		case s.do == settle:
+			err = held[s.res].Settle(ctx, s.n)
+		case s.do == cancel:
+			err = held[s.res].Cancel(ctx)
 		case s.do == allowN:
 			got, err = l.AllowN(ctx, rule, key, s.n)
 		case s.do == peek:

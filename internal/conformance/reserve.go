@@ -1,0 +1,174 @@
+package conformance
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
+)
+
+func sliding(name string, rate int, window time.Duration) ratelimit.Rule {
+	return ratelimit.Rule{Name: name, Limit: ratelimit.Limit{Rate: rate, Window: window}}
+}
+
+func approximate(r ratelimit.Rule) ratelimit.Rule { r.Approximate = true; return r }
+func dryRun(r ratelimit.Rule) ratelimit.Rule      { r.DryRun = true; return r }
+
+// reserveCases are the behaviour cases of Reserve and a Reservation's
+// Settle and Cancel, for every kind that takes reservations: after a
+// settle, each kind counts what it would had the Reserve asked for actual
+// (less), or had the extra been asked for at the settle's time (more).
+var reserveCases = []behaviourCase{
+	{
+		name: "sliding log: settle for less, equal and more; twice; debt and its end",
+		rule: sliding("log", 5, 10*sec),
+		steps: []step{
+			{at: 0, do: reserve, res: 1, n: 3, want: ok(5, 2, 10*sec)},
+			{at: sec, want: ok(5, 1, 10*sec)},
+			// Two of the three come back: the log holds 0s and 1s.
+			{at: 2 * sec, do: settle, res: 1, n: 1},
+			{at: 2 * sec, do: peek, want: ok(5, 3, 9*sec)},
+			{at: 2 * sec, do: settle, res: 1, n: 2, err: ratelimit.ErrSettled},
+			{at: 2 * sec, do: cancel, res: 1, err: ratelimit.ErrSettled},
+			{at: 3 * sec, do: reserve, res: 2, n: 2, want: ok(5, 1, 10*sec)},
+			{at: 3 * sec, do: settle, res: 2, n: 2},
+			{at: 3 * sec, do: peek, want: ok(5, 1, 10*sec)},
+			{at: 3 * sec, do: reserve, res: 3, n: 1, want: ok(5, 0, 10*sec)},
+			// Four more than reserved, at 4s: 8 events, 3 over the Rate.
+			{at: 4 * sec, do: settle, res: 3, n: 5},
+			{at: 4 * sec, want: no(5, 0, 9*sec, 10*sec)},
+			{at: 12 * sec, want: no(5, 0, sec, 2*sec)},
+			{at: 13 * sec, want: ok(5, 0, 10*sec)},
+		},
+	},
+	{
+		name: "sliding log: a cancel frees the slots for the next call at once",
+		rule: sliding("log-c", 2, 10*sec),
+		steps: []step{
+			{at: 0, do: reserve, res: 1, n: 2, want: ok(2, 0, 10*sec)},
+			{at: sec, want: no(2, 0, 9*sec, 9*sec)},
+			{at: sec, do: reserve, res: 2, n: 1, want: no(2, 0, 9*sec, 9*sec)},
+			{at: sec, do: settle, res: 2, n: 1, err: ratelimit.ErrNoReservation},
+			{at: 2 * sec, do: cancel, res: 1},
+			{at: 2 * sec, do: peek, want: ok(2, 2, 0)},
+			{at: 2 * sec, n: 2, want: ok(2, 0, 10*sec)},
+		},
+	},
+	{
+		name: "sliding log: what a settle and a reserve take is bounded",
+		rule: sliding("log-n", 5, 10*sec),
+		steps: []step{
+			{at: 0, do: reserve, res: 1, n: 6, err: ratelimit.ErrInvalidN},
+			{at: 0, do: reserve, res: 1, n: 0, err: ratelimit.ErrInvalidN},
+			{at: 0, do: reserve, res: 1, n: 1, want: ok(5, 4, 10*sec)},
+			{at: 0, do: settle, res: 1, n: -1, err: ratelimit.ErrInvalidN},
+			{at: 0, do: settle, res: 1, n: 5*ratelimit.MaxSettleFactor + 1, err: ratelimit.ErrInvalidN},
+			// Refused bounds settle nothing: the reservation still settles.
+			{at: 0, do: settle, res: 1, n: 5 * ratelimit.MaxSettleFactor},
+			{at: 0, do: peek, want: no(5, 0, 10*sec, 10*sec)},
+		},
+	},
+	{
+		name: "approximate counter: give back in the window, in the previous one, and more",
+		rule: approximate(sliding("counter", 4, 10*sec)),
+		steps: []step{
+			{at: w0, do: reserve, res: 1, n: 3, want: ok(4, 1, 20*sec)},
+			{at: w0 + 5*sec, do: settle, res: 1, n: 1},
+			{at: w0 + 5*sec, do: peek, want: ok(4, 3, 15*sec)},
+			// The next window: the previous one's 1 weighs 0.8.
+			{at: w0 + 12*sec, do: reserve, res: 2, n: 2, want: ok(4, 1, 18*sec)},
+			{at: w0 + 15*sec, do: cancel, res: 2},
+			{at: w0 + 15*sec, do: peek, want: ok(4, 3, 5*sec)},
+			{at: w0 + 16*sec, do: reserve, res: 3, n: 2, want: ok(4, 1, 14*sec)},
+			// In the window after, the two are the previous window's.
+			{at: w0 + 22*sec, do: cancel, res: 3},
+			{at: w0 + 22*sec, do: peek, want: ok(4, 4, 0)},
+			{at: w0 + 23*sec, do: reserve, res: 4, n: 1, want: ok(4, 3, 17*sec)},
+			{at: w0 + 24*sec, do: settle, res: 4, n: 5},
+			{at: w0 + 24*sec, want: no(4, 0, 10*sec, 16*sec)},
+		},
+	},
+	{
+		name: "calendar quota: give back in the period, charge the extra in the settle's",
+		rule: quotaRule("quota", 5, ratelimit.Day, nil),
+		steps: []step{
+			{at: 0, do: reserve, res: 1, n: 4, want: ok(5, 1, midnight)},
+			{at: time.Hour, do: settle, res: 1, n: 2},
+			{at: time.Hour, do: peek, want: ok(5, 3, midnight-time.Hour)},
+			{at: 2 * time.Hour, do: reserve, res: 2, n: 3, want: ok(5, 0, midnight-2*time.Hour)},
+			{at: 3 * time.Hour, do: settle, res: 2, n: 5},
+			{at: 3 * time.Hour, want: no(5, 0, midnight-3*time.Hour, midnight-3*time.Hour)},
+			// A reservation of one period settled in the next gives
+			// nothing back there, and charges its extra there.
+			{at: midnight - sec, key: "late", do: reserve, res: 3, n: 2, want: ok(5, 3, sec)},
+			{at: midnight + sec, key: "late", do: settle, res: 3, n: 4},
+			{at: midnight + sec, key: "late", do: peek, want: ok(5, 3, 24*time.Hour-sec)},
+			{at: midnight + time.Hour, want: ok(5, 4, 23*time.Hour)},
+		},
+	},
+	{
+		name: "fixed window: give back in the window; nothing once it ended",
+		rule: fixed("fixed-r", 3, 10*sec),
+		steps: []step{
+			{at: w0, do: reserve, res: 1, n: 3, want: ok(3, 0, 10*sec)},
+			{at: w0 + sec, want: no(3, 0, 9*sec, 9*sec)},
+			{at: w0 + 2*sec, do: settle, res: 1, n: 1},
+			{at: w0 + 2*sec, n: 2, want: ok(3, 0, 8*sec)},
+			{at: w0 + 12*sec, do: reserve, res: 2, n: 2, want: ok(3, 1, 8*sec)},
+			{at: w0 + 21*sec, do: cancel, res: 2},
+			{at: w0 + 21*sec, do: peek, want: ok(3, 3, 0)},
+			{at: w0 + 22*sec, do: reserve, res: 3, n: 1, want: ok(3, 2, 8*sec)},
+			{at: w0 + 23*sec, do: settle, res: 3, n: 4},
+			{at: w0 + 23*sec, want: no(3, 0, 7*sec, 7*sec)},
+		},
+	},
+	{
+		name: "penalty: a rejected reserve is a violation; settling over the limit is not",
+		rule: withPenalty(sliding("log-p", 2, 10*sec), &ratelimit.Penalty{BanAfter: 3, BanFor: time.Minute}),
+		steps: []step{
+			{at: 0, do: reserve, res: 1, n: 2, want: ok(2, 0, 10*sec)},
+			{at: sec, do: settle, res: 1, n: 4},
+			{at: sec, do: peek, want: no(2, 0, 10*sec, 10*sec)},
+			{at: 2 * sec, do: reserve, res: 2, n: 1, want: violated(no(2, 0, 9*sec, 9*sec), 1)},
+		},
+	},
+	{
+		name: "dry run: a reservation over the limit recorded nothing, and settles nothing",
+		rule: dryRun(sliding("log-d", 1, 10*sec)),
+		steps: []step{
+			{at: 0, do: reserve, res: 1, n: 1, want: ok(1, 0, 10*sec)},
+			{at: 0, do: reserve, res: 2, n: 1, want: R{Allowed: true, DryRun: true, Limit: 1, RetryAfter: 10 * sec, ResetAfter: 10 * sec}},
+			{at: sec, do: settle, res: 2, n: 3},
+			{at: sec, do: peek, want: R{Allowed: true, DryRun: true, Limit: 1, RetryAfter: 9 * sec, ResetAfter: 9 * sec}},
+			{at: sec, do: cancel, res: 1},
+			{at: sec, do: peek, want: ok(1, 1, 0)},
+		},
+	},
+	{
+		name: "a GCRA or Concurrency rule takes no reservation",
+		rule: gcra("bucket-res", 10, sec, 5),
+		steps: []step{
+			{at: 0, do: reserve, res: 1, n: 1, err: ratelimit.ErrInvalidRule},
+			{at: 0, do: reserve, res: 1, n: 1, rule: &slots, err: ratelimit.ErrInvalidRule},
+			{at: 0, do: cancel, res: 1, err: ratelimit.ErrNoReservation},
+		},
+	},
+}
+
+var slots = concurrencyRule("slots", 2, 10*sec)
+
+// Reserve runs reserveCases on every backend.
+func Reserve(t *testing.T, backends []Backend) {
+	for _, b := range backends {
+		t.Run(b.Name, func(t *testing.T) {
+			for _, c := range reserveCases {
+				t.Run(c.name, func(t *testing.T) {
+					clk := testkit.NewClock()
+					l := b.New(t, testkit.Options(clk))
+					runSteps(t, l, clk.Set, c)
+				})
+			}
+		})
+	}
+}
