@@ -104,7 +104,13 @@
 // collection that saw the rule hold a lease on: 0 once all are given back.
 // ratelimit.leases.events counts the leases released, renewed and found
 // lost (LeaseReleases, LeaseRenewals, LeasesLost); an Acquire is a
-// decision. The gauges report nothing while no limiter is observed.
+// decision. ratelimit.reservations counts the reservations Reserve made,
+// those settled (or cancelled) and those settled for more than reserved
+// (op made, settled, debt: Reservations, ReservationsSettled,
+// ReservationDebts), and ratelimit.reservations.events the events they
+// gave back and charged extra (op given_back, charged: ReservedGivenBack,
+// ReservedCharged); a Reserve is a decision, a settle is not. The gauges
+// report nothing while no limiter is observed.
 //
 // # Cost
 //

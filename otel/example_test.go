@@ -138,6 +138,11 @@ func Example_prometheus() {
 	// ratelimit_local_entries{kind="quota"} 0
 	// ratelimit_local_entries{kind="strike"} 0
 	// ratelimit_redis_in_use 0
+	// ratelimit_reservations_events_total{op="charged"} 0
+	// ratelimit_reservations_events_total{op="given_back"} 0
+	// ratelimit_reservations_total{op="debt"} 0
+	// ratelimit_reservations_total{op="made"} 0
+	// ratelimit_reservations_total{op="settled"} 0
 	// ratelimit_shield_entries 2
 	// ratelimit_writeback_events_total{outcome="dropped"} 0
 	// ratelimit_writeback_events_total{outcome="written"} 0

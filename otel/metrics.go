@@ -73,6 +73,8 @@ type Metrics struct {
 	instances    metric.Int64ObservableGauge
 	leasesHeld   metric.Int64ObservableGauge
 	leaseEvents  metric.Int64ObservableCounter
+	reservations metric.Int64ObservableCounter
+	resEvents    metric.Int64ObservableCounter
 
 	// Prepared measurement options, so that the hot path allocates nothing.
 	pathOpts   [numPaths][]metric.RecordOption
@@ -80,6 +82,8 @@ type Metrics struct {
 	kindOpts   map[string][]metric.ObserveOption // by local entry kind, made on first use
 	wbOpts     [2][]metric.ObserveOption         // written, dropped
 	leaseOpts  [3][]metric.ObserveOption         // released, renewed, lost
+	resOpts    [3][]metric.ObserveOption         // made, settled, debt
+	resEvOpts  [2][]metric.ObserveOption         // given_back, charged
 
 	maxRules int
 	rules    atomic.Pointer[map[string]*ruleAttrs] // copied on write under rulesMu
@@ -168,10 +172,18 @@ func New(opts Options) (*Metrics, error) {
 		metric.WithUnit("{lease}"),
 		metric.WithDescription("Leases released, renewed or found lost (op released, renewed, lost); acquires are decisions (ratelimit.decisions)."))
 	check(err)
+	m.reservations, err = meter.Int64ObservableCounter("ratelimit.reservations",
+		metric.WithUnit("{reservation}"),
+		metric.WithDescription("Reservations made by Reserve, settled (or cancelled), and settled for more than reserved, each leaving its key in debt past the limit (op made, settled, debt); a Reserve is also a decision (ratelimit.decisions)."))
+	check(err)
+	m.resEvents, err = meter.Int64ObservableCounter("ratelimit.reservations.events",
+		metric.WithUnit("{event}"),
+		metric.WithDescription("Events reservations gave back (settled for less, or cancelled) and charged extra (settled for more) (op given_back, charged)."))
+	check(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("ratelimitotel: %w", err)
 	}
-	if _, err := meter.RegisterCallback(m.observe, m.breakersOpen, m.localEntries, m.shielded, m.connected, m.redisInUse, m.writeBack, m.wbPending, m.instances, m.leasesHeld, m.leaseEvents); err != nil {
+	if _, err := meter.RegisterCallback(m.observe, m.breakersOpen, m.localEntries, m.shielded, m.connected, m.redisInUse, m.writeBack, m.wbPending, m.instances, m.leasesHeld, m.leaseEvents, m.reservations, m.resEvents); err != nil {
 		return nil, fmt.Errorf("ratelimitotel: %w", err)
 	}
 
@@ -185,6 +197,12 @@ func New(opts Options) (*Metrics, error) {
 	}
 	for i, op := range []string{"released", "renewed", "lost"} {
 		m.leaseOpts[i] = []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("op", op)))}
+	}
+	for i, op := range []string{"made", "settled", "debt"} {
+		m.resOpts[i] = []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("op", op)))}
+	}
+	for i, op := range []string{"given_back", "charged"} {
+		m.resEvOpts[i] = []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("op", op)))}
 	}
 	for i, outcome := range []string{"written", "dropped"} {
 		m.wbOpts[i] = []metric.ObserveOption{metric.WithAttributeSet(
@@ -218,8 +236,13 @@ func (m *Metrics) Instrument(opts ratelimit.Options) ratelimit.Options {
 // ratelimit.Options.OnDecision. A call that returned an error adds one to
 // ratelimit.errors; any other adds its duration to
 // ratelimit.decision.duration and, unless it was a Peek, one to
-// ratelimit.decisions. It allocates nothing once it has seen the rule.
+// ratelimit.decisions. A Reservation's settle is no decision: the
+// reservations' counters count it (see Observe). It allocates nothing once
+// it has seen the rule.
 func (m *Metrics) OnDecision(d ratelimit.Decision) {
+	if d.Settle {
+		return
+	}
 	ctx := context.Background()
 	r := m.rule(d.Rule.Name)
 	if d.Err != nil {
@@ -246,7 +269,8 @@ func (m *Metrics) OnBreakerChange(c ratelimit.BreakerChange) {
 
 // Observe makes the gauges (ratelimit.breaker.open, ratelimit.local.entries,
 // ratelimit.shield.entries, ratelimit.connected, ratelimit.fleet.instances,
-// ratelimit.writeback.pending) and the counter ratelimit.writeback.events
+// ratelimit.writeback.pending) and the counters ratelimit.writeback.events,
+// ratelimit.reservations and ratelimit.reservations.events
 // report l.Stats() at each
 // collection, added to those of the other limiters observed, until stop is
 // called (the counter counts only the limiters observed at the time, so it
@@ -303,6 +327,11 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		sum.LeaseReleases += s.LeaseReleases
 		sum.LeaseRenewals += s.LeaseRenewals
 		sum.LeasesLost += s.LeasesLost
+		sum.Reservations += s.Reservations
+		sum.ReservationsSettled += s.ReservationsSettled
+		sum.ReservationDebts += s.ReservationDebts
+		sum.ReservedGivenBack += s.ReservedGivenBack
+		sum.ReservedCharged += s.ReservedCharged
 		if s.Connected {
 			connected++
 		}
@@ -329,6 +358,11 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	o.ObserveInt64(m.leaseEvents, int64(sum.LeaseReleases), m.leaseOpts[0]...)
 	o.ObserveInt64(m.leaseEvents, int64(sum.LeaseRenewals), m.leaseOpts[1]...)
 	o.ObserveInt64(m.leaseEvents, int64(sum.LeasesLost), m.leaseOpts[2]...)
+	o.ObserveInt64(m.reservations, int64(sum.Reservations), m.resOpts[0]...)
+	o.ObserveInt64(m.reservations, int64(sum.ReservationsSettled), m.resOpts[1]...)
+	o.ObserveInt64(m.reservations, int64(sum.ReservationDebts), m.resOpts[2]...)
+	o.ObserveInt64(m.resEvents, int64(sum.ReservedGivenBack), m.resEvOpts[0]...)
+	o.ObserveInt64(m.resEvents, int64(sum.ReservedCharged), m.resEvOpts[1]...)
 	return nil
 }
 

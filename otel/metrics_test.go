@@ -285,6 +285,12 @@ func TestDecisions(t *testing.T) {
 		"ratelimit.leases.events {lease} op=released": 0,
 		"ratelimit.leases.events {lease} op=renewed":  0,
 		"ratelimit.leases.events {lease} op=lost":     0,
+		// No reservation.
+		"ratelimit.reservations {reservation} op=made":        0,
+		"ratelimit.reservations {reservation} op=settled":     0,
+		"ratelimit.reservations {reservation} op=debt":        0,
+		"ratelimit.reservations.events {event} op=given_back": 0,
+		"ratelimit.reservations.events {event} op=charged":    0,
 	}
 	assertPoints(t, collect(t, reader), want)
 
@@ -298,7 +304,7 @@ func TestDecisions(t *testing.T) {
 	for k := range want {
 		if strings.HasPrefix(k, "ratelimit.breaker.open ") || strings.HasPrefix(k, "ratelimit.connected ") || strings.HasPrefix(k, "ratelimit.redis.in_use ") || strings.HasPrefix(k, "ratelimit.fleet.instances ") ||
 			strings.HasPrefix(k, "ratelimit.local.entries ") || strings.HasPrefix(k, "ratelimit.shield.entries ") ||
-			strings.HasPrefix(k, "ratelimit.writeback.") || strings.HasPrefix(k, "ratelimit.leases.") {
+			strings.HasPrefix(k, "ratelimit.writeback.") || strings.HasPrefix(k, "ratelimit.leases.") || strings.HasPrefix(k, "ratelimit.reservations") {
 			delete(want, k)
 		}
 	}
@@ -384,6 +390,12 @@ func TestObserveAddsUpLimiters(t *testing.T) {
 			"ratelimit.leases.events {lease} op=released":        0,
 			"ratelimit.leases.events {lease} op=renewed":         0,
 			"ratelimit.leases.events {lease} op=lost":            0,
+
+			"ratelimit.reservations {reservation} op=made":        0,
+			"ratelimit.reservations {reservation} op=settled":     0,
+			"ratelimit.reservations {reservation} op=debt":        0,
+			"ratelimit.reservations.events {event} op=given_back": 0,
+			"ratelimit.reservations.events {event} op=charged":    0,
 		}
 	}
 	stopA := m.Observe(a)
@@ -582,4 +594,46 @@ func TestLeasesHeldByRule(t *testing.T) {
 		"ratelimit.leases.held {lease} rule=exports": 2,
 		"ratelimit.leases.held {lease} rule=partner": 0,
 	})
+}
+
+// TestReservations: ratelimit.reservations and ratelimit.reservations.events
+// count what Stats counts of reservations; a Reserve is a decision, a
+// settle is not.
+func TestReservations(t *testing.T) {
+	m, reader := newMetrics(t, ratelimitotel.Options{})
+	l := newLimiter(t, nil, m.Instrument(ratelimit.Options{Clock: ratelimittest.NewClock(epoch)}))
+	defer m.Observe(l)()
+	ctx := context.Background()
+	rule := ratelimit.Rule{Name: "tokens", Limit: ratelimit.PerMinute(10)}
+	a, _, err := l.Reserve(ctx, rule, "k", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := l.Reserve(ctx, rule, "k", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.Reserve(ctx, rule, "k", 1); err != nil { // stands
+		t.Fatal(err)
+	}
+	if err := a.Settle(ctx, 1); err != nil { // 2 given back
+		t.Fatal(err)
+	}
+	if err := b.Settle(ctx, 5); err != nil { // 3 charged
+		t.Fatal(err)
+	}
+	got := collect(t, reader)
+	want := map[string]float64{
+		"ratelimit.reservations {reservation} op=made":        3,
+		"ratelimit.reservations {reservation} op=settled":     2,
+		"ratelimit.reservations {reservation} op=debt":        1,
+		"ratelimit.reservations.events {event} op=given_back": 2,
+		"ratelimit.reservations.events {event} op=charged":    3,
+		decision("tokens", "allowed", false, false):           3,
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
 }
