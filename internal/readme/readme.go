@@ -89,9 +89,12 @@ var Free = map[string]string{
 	"lim":       "*ratelimit.Limiter",
 	"rule":      "ratelimit.Rule",
 	"coupon":    "ratelimit.Rule",
+	"tokens":    "ratelimit.Rule",
 	"page":      "ratelimit.Rule",
 	"clientOpt": "rueidis.ClientOption",
 	"runExport": "func(context.Context) error",
+	"prompt":    "string",
+	"complete":  "func(ctx context.Context, prompt string, maxTokens int) (answer string, tokens int, err error)",
 
 	"mux":             "*http.ServeMux",
 	"next":            "http.Handler",
