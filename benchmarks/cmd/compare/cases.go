@@ -62,6 +62,8 @@ func cases(window time.Duration) []benchCase {
 	// that the fastest contender (~10M calls a second) stays under
 	// 1,000,000 per window: mostly allowed whatever -window says.
 	i := spec{name: "i", rate: 1_000_000, window: hotWindow}
+	r := generous
+	r.name = "r"
 	g := generous
 	g.name = "g"
 	g.window = time.Second // the 1,000,000 per 1 s, whatever -window says
@@ -74,6 +76,14 @@ func cases(window time.Duration) []benchCase {
 				"naive sliding log: one script of ZREMRANGEBYSCORE, ZCARD, ZADD (if allowed), PEXPIRE, the time passed by the client, through rueidis; it decides only allowed or not. cheapest exact log: ZCOUNT of the live events, ZADD (if allowed), PEXPIRE, never a trim.",
 				"ratelimit: exact sliding log (a ZSET per key, one member per event); redis_rate: GCRA, Burst = Rate; ulule: fixed-window counter.",
 				"ratelimit and the floor use rueidis (auto-pipelining, DisableCache); redis_rate and ulule use go-redis v9 with its default pool (10 connections per GOMAXPROCS).",
+			},
+		},
+		{
+			id: "R", title: fmt.Sprintf("remote, %d keys, mostly allowed: Reserve + Settle beside AllowN, %d events a call (%d per %v)", numKeys, reserveN, r.rate, r.window),
+			spec: r, keys: manyKeys, ours: oursAllowN.name,
+			contenders: reserveContender,
+			notes: []string{
+				"One op is one AllowN, or one Reserve and its Settle: settled at the reserved cost (nothing more is sent), for less (the rest given back: undo.lua, one more script) or for more (the extra charged at the settle's time: a write-back batch of its own, one more script). The ratios are against AllowN.",
 			},
 		},
 		{
