@@ -663,6 +663,7 @@ func (l *Limiter) Reset(ctx context.Context, rule Rule, key string) error {
 		local: func(k lkey, p *plan, now int64) {
 			l.local.reset(k, p, now)
 			l.leases.lose(k)
+			l.settles.resets.reset(k)
 		},
 		redis: func(keys *pairKeys, p *plan, now int64) (*script.Script, []string, []string) {
 			return resetScript, append([]string{keys.reset, keys.penalty}, keys.meters...), []string{itoa(now), itoa(ttl(p.kept(now)))}

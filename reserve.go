@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/ratelimit-go/ratelimit/internal/eventlog"
 	"github.com/redis/rueidis"
 )
@@ -39,8 +40,9 @@ type Reservation struct {
 	key  string
 
 	mu      sync.Mutex
-	u       undo // what Reserve recorded: the pair, its plan, n, the call's id and time
-	records bool // the reserve recorded its events (not a dry run's over the limit, not DegradedAllow's)
+	u       undo   // what Reserve recorded: the pair, its plan, n, the call's id and time
+	records bool   // the reserve recorded its events (not a dry run's over the limit, not DegradedAllow's)
+	resets  uint64 // the Limiter's Resets before the Reserve (see resetMarks)
 	settled bool
 }
 
@@ -62,12 +64,13 @@ type Reservation struct {
 // Settle gives nothing back and charges nothing extra.
 func (l *Limiter) Reserve(ctx context.Context, rule Rule, key string, n int) (*Reservation, Result, error) {
 	u := undo{reserve: true}
+	resets := l.settles.resets.seq.Load()
 	res, err := l.ask(ctx, &rule, key, int64(n), false, &u)
 	if err != nil || !res.Allowed {
 		return nil, res, err
 	}
 	l.settles.reserved.Add(1)
-	return &Reservation{l: l, rule: rule, key: key, u: u, records: (u.local || u.onRedis) && !res.DryRun}, res, nil
+	return &Reservation{l: l, rule: rule, key: key, u: u, records: (u.local || u.onRedis) && !res.DryRun, resets: resets}, res, nil
 }
 
 // Settle makes the reservation's cost actual events (actual >= 0, and at
@@ -116,7 +119,7 @@ func (r *Reservation) Settle(ctx context.Context, actual int) error {
 	l.settles.settled.Add(1)
 	path := PathNone
 	if r.records {
-		path = l.settle(ctx, u, int64(actual))
+		path = l.settle(ctx, u, int64(actual), r.resets)
 	}
 	if rep.on() {
 		rep.report(Decision{Rule: r.rule, Key: r.key, N: actual, Settle: true, Reserved: int(u.n), Path: path})
@@ -142,9 +145,23 @@ func (r *Reservation) Reserved() int {
 // settle makes the cost of the reservation u actual (see Settle), and
 // returns the path Redis' part took: PathRedis when Redis has it now,
 // PathLocal when it is owed, PathNone when there was nothing to send.
-func (l *Limiter) settle(ctx context.Context, u *undo, actual int64) Path {
+// resets is the Limiter's count of Resets before the Reserve.
+func (l *Limiter) settle(ctx context.Context, u *undo, actual int64, resets uint64) Path {
 	switch {
 	case actual < u.n:
+		if l.settles.resets.since(u.k, resets) {
+			// A Reset cleared this process' count of the events: what
+			// it counts now is other calls'. Redis' part knows it too
+			// (its member ids are gone, or its record no longer holds
+			// the pair's last Reset).
+			if l.remote && u.onRedis {
+				g := owedBack{u: *u, n: u.n - actual, from: actual + 1}
+				if l.sendBack(ctx, &g) {
+					return PathRedis
+				}
+			}
+			return PathLocal
+		}
 		return l.giveBack(ctx, u, u.n-actual, actual)
 	case actual > u.n:
 		return l.charge(ctx, u, actual-u.n)
@@ -194,7 +211,7 @@ func (l *Limiter) sendBack(ctx context.Context, g *owedBack) bool {
 	key := ks.meter(u.p.alg)
 	keys := []string{key}
 	if !u.p.alg.back.named() {
-		keys = append(keys, recordKey(l.set.KeyPrefix, u.k, u.member))
+		keys = append(keys, recordKey(l.set.KeyPrefix, u.k, u.member), ks.reset)
 	}
 	third, fourth := u.p.alg.redis.undoArgs(u.p, u.win)
 	args := []string{u.member, itoa(g.n), itoa(third), itoa(fourth)}
@@ -272,6 +289,7 @@ func (l *Limiter) sendCharge(ctx context.Context, b *batch, now int64) outcome {
 // their settles owe Redis: give-backs and charges it could not be sent.
 type settles struct {
 	reserved, settled, givenBack, charged, over atomic.Uint64
+	resets                                      resetMarks
 
 	mu      sync.Mutex
 	backs   []owedBack
@@ -329,4 +347,43 @@ func (l *Limiter) resendSettles(ctx context.Context) {
 			l.settles.oweCharge(b)
 		}
 	}
+}
+
+// resetMarks remembers which pairs a Reset cleared, so that a give-back
+// never takes from this process' count of a pair what a Reset cleared
+// before it (the count then holds other calls' events): seq counts the
+// Resets, and last holds the seq of the last Reset of each of the most
+// recently reset pairs.
+type resetMarks struct {
+	seq     atomic.Uint64
+	once    sync.Once
+	last    *lru.Cache[lkey, uint64]
+	evicted atomic.Bool // last forgot a pair: a pair not in it may have been reset
+}
+
+// maxResetMarks bounds the pairs resetMarks remembers.
+const maxResetMarks = 4096
+
+func (m *resetMarks) cache() *lru.Cache[lkey, uint64] {
+	m.once.Do(func() {
+		m.last, _ = lru.NewWithEvict[lkey, uint64](maxResetMarks, func(lkey, uint64) { m.evicted.Store(true) })
+	})
+	return m.last
+}
+
+// reset notes a Reset of k.
+func (m *resetMarks) reset(k lkey) {
+	m.cache().Add(k, m.seq.Add(1))
+}
+
+// since reports whether k may have been Reset after the Limiter's seq was
+// before.
+func (m *resetMarks) since(k lkey, before uint64) bool {
+	if m.seq.Load() == before {
+		return false
+	}
+	if at, ok := m.cache().Get(k); ok {
+		return at > before
+	}
+	return m.evicted.Load()
 }

@@ -49,8 +49,9 @@
 -- of their own: see reserve.go), KEYS[2] and KEYS[3] are always sent,
 -- KEYS[4] is the reservation's record, ARGV[6] is always sent, and the
 -- last ARGV is how long the record is kept, in ms: an allowing call sets
--- the record to n, so that a settle gives back only what Redis recorded
--- (undo.lua).
+-- the record to the time of the pair's last Reset (tomb's value, '0' when
+-- none), so that a settle gives back only what Redis recorded, and nothing
+-- once a Reset has cleared it (undo.lua).
 --
 -- Returns {allowed, count, retry_us, reset_us, violations, flags,
 -- ban_left_us, memory_left_us, bans} (see decide.lua's locals ok, count,
@@ -99,7 +100,7 @@ end
 {{template "decide" .}}
 {{- if .Reserve}}
 if allows then
-  redis.call('SET', KEYS[4], ARGV[4], 'PX', ARGV[#ARGV])
+  redis.call('SET', KEYS[4], redis.call('GET', tomb) or '0', 'PX', ARGV[#ARGV])
 end
 {{- end}}
 {{- if has "short" .}}

@@ -8,7 +8,10 @@
 --          events are a reservation's of a kind whose events have no
 --          member: nothing is taken back without it (Redis never recorded
 --          the events, or lost them, or a settle took them back before),
---          and it is deleted with the take back.
+--          and it is deleted with the take back; nor when the pair's last
+--          Reset, KEYS[3], is not the one the record holds (a Reset cleared
+--          the events since).
+-- KEYS[3]  with KEYS[2]: the time of the pair's last Reset.
 -- ARGV[1]  the call's member id (as allow.lua got it).
 -- ARGV[2]  n: the events the call recorded.
 -- ARGV[3], ARGV[4] what the kind needs to find them (see the kind's
@@ -30,7 +33,12 @@ local key = KEYS[1]
 local n = tonumber(ARGV[2])
 local back = 0
 if KEYS[2] then
-  if redis.call('DEL', KEYS[2]) == 0 then
+  local reset_at = redis.call('GET', KEYS[2])
+  if not reset_at then
+    return 0
+  end
+  redis.call('DEL', KEYS[2])
+  if reset_at ~= (redis.call('GET', KEYS[3]) or '0') then
     return 0
   end
 end

@@ -146,6 +146,31 @@ var reserveCases = []behaviourCase{
 		},
 	},
 	{
+		name: "a settle after a Reset gives back nothing of what the Reset cleared",
+		rule: sliding("log-reset", 3, 10*sec),
+		steps: []step{
+			{at: 0, do: reserve, res: 1, n: 2, want: ok(3, 1, 10*sec)},
+			{at: sec, do: reset},
+			{at: sec, n: 2, want: ok(3, 1, 10*sec)},
+			{at: 2 * sec, do: cancel, res: 1},
+			{at: 2 * sec, do: peek, want: ok(3, 1, 9*sec)},
+			{at: 2 * sec, key: "other", do: reserve, res: 2, n: 2, want: ok(3, 1, 10*sec)},
+			{at: 3 * sec, key: "other", do: settle, res: 2, n: 1},
+			{at: 3 * sec, key: "other", do: peek, want: ok(3, 2, 9*sec)},
+		},
+	},
+	{
+		name: "approximate counter: a settle after a Reset gives back nothing of what the Reset cleared",
+		rule: approximate(sliding("counter-reset", 4, 10*sec)),
+		steps: []step{
+			{at: w0, do: reserve, res: 1, n: 3, want: ok(4, 1, 20*sec)},
+			{at: w0 + sec, do: reset},
+			{at: w0 + sec, n: 2, want: ok(4, 2, 19*sec)},
+			{at: w0 + 2*sec, do: cancel, res: 1},
+			{at: w0 + 2*sec, do: peek, want: ok(4, 2, 18*sec)},
+		},
+	},
+	{
 		name: "a GCRA or Concurrency rule takes no reservation",
 		rule: gcra("bucket-res", 10, sec, 5),
 		steps: []step{
