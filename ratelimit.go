@@ -258,17 +258,8 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 			return PathNone, err
 		}
 	}
-	if n < 1 || n > p.rate {
-		return PathNone, p.invalidN(n, r.Name)
-	}
-	if u != nil && u.lease && !p.alg.rules.leased() {
-		return PathNone, fmt.Errorf("%w: rule %q is a %v rule: Acquire takes a Concurrency rule", ErrInvalidRule, r.Name, r.Kind)
-	}
-	if u != nil && u.reserve && p.alg == algGCRA {
-		return PathNone, fmt.Errorf("%w: rule %q is a GCRA rule: Reserve does not take it yet (a bucket cannot give tokens back exactly)", ErrInvalidRule, r.Name)
-	}
-	if p.alg.rules.leased() && !peek && (u == nil || !u.lease) {
-		return PathNone, fmt.Errorf("%w: rule %q is a concurrency rule: take a slot with Acquire, and give it back with Release", ErrInvalidRule, r.Name)
+	if err := p.takes(r, n, peek, u); err != nil {
+		return PathNone, err
 	}
 	k, err := localKey(r.Name, key)
 	if err != nil {
@@ -344,12 +335,7 @@ func (l *Limiter) redisOnce(ctx context.Context, conn *redisConn, r *Rule, legs 
 	var keys [3]string
 	var argv [callArgs]string
 	seq := l.seq.Add(1)
-	ks, args := l.encode(&keys, &argv, lg, u, seq, now)
-	sc := p.alg.redis.scripts().allow[b2i(p.penalize)]
-	if u != nil && u.reserve && !p.alg.back.named() {
-		ks, args = l.withRecord(ks, args, lg, seq, now)
-		sc = p.alg.redis.scripts().reserve[b2i(p.penalize)]
-	}
+	sc, ks, args := l.encode(&keys, &argv, lg, u, seq, now)
 	var d decision
 	s, err := l.sendHeld(ctx, conn, ks[0], subject{"rule", r.Name}, legs, now, func(ctx context.Context, c rueidis.Client) (err error) {
 		d, err = redisDecision(ctx, c, sc, p, now, ks, args)
@@ -411,12 +397,14 @@ func (l *Limiter) unsent(conn *redisConn, r *Rule, lg *leg, u *undo, now int64, 
 	return PathNone, false
 }
 
-// encode writes the keys and arguments of allow.lua for the call of lg at
-// now, numbered seq, into keys and argv (see encodeCall): a peek sends n
-// as 0, a plan the call's time fixed (a quota's period) is decided at that
-// time whatever the clock, and an Acquire sends the leases Redis may have
-// lost count in this very decision (see lua/concurrency.lua).
-func (l *Limiter) encode(keys *[3]string, argv *[callArgs]string, lg *leg, u *undo, seq uint64, now int64) ([]string, []string) {
+// encode returns the script for the call of lg at now, numbered seq, and
+// writes its keys and arguments into keys and argv (see encodeCall): a
+// peek sends n as 0, a plan the call's time fixed (a quota's period) is
+// decided at that time whatever the clock, an Acquire sends the leases
+// Redis may have lost count in this very decision (see
+// lua/concurrency.lua), and a Reserve of a kind whose events have no
+// member runs allow.lua's Reserve variant (see withRecord).
+func (l *Limiter) encode(keys *[3]string, argv *[callArgs]string, lg *leg, u *undo, seq uint64, now int64) (*script.Script, []string, []string) {
 	sentN := lg.n
 	if lg.peek {
 		sentN = 0
@@ -425,7 +413,13 @@ func (l *Limiter) encode(keys *[3]string, argv *[callArgs]string, lg *leg, u *un
 	if u != nil && u.lease {
 		leases = l.leases.onRedis(*lg.k, now)
 	}
-	return encodeCall(keys, argv, l.set.KeyPrefix, *lg.k, lg.p, now, l.sendsNow(lg.p.alg.rules.timed()), sentN, l.id, seq, &lg.hd, leases)
+	p := lg.p
+	ks, args := encodeCall(keys, argv, l.set.KeyPrefix, *lg.k, p, now, l.sendsNow(p.alg.rules.timed()), sentN, l.id, seq, &lg.hd, leases)
+	if u != nil && u.reserve && !p.alg.back.named() {
+		ks, args = l.withRecord(ks, args, lg, seq, now)
+		return p.alg.redis.scripts().reserve[b2i(p.penalize)], ks, args
+	}
+	return p.alg.redis.scripts().allow[b2i(p.penalize)], ks, args
 }
 
 // member returns the member id of the Limiter's call numbered seq: unique
@@ -443,6 +437,23 @@ func (l *Limiter) callMember(p *plan, args []string, seq uint64) string {
 		return args[4]
 	}
 	return l.member(seq)
+}
+
+// takes returns what is wrong with a call for n events under p, the plan
+// of r, made by the method u says (nil: a rate method's): n out of bounds,
+// or a method that does not take the rule's kind.
+func (p *plan) takes(r *Rule, n int64, peek bool, u *undo) error {
+	switch {
+	case n < 1 || n > p.rate:
+		return p.invalidN(n, r.Name)
+	case u != nil && u.lease && !p.alg.rules.leased():
+		return fmt.Errorf("%w: rule %q is a %v rule: Acquire takes a Concurrency rule", ErrInvalidRule, r.Name, r.Kind)
+	case u != nil && u.reserve && p.alg == algGCRA:
+		return fmt.Errorf("%w: rule %q is a GCRA rule: Reserve does not take it yet (a bucket cannot give tokens back exactly)", ErrInvalidRule, r.Name)
+	case p.alg.rules.leased() && !peek && (u == nil || !u.lease):
+		return fmt.Errorf("%w: rule %q is a concurrency rule: take a slot with Acquire, and give it back with Release", ErrInvalidRule, r.Name)
+	}
+	return nil
 }
 
 // invalidN is the error of a call for n events that can never fit under p.
