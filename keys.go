@@ -90,26 +90,21 @@ func redisKeys(prefix string, k lkey) pairKeys {
 }
 
 // batchKey returns the Redis key that remembers a write-back batch of k
-// under id (see lua/writeback.lua): in the hash tag of k's other keys, so
-// that one script may touch them all on a Redis Cluster.
-func batchKey(prefix string, k lkey, id string) string {
+// under id (see lua/writeback.lua), and recordKey the key of the record of
+// what the reservation whose id is member took of k (see lua/allow.lua's
+// Reserve): in the hash tag of k's other keys, so that one script may
+// touch them all on a Redis Cluster.
+func batchKey(prefix string, k lkey, id string) string { return idKey(prefix, k, 'w', id) }
+
+func recordKey(prefix string, k lkey, member string) string { return idKey(prefix, k, 'v', member) }
+
+// idKey returns the key of k that ends in kind (see writeKey), ':' and id.
+func idKey(prefix string, k lkey, kind byte, id string) string {
 	var b strings.Builder
 	b.Grow(keyLen(prefix, k) + 1 + len(id))
-	writeKey(&b, prefix, k, 'w')
+	writeKey(&b, prefix, k, kind)
 	b.WriteByte(':')
 	b.WriteString(id)
-	return b.String()
-}
-
-// recordKey returns the Redis key of the record of what the reservation
-// whose id is member took of k (see lua/allow.lua's Reserve), in the hash
-// tag of k's other keys.
-func recordKey(prefix string, k lkey, member string) string {
-	var b strings.Builder
-	b.Grow(keyLen(prefix, k) + 1 + len(member))
-	writeKey(&b, prefix, k, 'v')
-	b.WriteByte(':')
-	b.WriteString(member)
 	return b.String()
 }
 

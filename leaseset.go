@@ -15,7 +15,7 @@ type leaseSet struct {
 	mu   sync.Mutex
 	held map[lkey]*Lease // by pair: the newest lease of the pair, whose prev links the others
 	n    int             // the leases in held
-	owed []undo          // releases Redis has not taken yet, oldest first
+	owed owedQueue[undo] // releases Redis has not taken yet
 	wake chan struct{}   // closed, and replaced, when a lease is released
 
 	released, renewed, lost atomic.Uint64 // since the Limiter was made (see Stats)
@@ -167,32 +167,6 @@ func (s *leaseSet) lose(k lkey) {
 		s.remove(le)
 	}
 	s.signal()
-}
-
-// owe keeps a release for Redis.
-func (s *leaseSet) owe(u undo) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.owed) >= maxOwedReleases {
-		s.owed = s.owed[1:]
-	}
-	s.owed = append(s.owed, u)
-}
-
-// owing reports whether releases wait for Redis.
-func (s *leaseSet) owing() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.owed) > 0
-}
-
-// takeOwed returns the releases kept for Redis, and forgets them.
-func (s *leaseSet) takeOwed() []undo {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := s.owed
-	s.owed = nil
-	return out
 }
 
 // freed returns a channel closed when a lease is next released.

@@ -229,7 +229,7 @@ func (l *Limiter) sendBack(ctx context.Context, g *owedBack) bool {
 		l.log.log(logOutage, slog.LevelWarn, "ratelimit: redis refused a reservation's give-back; its events stay until they expire", "err", err)
 		return false
 	}
-	l.settles.oweBack(*g)
+	l.settles.backs.add(*g, maxOwedSettles)
 	return false
 }
 
@@ -258,7 +258,7 @@ func (l *Limiter) charge(ctx context.Context, u *undo, extra int64) Path {
 		// It may have run: the same batch is sent again, and Redis
 		// applies it once.
 		l.local.addEvents(u.k, &p, now, extra, "", false)
-		l.settles.oweCharge(b)
+		l.settles.charges.add(b, maxOwedSettles)
 		return PathLocal
 	}
 	l.local.addEvents(u.k, &p, now, extra, "", true)
@@ -291,9 +291,8 @@ type settles struct {
 	reserved, settled, givenBack, charged, over atomic.Uint64
 	resets                                      resetMarks
 
-	mu      sync.Mutex
-	backs   []owedBack
-	charges []*batch
+	backs   owedQueue[owedBack]
+	charges owedQueue[*batch]
 }
 
 // maxOwedSettles bounds the give-backs and the charges owed, each: past
@@ -301,50 +300,16 @@ type settles struct {
 // would have; a dropped charge is counted as a dropped write-back).
 const maxOwedSettles = 4096
 
-func (s *settles) oweBack(g owedBack) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.backs) >= maxOwedSettles {
-		s.backs = s.backs[1:]
-	}
-	s.backs = append(s.backs, g)
-}
-
-func (s *settles) oweCharge(b *batch) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.charges) >= maxOwedSettles {
-		s.charges = s.charges[1:]
-	}
-	s.charges = append(s.charges, b)
-}
-
-// owing reports whether settles wait for Redis.
-func (s *settles) owing() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.backs)+len(s.charges) > 0
-}
-
-// take returns what is owed, and forgets it.
-func (s *settles) take() ([]owedBack, []*batch) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	backs, charges := s.backs, s.charges
-	s.backs, s.charges = nil, nil
-	return backs, charges
-}
-
 // resendSettles sends what settles owe Redis (the write-back's loop calls
 // it); what still cannot be sent is owed again.
 func (l *Limiter) resendSettles(ctx context.Context) {
-	backs, charges := l.settles.take()
+	backs, charges := l.settles.backs.take(), l.settles.charges.take()
 	for i := range backs {
 		l.sendBack(ctx, &backs[i])
 	}
 	for _, b := range charges {
 		if o := l.sendCharge(ctx, b, l.localNow()); o == unsure || o == unsent {
-			l.settles.oweCharge(b)
+			l.settles.charges.add(b, maxOwedSettles)
 		}
 	}
 }

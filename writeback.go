@@ -565,12 +565,12 @@ func (l *Limiter) writeBackLoop() {
 				l.kickWriteBack() // again at once, waiting for a slot this time
 			}
 		}
-		if l.leases.owing() {
-			for _, u := range l.leases.takeOwed() {
+		if l.leases.owed.pending() {
+			for _, u := range l.leases.owed.take() {
 				l.dropLease(ctx, &u)
 			}
 		}
-		if l.settles.owing() {
+		if l.settles.backs.pending() || l.settles.charges.pending() {
 			l.resendSettles(ctx)
 		}
 		l.logWriteBack(&logged)

@@ -377,9 +377,15 @@ var behaviourCases = []behaviourCase{
 // Behaviour runs every behaviour case against each of backends; all must
 // give exactly the same results.
 func Behaviour(t *testing.T, backends []Backend) {
+	runCases(t, backends, append(behaviourCases[:len(behaviourCases):len(behaviourCases)], kindCases...))
+}
+
+// runCases runs each of cases on each of backends, on a fresh limiter
+// with a fake clock of its own.
+func runCases(t *testing.T, backends []Backend, cases []behaviourCase) {
 	for _, b := range backends {
 		t.Run(b.Name, func(t *testing.T) {
-			for _, c := range append(behaviourCases[:len(behaviourCases):len(behaviourCases)], kindCases...) {
+			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
 					clk := testkit.NewClock()
 					l := b.New(t, testkit.Options(clk))

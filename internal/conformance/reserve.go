@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/testkit"
 )
 
 func sliding(name string, rate int, window time.Duration) ratelimit.Rule {
@@ -184,16 +183,4 @@ var reserveCases = []behaviourCase{
 var slots = concurrencyRule("slots", 2, 10*sec)
 
 // Reserve runs reserveCases on every backend.
-func Reserve(t *testing.T, backends []Backend) {
-	for _, b := range backends {
-		t.Run(b.Name, func(t *testing.T) {
-			for _, c := range reserveCases {
-				t.Run(c.name, func(t *testing.T) {
-					clk := testkit.NewClock()
-					l := b.New(t, testkit.Options(clk))
-					runSteps(t, l, clk.Set, c)
-				})
-			}
-		})
-	}
-}
+func Reserve(t *testing.T, backends []Backend) { runCases(t, backends, reserveCases) }
