@@ -47,12 +47,12 @@
 // # Several rules on one method
 //
 // A method may have several policies ([Policy]: a rule and a KeyFunc); a
-// call must pass all of them. They are asked in order, by [policy.Walk],
-// with the semantics of [ratelimit.Limiter.AllowAll]: the first denial
-// stops the walk, later policies record nothing, and the events the
-// earlier ones recorded are taken back, so a denied call costs no policy
-// anything (best effort while Redis is down: events recorded on Redis then
-// stay). httplimit walks its policies the same way.
+// call must pass all of them. They are asked in order (those with a Cost
+// first, see below), by [policy.Walk], with the semantics of
+// [ratelimit.Limiter.AllowAll]: the first denial stops the walk, later
+// policies record nothing, and the events the earlier ones recorded are
+// taken back, so a denied call costs no policy anything (best effort while
+// Redis is down: events recorded on Redis then stay). httplimit walks its policies the same way.
 //
 // # Costs known after the work
 //

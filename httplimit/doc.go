@@ -34,12 +34,12 @@
 // # Several rules on one route
 //
 // [Stack] applies several policies ([Policy]: a rule and a KeyFunc) to a
-// route: a request must pass all of them. They are asked in order, by
-// [policy.Walk], with the semantics of [ratelimit.Limiter.AllowAll]: the
-// first denial stops the walk, later policies record nothing, and the
-// events the earlier ones recorded are taken back, so a denied request
-// costs no policy anything (best effort while Redis is down: events
-// recorded on Redis then stay). The gRPC interceptors of module grpclimit
+// route: a request must pass all of them. They are asked in order (those
+// with a Cost first, see below), by [policy.Walk], with the semantics of
+// [ratelimit.Limiter.AllowAll]: the first denial stops the walk, later
+// policies record nothing, and the events the earlier ones recorded are
+// taken back, so a denied request costs no policy anything (best effort
+// while Redis is down: events recorded on Redis then stay). The gRPC interceptors of module grpclimit
 // walk their policies the same way.
 //
 // # Costs known after the work
