@@ -47,12 +47,31 @@
 // # Several rules on one method
 //
 // A method may have several policies ([Policy]: a rule and a KeyFunc); a
-// call must pass all of them. They are asked in order, by [policy.Walk],
-// with the semantics of [ratelimit.Limiter.AllowAll]: the first denial
-// stops the walk, later policies record nothing, and the events the
-// earlier ones recorded are taken back, so a denied call costs no policy
-// anything (best effort while Redis is down: events recorded on Redis then
-// stay). httplimit walks its policies the same way.
+// call must pass all of them. They are asked in order (those with a Cost
+// first, see below), by [policy.Walk], with the semantics of
+// [ratelimit.Limiter.AllowAll]: the first denial stops the walk, later
+// policies record nothing, and the events the earlier ones recorded are
+// taken back, so a denied call costs no policy anything (best effort while
+// Redis is down: events recorded on Redis then stay). httplimit walks its policies the same way.
+//
+// # Costs known after the work
+//
+// A method whose calls cost what only their answer says, such as a
+// language model's completion counted in tokens, limits that cost with a
+// policy that has a Cost: a function of the call (its context, method and
+// request message; nil for a stream) that estimates it. The interceptor
+// reserves the estimate ([ratelimit.Limiter.Reserve]), and the handler
+// settles the real cost with [Settle] in the context it was given (a
+// stream's ServerStream.Context()): what was not used is given back at
+// once, the extra is charged, even past the limit. A reservation the
+// handler does not settle stands: the estimate is the call's cost, and
+// nothing settles it when the call ends. Reserving policies are asked
+// before the other rate policies, so that a later denial cancels their
+// reservations, and the metadata reports what the Reserve answered.
+// [Settle] returns an error wrapping [ratelimit.ErrNoReservation] when the
+// interceptor reserved nothing for the call, and one wrapping
+// [ratelimit.ErrSettled] when the call was settled before. httplimit's
+// policies reserve the same way ([policy.Settle] is both adapters').
 //
 // # What the client sees
 //

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
@@ -181,4 +182,59 @@ func ExampleStreamServerInterceptor() {
 	// OK SERVING ["per-client";r=0;t=1, "global";r=998;t=1]
 	// ResourceExhausted UNKNOWN ["per-client";r=0;t=1]
 	// global quota left: 998
+}
+
+// A method limited in tokens per caller, whose cost is known only once the
+// answer is written, as a language model's completion: the policy reserves
+// the estimate the call's metadata gives, and the handler settles the
+// tokens it used, so that the rest is free again for the next call.
+func ExampleSettle() {
+	env, err := ratelimittest.NewLimiter(ratelimit.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer env.Close()
+	lim := env.Limiter
+
+	maxTokens := func(ctx context.Context, fullMethod string, req any) int {
+		v := metadata.ValueFromIncomingContext(ctx, "x-max-tokens")
+		if len(v) == 0 {
+			return 256 // no estimate from the caller: a default
+		}
+		n, _ := strconv.Atoi(v[0])
+		return min(max(n, 1), 1000) // within the rule's Rate
+	}
+	tokens := ratelimit.Rule{Name: "tokens", Limit: ratelimit.PerMinute(1000)}
+	methods := grpclimit.Methods{"/grpc.health.v1.Health/Check": {
+		{Rule: tokens, Key: grpclimit.Metadata("x-client-id"), Cost: maxTokens},
+	}}
+	// The handler's part, in an interceptor here since the health
+	// service's handler is not ours: serve, then settle what was used.
+	complete := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		resp, err := handler(ctx, req)
+		used := 120 // the tokens of the answer, known once it is written
+		if err := grpclimit.Settle(ctx, used); err != nil {
+			return nil, err
+		}
+		return resp, err
+	}
+	client, stopServer := exampleServer(grpc.ChainUnaryInterceptor(grpclimit.UnaryServerInterceptor(lim, methods, grpclimit.Options{}), complete))
+	defer stopServer()
+
+	for _, estimate := range []string{"800", "800", ""} {
+		ctx := metadata.AppendToOutgoingContext(context.Background(), "x-client-id", "c1")
+		if estimate != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, "x-max-tokens", estimate)
+		}
+		var header metadata.MD
+		_, err := client.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&header))
+		show(err, header)
+	}
+	left, _ := lim.Peek(context.Background(), tokens, "header:X-Client-Id:c1")
+	fmt.Println("tokens left:", left.Remaining)
+	// Output:
+	// OK ratelimit: ["tokens";r=200;t=60]
+	// OK ratelimit: ["tokens";r=80;t=60]
+	// OK ratelimit: ["tokens";r=504;t=60]
+	// tokens left: 640
 }

@@ -39,6 +39,22 @@ type Policy struct {
 	Rules policy.RuleSource
 	// RuleName names the policy's rule in Rules (required with Rules).
 	RuleName string
+	// Cost, when set, makes the policy reserve, for calls whose real cost
+	// is known only once they are served (the tokens of a language
+	// model's answer): the interceptor reserves Cost(ctx, fullMethod, req)
+	// events, an estimate, with ratelimit.Limiter.Reserve instead of
+	// asking for one event, and the handler settles the reservation at the
+	// real cost with Settle(ctx, actual), in its own context (a stream's:
+	// ServerStream.Context()). A reservation the handler does not settle
+	// stands as reserved. req is a unary call's request message, and nil
+	// for a stream, decided when it opens, before its first message (read
+	// the estimate from ctx's metadata then). An estimate outside 1..the
+	// rule's Rate fails the call with codes.Internal, logged with an error
+	// wrapping ratelimit.ErrInvalidN: clamp it, or refuse such calls in an
+	// interceptor before this one. The rule must take reservations: a
+	// Concurrency rule is a setup mistake, and a GCRA rule is
+	// ratelimit.ErrInvalidRule for now.
+	Cost func(ctx context.Context, fullMethod string, req any) int
 }
 
 // Methods says which policies limit which methods. Each entry's name is
@@ -124,6 +140,14 @@ type Options struct {
 // recorded. Put the policy most likely to deny first, and a denied call
 // rarely records anything.
 //
+// A policy with a Cost reserves its estimate of the call's cost (see
+// ratelimit.Limiter.Reserve), and is asked before the other rate policies,
+// so that a later denial cancels its reservation: a denied call costs it
+// nothing either. Once the call is allowed, the handler settles the
+// reservation at the real cost with Settle, in the context it is given;
+// one it does not settle stands as reserved. The header metadata reports
+// what the Reserve answered.
+//
 // A policy with a Concurrency rule (see ratelimit.Rule.Leases) bounds the
 // calls in progress rather than their rate: it is asked after every rate
 // policy allowed the call, takes a slot held while the handler runs (a
@@ -161,7 +185,7 @@ type Options struct {
 func UnaryServerInterceptor(l *ratelimit.Limiter, methods Methods, opts Options) grpc.UnaryServerInterceptor {
 	g := newGuard(l, methods, opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		md, held, err := g.decide(ctx, info.FullMethod)
+		md, held, err := g.decide(ctx, info.FullMethod, req)
 		if md != nil {
 			// It fails only before the call's header is sent, which it
 			// cannot have been yet, or outside a server's call.
@@ -173,19 +197,20 @@ func UnaryServerInterceptor(l *ratelimit.Limiter, methods Methods, opts Options)
 		if held != nil {
 			defer policy.Release(context.WithoutCancel(ctx), held)
 		}
-		return handler(ctx, req)
+		return handler(policy.WithReservations(ctx, held), req)
 	}
 }
 
 // StreamServerInterceptor returns an interceptor that limits the streaming
 // calls of a server as UnaryServerInterceptor limits unary ones: each
-// stream counts as one event when it opens, however many messages it then
+// stream counts as one event when it opens (a reserving policy's estimate,
+// settled in the stream's context), however many messages it then
 // carries. A denied stream fails before its handler runs, and the client
 // sees the status on its first Recv (or CloseAndRecv).
 func StreamServerInterceptor(l *ratelimit.Limiter, methods Methods, opts Options) grpc.StreamServerInterceptor {
 	g := newGuard(l, methods, opts)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		md, held, err := g.decide(ss.Context(), info.FullMethod)
+		md, held, err := g.decide(ss.Context(), info.FullMethod, nil)
 		if md != nil {
 			_ = ss.SetHeader(md) // as in UnaryServerInterceptor
 		}
@@ -195,9 +220,21 @@ func StreamServerInterceptor(l *ratelimit.Limiter, methods Methods, opts Options
 		if held != nil {
 			defer policy.Release(context.WithoutCancel(ss.Context()), held)
 		}
+		if ctx := policy.WithReservations(ss.Context(), held); ctx != ss.Context() {
+			ss = &reservingStream{ServerStream: ss, ctx: ctx}
+		}
 		return handler(srv, ss)
 	}
 }
+
+// reservingStream is a stream whose context carries its reservations
+// (see policy.WithReservations), for Settle in its handler.
+type reservingStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *reservingStream) Context() context.Context { return s.ctx }
 
 // Validate reports whether the interceptors of (l, methods, opts) are set
 // up correctly: nil, or an error wrapping ErrInvalidSetup (and
@@ -309,6 +346,9 @@ func compilePolicies(method string, policies []Policy) ([]Policy, error) {
 		if err := rule.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: method %q: policy %d: %w", ErrInvalidSetup, method, i, err)
 		}
+		if p.Cost != nil && rule.Leases() {
+			return nil, fmt.Errorf("%w: method %q: policy %d (%q) has a Cost and a Concurrency rule, which takes no reservation", ErrInvalidSetup, method, i, rule.Name)
+		}
 		if p.Name == "" {
 			p.Name = rule.Name
 		}
@@ -334,12 +374,13 @@ func (g *guard) policies(fullMethod string) []Policy {
 // skip marks a policy NoKeyAllow left out.
 const skip = ""
 
-// decide asks the policies of fullMethod about the call in ctx. It returns
-// the header metadata to send (nil when no policy was asked), and the
-// outcomes whose concurrency slots the call holds until its handler
-// returns (nil when none does) with a nil error, or the status error the
-// call fails with.
-func (g *guard) decide(ctx context.Context, fullMethod string) (metadata.MD, []policy.Outcome, error) {
+// decide asks the policies of fullMethod about the call in ctx, whose
+// request is req (nil for a stream). It returns the header metadata to
+// send (nil when no policy was asked), and the outcomes that hold a
+// concurrency slot until the handler returns or a reservation for the
+// handler to settle (nil when none does) with a nil error, or the status
+// error the call fails with.
+func (g *guard) decide(ctx context.Context, fullMethod string, req any) (metadata.MD, []policy.Outcome, error) {
 	if g.err != nil {
 		return nil, nil, g.fail(ctx, fullMethod, g.err)
 	}
@@ -367,7 +408,11 @@ func (g *guard) decide(ctx context.Context, fullMethod string) (metadata.MD, []p
 				return nil, nil, g.fail(ctx, fullMethod, fmt.Errorf("grpclimit: policy %q: %w", p.Name, err))
 			}
 		}
-		entries = append(entries, policy.Entry{Name: p.Name, Rule: rule, Key: k})
+		e := policy.Entry{Name: p.Name, Rule: rule, Key: k}
+		if p.Cost != nil {
+			e.Reserve, e.Cost = true, p.Cost(ctx, fullMethod, req)
+		}
+		entries = append(entries, e)
 	}
 	if len(entries) == 0 { // every policy skipped by NoKeyAllow
 		return nil, nil, nil
@@ -385,12 +430,13 @@ func (g *guard) decide(ctx context.Context, fullMethod string) (metadata.MD, []p
 }
 
 // holding returns the outcomes of outcomes that hold a slot of a
-// concurrency policy (see policy.Outcome.Lease), in a slice of their own;
-// nil when none does.
+// concurrency policy (see policy.Outcome.Lease) or a reservation (see
+// policy.Outcome.Reservation), in a slice of their own; nil when none
+// does.
 func holding(outcomes []policy.Outcome) []policy.Outcome {
 	var held []policy.Outcome
 	for _, o := range outcomes {
-		if o.Lease != nil {
+		if o.Lease != nil || o.Reservation != nil {
 			held = append(held, o)
 		}
 	}

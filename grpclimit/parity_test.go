@@ -1,6 +1,7 @@
 package grpclimit_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -20,26 +21,30 @@ import (
 // same bytes in every rate limit field, deny the same requests, and name
 // the denying policy the same way in the problem body and the
 // QuotaFailure. The stack has an enforced policy, one in dry run with a
-// penalty, and one with a penalty that warns and bans, named with '"', '%'
-// and non-ASCII bytes; half-way through, Redis goes down.
+// penalty, one with a penalty that warns and bans, named with '"', '%'
+// and non-ASCII bytes, and one that reserves an estimate nobody settles;
+// half-way through, Redis goes down.
 func TestSameFieldsAsHTTP(t *testing.T) {
 	site := ratelimit.Rule{Name: "site", Limit: ratelimit.PerMinute(100)}
 	watch := ratelimit.Rule{Name: "watch", Limit: ratelimit.PerMinute(1), DryRun: true,
 		Penalty: &ratelimit.Penalty{WarnAfter: 1, BanAfter: 2, BanFor: time.Hour}}
 	coupon := ratelimit.Rule{Name: "coupon", Limit: ratelimit.PerMinute(2),
 		Penalty: &ratelimit.Penalty{WarnAfter: 1, BanAfter: 3, BanFor: 10 * time.Minute}}
-	names := []string{`site "all"`, "watch 50%", "coupon café"}
+	tokens := ratelimit.Rule{Name: "tokens", Limit: ratelimit.PerHour(100)}
+	names := []string{`site "all"`, "watch 50%", "coupon café", "tokens"}
 
 	httpEnv, grpcEnv := newEnv(t), newEnv(t)
 	route := httplimit.Stack(httpEnv.lim, []httplimit.Policy{
 		{Name: names[0], Rule: site, Key: httplimit.Global()},
 		{Name: names[1], Rule: watch, Key: httplimit.Global()},
 		{Name: names[2], Rule: coupon, Key: httplimit.Global()},
+		{Name: names[3], Rule: tokens, Key: httplimit.Global(), Cost: func(*http.Request) int { return 15 }},
 	}, httplimit.Options{DegradedHeader: true, Logger: discard})(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	client := unaryServer(t, grpcEnv, "", grpclimit.Methods{check: {
 		{Name: names[0], Rule: site, Key: grpclimit.Global()},
 		{Name: names[1], Rule: watch, Key: grpclimit.Global()},
 		{Name: names[2], Rule: coupon, Key: grpclimit.Global()},
+		{Name: names[3], Rule: tokens, Key: grpclimit.Global(), Cost: func(context.Context, string, any) int { return 15 }},
 	}}, grpclimit.Options{DegradedHeader: true})
 
 	fields := []struct{ http, grpc string }{

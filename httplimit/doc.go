@@ -34,13 +34,40 @@
 // # Several rules on one route
 //
 // [Stack] applies several policies ([Policy]: a rule and a KeyFunc) to a
-// route: a request must pass all of them. They are asked in order, by
-// [policy.Walk], with the semantics of [ratelimit.Limiter.AllowAll]: the
-// first denial stops the walk, later policies record nothing, and the
-// events the earlier ones recorded are taken back, so a denied request
-// costs no policy anything (best effort while Redis is down: events
-// recorded on Redis then stay). The gRPC interceptors of module grpclimit
+// route: a request must pass all of them. They are asked in order (those
+// with a Cost first, see below), by [policy.Walk], with the semantics of
+// [ratelimit.Limiter.AllowAll]: the first denial stops the walk, later
+// policies record nothing, and the events the earlier ones recorded are
+// taken back, so a denied request costs no policy anything (best effort
+// while Redis is down: events recorded on Redis then stay). The gRPC interceptors of module grpclimit
 // walk their policies the same way.
+//
+// # Costs known after the work
+//
+// A route whose requests cost what only their answer says, such as a
+// language model's completion counted in tokens, limits that cost with a
+// policy that has a Cost: a function of the request that estimates it
+// (its max_tokens). The middleware reserves the estimate
+// ([ratelimit.Limiter.Reserve]), and the handler settles the real cost
+// through the request's context with [Settle]: what was not used is given
+// back at once, the extra is charged, even past the limit, and the user's
+// next requests wait for it. A reservation the handler does not settle
+// stands: the estimate is the request's cost, and nothing settles it when
+// the request ends. Reserving policies are asked before the other rate
+// policies, so that a later denial cancels their reservations, and the
+// RateLimit fields report what the Reserve answered.
+//
+//	tokens := ratelimit.Rule{Name: "tokens", Limit: ratelimit.PerMinute(10000)}
+//	complete := httplimit.Policy{Rule: tokens, Key: httplimit.User(userID), Cost: maxTokens}
+//	mux.Handle("POST /complete", httplimit.Stack(lim, []httplimit.Policy{complete}, httplimit.Options{})(h))
+//	// in h, once the answer is written:
+//	httplimit.Settle(r.Context(), used)
+//
+// [Settle] returns an error wrapping [ratelimit.ErrNoReservation] when
+// the middleware reserved nothing for the request, and one wrapping
+// [ratelimit.ErrSettled] when the request was settled before. An estimate
+// outside 1..the rule's Rate goes to [Options].OnError with an error
+// wrapping [ratelimit.ErrInvalidN].
 //
 // # Responses
 //

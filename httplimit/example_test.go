@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
@@ -193,4 +194,51 @@ func ExampleValidate() {
 	// Output:
 	// true true
 	// <nil>
+}
+
+// A completion route limited in tokens per user, whose cost is known only
+// once the answer is written: the policy reserves the request's max_tokens,
+// and the handler settles the tokens it used, so that the rest is free
+// again for the user's next request.
+func ExampleSettle() {
+	env, err := ratelimittest.NewLimiter(ratelimit.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer env.Close()
+	lim := env.Limiter
+
+	complete := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		used := 120 // the tokens of the answer, known once it is written
+		if err := httplimit.Settle(r.Context(), used); err != nil {
+			panic(err)
+		}
+		fmt.Fprintf(w, "%d tokens\n", used)
+	})
+	user := httplimit.User(func(r *http.Request) (string, bool) {
+		id := r.Header.Get("X-User-ID")
+		return id, id != ""
+	})
+	maxTokens := func(r *http.Request) int {
+		n, err := strconv.Atoi(r.URL.Query().Get("max_tokens"))
+		if err != nil {
+			return 256 // no estimate from the client: a default
+		}
+		return min(max(n, 1), 1000) // within the rule's Rate
+	}
+	tokens := ratelimit.Rule{Name: "tokens", Limit: ratelimit.PerMinute(1000)}
+	h := httplimit.Stack(lim, []httplimit.Policy{{Rule: tokens, Key: user, Cost: maxTokens}}, httplimit.Options{})(complete)
+
+	for _, target := range []string{"/complete?max_tokens=800", "/complete?max_tokens=800", "/complete"} {
+		r := httptest.NewRequest("POST", target, nil)
+		r.Header.Set("X-User-ID", "alice")
+		show(h, r)
+	}
+	left, _ := lim.Peek(context.Background(), tokens, "user:alice")
+	fmt.Println("tokens left:", left.Remaining)
+	// Output:
+	// 200 RateLimit: "tokens";r=200;t=60
+	// 200 RateLimit: "tokens";r=80;t=60
+	// 200 RateLimit: "tokens";r=504;t=60
+	// tokens left: 640
 }

@@ -34,6 +34,19 @@ type Policy struct {
 	Rules policy.RuleSource
 	// RuleName names the policy's rule in Rules (required with Rules).
 	RuleName string
+	// Cost, when set, makes the policy reserve, for requests whose real
+	// cost is known only once they are served (the tokens of a language
+	// model's answer): the middleware reserves Cost(r) events, an
+	// estimate, with ratelimit.Limiter.Reserve instead of asking for one
+	// event, and the handler settles the reservation at the real cost with
+	// Settle(r.Context(), actual). A reservation the handler does not
+	// settle stands as reserved. An estimate outside 1..the rule's Rate
+	// goes to Options.OnError with an error wrapping ratelimit.ErrInvalidN:
+	// clamp it, or refuse such requests before the middleware. Cost must
+	// leave r.Body unread, or put back what it read. The rule must take
+	// reservations: a Concurrency rule is a setup mistake, and a GCRA rule
+	// is ratelimit.ErrInvalidRule for now.
+	Cost func(r *http.Request) int
 }
 
 // NoKeyPolicy says what the middleware does with a request that a KeyFunc
@@ -123,6 +136,14 @@ func Limit(l *ratelimit.Limiter, rule ratelimit.Rule, key KeyFunc, opts Options)
 // best effort: while Redis cannot be used, events recorded on Redis stay
 // recorded. Put the policy most likely to deny first, and a denied request
 // rarely records anything.
+//
+// A policy with a Cost reserves its estimate of the request's cost (see
+// ratelimit.Limiter.Reserve), and is asked before the other rate policies,
+// so that a later denial cancels its reservation: a denied request costs
+// it nothing either. Once the request is allowed, the wrapped handler
+// settles the reservation at the real cost with Settle, through the
+// request's context; one it does not settle stands as reserved. The
+// RateLimit fields report what the Reserve answered.
 //
 // A policy with a Concurrency rule (see ratelimit.Rule.Leases) bounds the
 // requests in progress rather than their rate: it is asked after every
@@ -216,6 +237,9 @@ func newMiddleware(l *ratelimit.Limiter, policies []Policy, opts Options) (*midd
 		if err := rule.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: policy %d: %w", ErrInvalidSetup, i, err)
 		}
+		if p.Cost != nil && rule.Leases() {
+			return nil, fmt.Errorf("%w: policy %d (%q) has a Cost and a Concurrency rule, which takes no reservation", ErrInvalidSetup, i, rule.Name)
+		}
 		if p.Name == "" {
 			p.Name = rule.Name
 		}
@@ -257,7 +281,11 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 				return
 			}
 		}
-		entries = append(entries, policy.Entry{Name: p.Name, Rule: rule, Key: k})
+		e := policy.Entry{Name: p.Name, Rule: rule, Key: k}
+		if p.Cost != nil {
+			e.Reserve, e.Cost = true, p.Cost(r)
+		}
+		entries = append(entries, e)
 	}
 	if len(entries) == 0 { // every policy skipped by NoKeyAllow
 		next.ServeHTTP(w, r)
@@ -281,6 +309,10 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	// The slots of concurrency policies are held while next serves the
 	// request, and given back when it returns or panics.
 	defer policy.Release(context.WithoutCancel(r.Context()), outcomes)
+	// The reservations go to next in the request's context, for Settle.
+	if ctx := policy.WithReservations(r.Context(), outcomes); ctx != r.Context() {
+		r = r.WithContext(ctx)
+	}
 	next.ServeHTTP(w, r)
 }
 

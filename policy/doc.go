@@ -18,6 +18,22 @@
 // on Redis stay recorded. A policy in dry run ([ratelimit.Rule.DryRun])
 // never denies. Walk returns an [Outcome] per policy asked.
 //
+// # Reservations
+//
+// A policy may reserve instead ([Entry].Reserve): for a request whose real
+// cost is known only once it is served, such as the tokens of a language
+// model's answer, it takes an estimate, its Cost, with
+// [ratelimit.Limiter.Reserve], and the request's handler settles it at
+// the real cost once known ([Settle]): what was not used is given back,
+// the extra is charged, even past the limit. Walk asks the reserving
+// policies first, so that a later denial cancels their reservations and
+// a denied request costs them nothing either. An adapter hands the
+// reservations of an allowed request to its handler in the request's
+// context ([WithReservations]); [Settle] settles every one of them,
+// [Reservations] lists them. A reservation nobody settles stands as
+// reserved: nothing settles it when the request ends. The fields report
+// what the Reserve answered.
+//
 // # The fields
 //
 // [Format] writes the outcomes of one request as the fields of

@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 	_ "time/tzdata" // Europe/Berlin wherever the examples run
@@ -105,4 +106,38 @@ func ExampleWalk_kinds() {
 	// Output:
 	// RateLimit-Policy: "api";q=20;w=1, "daily";q=1000;w=90000
 	// RateLimit: "api";r=19;t=1, "daily";r=999;t=54000
+}
+
+// A request that reserves an estimate of the tokens a language model will
+// answer with, per user, and settles the real count once it is known: the
+// tokens not used are free again for the next request.
+func ExampleSettle() {
+	env, err := ratelimittest.NewLimiter(ratelimit.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer env.Close()
+	ctx := context.Background()
+
+	tokens := ratelimit.Rule{Name: "tokens", Limit: ratelimit.PerMinute(1000)}
+	entries := []policy.Entry{{Rule: tokens, Key: "alice", Reserve: true, Cost: 400}}
+	out, err := policy.Walk(ctx, env.Limiter, entries, nil)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("RateLimit:", policy.Format(out).RateLimit)
+
+	// The adapter hands the reservation to the handler in the request's
+	// context; the handler settles it once the answer is written.
+	req := policy.WithReservations(ctx, out)
+	if err := policy.Settle(req, 120); err != nil {
+		panic(err)
+	}
+	left, _ := env.Peek(ctx, tokens, "alice")
+	fmt.Println("tokens left after settling at 120:", left.Remaining)
+	fmt.Println(errors.Is(policy.Settle(req, 120), ratelimit.ErrSettled))
+	// Output:
+	// RateLimit: "tokens";r=600;t=60
+	// tokens left after settling at 120: 880
+	// true
 }

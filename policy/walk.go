@@ -22,6 +22,17 @@ type Entry struct {
 	Rule ratelimit.Rule
 	// Key is the bucket the request counts in under Rule.
 	Key string
+	// Reserve makes the policy take a reservation of Cost events with
+	// [ratelimit.Limiter.Reserve], instead of one event, for a request
+	// whose real cost is known only once it is served (the tokens of a
+	// language model's answer): the request's handler settles it with the
+	// real cost (see [Settle]). Reserve takes rate rules only; a
+	// Concurrency rule, and for now a GCRA rule, is
+	// ratelimit.ErrInvalidRule.
+	Reserve bool
+	// Cost is the estimate a policy with Reserve reserves: 1 to the Rule's
+	// Rate, or ratelimit.ErrInvalidN. Without Reserve it is not used.
+	Cost int
 }
 
 // Outcome is what one policy answered about one request.
@@ -45,6 +56,12 @@ type Outcome struct {
 	// is nil for every other policy, and when the walk was denied or
 	// failed (Walk gave the slots back).
 	Lease *ratelimit.Lease
+	// Reservation holds the events a reserving policy (Entry.Reserve)
+	// reserved for the request when the walk allowed it, until the
+	// request's real cost settles it (see ratelimit.Reservation.Settle,
+	// and Settle in this package). It is nil for every other policy, and
+	// when the walk was denied or failed: Walk cancelled it.
+	Reservation *ratelimit.Reservation
 }
 
 // Seconds returns the t of o: for a denial, or the denial a policy in dry
@@ -74,21 +91,30 @@ func Denial(outcomes []Outcome) (*Outcome, bool) {
 // stops the walk, later policies are not asked, and the events that the
 // earlier policies recorded are taken back (best effort while Redis cannot
 // be used), so a denied request costs no policy anything, and the
-// Remaining of their Outcomes counts the request's event as left. A policy
+// Remaining of their Outcomes counts the request's events as left. A policy
 // in dry run never denies. The request is allowed when the last Outcome is.
+//
+// Reserving policies (Entry.Reserve) are asked first, in their order, each
+// with [ratelimit.Limiter.Reserve] for its Cost; then the other rate
+// policies, in their order, with AllowAll. A denial or an error at any
+// point cancels the reservations taken before it, so that it costs the
+// reserving policies nothing either. When the request is allowed, each
+// reserving policy's Outcome holds its Reservation, for the request's
+// handler to settle (see Settle); one never settled stands as reserved.
 //
 // Concurrency policies (see ratelimit.Rule.Leases) are asked last, in
 // their order, once every rate policy allowed the request: each takes a
 // slot with Acquire, held in its Outcome's Lease until Release. When one
 // has no free slot, the slots taken before it are given back and it is the
-// denial; the rate policies' events stay recorded (the request passed
-// them).
+// denial; the other rate policies' events stay recorded (the request
+// passed them), and the reservations are cancelled (the work is not done).
 //
 // An error stops the walk the same way and takes back what was recorded:
 // it names the policy that failed and wraps the Limiter's error
 // ([ratelimit.ErrInvalidRule], [ratelimit.ErrInvalidKey] for an empty key,
-// [ratelimit.ErrClosed], the context's error, ...), and dst then holds the
-// outcomes of the policies asked before it. A nil l is ErrNoLimiter.
+// [ratelimit.ErrInvalidN] for a Cost outside 1..Rate, [ratelimit.ErrClosed],
+// the context's error, ...), and dst then holds the outcomes of the
+// policies asked before it. A nil l is ErrNoLimiter.
 func Walk(ctx context.Context, l *ratelimit.Limiter, entries []Entry, dst []Outcome) ([]Outcome, error) {
 	if l == nil {
 		return dst, ErrNoLimiter
@@ -100,14 +126,29 @@ func Walk(ctx context.Context, l *ratelimit.Limiter, entries []Entry, dst []Outc
 	var rates, slots [4]int
 	rate, slot := rates[:0], slots[:0]
 	checks := buf[:0]
+	start := len(dst)
 	for i := range entries {
-		if entries[i].Rule.Leases() {
+		e := &entries[i]
+		switch {
+		case e.Reserve:
+			rv, res, err := l.Reserve(ctx, e.Rule, e.Key, e.Cost)
+			if err != nil {
+				cancel(ctx, dst[start:])
+				return dst, fmt.Errorf("policy %q: %w", named(*e).Name, err)
+			}
+			dst = append(dst, Outcome{Entry: named(*e), Window: window(l, e.Rule), Result: res, Reservation: rv})
+			if !res.Allowed {
+				cancel(ctx, dst[start:])
+				return dst, nil
+			}
+		case e.Rule.Leases():
 			slot = append(slot, i)
-			continue
+		default:
+			rate = append(rate, i)
+			checks = append(checks, ratelimit.Check{Rule: e.Rule, Key: e.Key})
 		}
-		rate = append(rate, i)
-		checks = append(checks, ratelimit.Check{Rule: entries[i].Rule, Key: entries[i].Key})
 	}
+	reserved := len(dst) // the reserving policies' outcomes are dst[start:reserved]
 	if len(checks) > 0 {
 		results, err := l.AllowAll(ctx, checks)
 		for i := range results {
@@ -115,6 +156,7 @@ func Walk(ctx context.Context, l *ratelimit.Limiter, entries []Entry, dst []Outc
 			dst = append(dst, Outcome{Entry: named(*e), Window: window(l, e.Rule), Result: results[i]})
 		}
 		if err != nil {
+			cancel(ctx, dst[start:reserved])
 			name := "?"
 			if i := len(results); i < len(rate) {
 				name = named(entries[rate[i]]).Name
@@ -122,6 +164,7 @@ func Walk(ctx context.Context, l *ratelimit.Limiter, entries []Entry, dst []Outc
 			return dst, fmt.Errorf("policy %q: %w", name, err)
 		}
 		if !results[len(results)-1].Allowed {
+			cancel(ctx, dst[start:reserved])
 			return dst, nil
 		}
 	}
@@ -131,15 +174,41 @@ func Walk(ctx context.Context, l *ratelimit.Limiter, entries []Entry, dst []Outc
 		le, res, err := l.Acquire(ctx, e.Rule, e.Key)
 		if err != nil {
 			Release(context.WithoutCancel(ctx), dst[held:])
+			cancel(ctx, dst[start:reserved])
 			return dst, fmt.Errorf("policy %q: %w", named(*e).Name, err)
 		}
 		dst = append(dst, Outcome{Entry: named(*e), Window: window(l, e.Rule), Result: res, Lease: le})
 		if !res.Allowed {
 			Release(context.WithoutCancel(ctx), dst[held:])
+			cancel(ctx, dst[start:reserved])
 			return dst, nil
 		}
 	}
 	return dst, nil
+}
+
+// cancel cancels the reservations of outcomes, whose walk was denied or
+// failed, and counts their events as left again in their Results, as
+// AllowAll does for the events it takes back. It does not wait on a
+// caller's context that ended: the request is over. A reservation that
+// cannot be cancelled (a closed Limiter) stands.
+func cancel(ctx context.Context, outcomes []Outcome) {
+	for i := range outcomes {
+		o := &outcomes[i]
+		rv := o.Reservation
+		if rv == nil {
+			continue
+		}
+		o.Reservation = nil
+		if rv.Cancel(context.WithoutCancel(ctx)) != nil || o.Result.DryRun {
+			continue // a dry run's reservation over the limit recorded nothing
+		}
+		r := &o.Result
+		r.Remaining = min(r.Remaining+rv.Reserved(), r.Limit)
+		if r.Remaining == r.Limit {
+			r.ResetAfter = 0
+		}
+	}
 }
 
 // Release gives back the slots the concurrency policies of outcomes hold

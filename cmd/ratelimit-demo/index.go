@@ -30,6 +30,9 @@ var shopRoutes = []shopRoute{
 		[]string{"127.0.0.1", "::/64"}},
 	{"POST /exports", exportRule.Name,
 		"<code>user:</code> and the <code>" + userHeader + "</code> header's value, as for coupons: the leases held now", []string{"user:alice"}},
+	{"POST /complete", tokensRule.Name,
+		"<code>user:</code> and the <code>" + userHeader + "</code> header's value, as for coupons: the tokens of the user's completions, " +
+			"each reserved as its <code>max_tokens</code> and settled at its answer's length (httplimit.Settle)", []string{"user:alice"}},
 }
 
 var indexPage = template.Must(template.New("index").Funcs(template.FuncMap{

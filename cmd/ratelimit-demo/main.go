@@ -21,7 +21,9 @@
 // through the proxy: then the demo plays act 1 only, and says so. -serve starts an HTTP server whose
 // routes are limited with package httplimit as a shop would limit them: a
 // flash sale for everyone at once, coupon claims per user, merchant pages
-// per client IP. Their limits come from a rules file (-rules, or a copy of
+// per client IP, and a fake language model's completions in tokens per
+// user, each reserving its max_tokens and settling the tokens its answer
+// used. Their limits come from a rules file (-rules, or a copy of
 // the default rules.yaml), reloaded while the server runs, and a read-only
 // page on loopback shows the rules in force and any key's state, and which
 // route uses which rule and the key each request is counted under.

@@ -22,13 +22,13 @@ func TestDefaultRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []ratelimit.Rule{flashSaleRule, couponRule, merchantRule, exportRule} {
+	for _, want := range []ratelimit.Rule{flashSaleRule, couponRule, merchantRule, exportRule, tokensRule} {
 		got, ok := s.Rule(want.Name)
 		if !ok || !reflect.DeepEqual(got, want) {
 			t.Errorf("rules.yaml has %+v, want %+v", got, want)
 		}
 	}
-	if !reflect.DeepEqual(s.Names(), []string{"shop:coupon", "shop:export", "shop:flash-sale", "shop:merchant"}) {
+	if !reflect.DeepEqual(s.Names(), []string{"shop:coupon", "shop:export", "shop:flash-sale", "shop:merchant", "shop:tokens"}) {
 		t.Errorf("rules.yaml has the rules %q", s.Names())
 	}
 	if gold, _ := s.For(couponRule.Name, "user:gold"); gold.Limit.Rate != 30 {
@@ -98,7 +98,7 @@ func TestRulesFile(t *testing.T) {
 	if err := run(&out, "", "", "", "", "mine.yaml"); err == nil {
 		t.Fatal("-rules without -serve was accepted")
 	}
-	if got := describeRules(builtin); got != "shop:coupon 3 per 1m0s, shop:export 2 at once (leases of 30s), shop:flash-sale 100 per 10s, shop:merchant 5 per 1s" {
+	if got := describeRules(builtin); got != "shop:coupon 3 per 1m0s, shop:export 2 at once (leases of 30s), shop:flash-sale 100 per 10s, shop:merchant 5 per 1s, shop:tokens 4000 per 1m0s" {
 		t.Fatalf("describeRules: %q", got)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -36,7 +37,7 @@ var builtin, _ = rules.Parse(defaultRules)
 
 // shopRules names the rule of each route, in the order of the routes:
 // the rules a rules file must have (WatchOptions.Require).
-var shopRules = []string{flashSaleRule.Name, couponRule.Name, merchantRule.Name, exportRule.Name}
+var shopRules = []string{flashSaleRule.Name, couponRule.Name, merchantRule.Name, exportRule.Name, tokensRule.Name}
 
 // The shop's rules, one per route, as defaultRules writes them (without
 // its overrides).
@@ -55,7 +56,24 @@ var (
 	// an export's slot lives 30 seconds unless renewed (the middleware
 	// holds it while the export runs, and gives it back when it ends).
 	exportRule = ratelimit.Rule{Name: "shop:export", Kind: ratelimit.Concurrency, Limit: ratelimit.Limit{Rate: 2, Window: 30 * time.Second}}
+	// tokensRule bounds what a user's completions cost the shop's model:
+	// 4000 tokens in any minute. A request reserves its max_tokens (an
+	// estimate) and settles the tokens its answer used.
+	tokensRule = ratelimit.Rule{Name: "shop:tokens", Limit: ratelimit.PerMinute(4000)}
 )
+
+// The fake model behind POST /complete: its answers are at most
+// modelMaxTokens long, or max_tokens when the request says so. A request
+// without max_tokens reserves defaultEstimate, and its answer may cost
+// more.
+const (
+	modelMaxTokens  = 1000
+	defaultEstimate = 256
+)
+
+// answerTokens is how many tokens the fake model's answer takes, at most
+// limit: a random length, as a model's.
+var answerTokens = func(limit int) int { return rand.IntN(limit) + 1 }
 
 // exportTakes is how long an order export runs in this demo.
 var exportTakes = 3 * time.Second
@@ -89,6 +107,9 @@ func shopWith(lim *ratelimit.Limiter, ip httplimit.IPOptions, src policy.RuleSou
 	perUser := route(couponRule.Name, user, opts)
 	perIP := route(merchantRule.Name, httplimit.IP(ip), opts)
 	exports := route(exportRule.Name, user, opts)
+	// Completions reserve an estimate of their tokens, settled by the
+	// handler once the answer is written (httplimit.Settle).
+	completions := httplimit.Stack(lim, []httplimit.Policy{{Rules: src, RuleName: tokensRule.Name, Key: user, Cost: estimateTokens}}, opts)
 
 	mux := http.NewServeMux()
 	mux.Handle("POST /flash-sale/orders", flashSale(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -107,7 +128,65 @@ func shopWith(lim *ratelimit.Limiter, ip httplimit.IPOptions, src policy.RuleSou
 		case <-r.Context().Done(): // the client left, or the slot was lost
 		}
 	})))
+	// A max_tokens the model cannot take is refused before the limit:
+	// it records nothing.
+	mux.Handle("POST /complete", checkMaxTokens(completions(http.HandlerFunc(complete))))
 	return mux
+}
+
+// maxTokens returns the request's max_tokens query parameter, the longest
+// answer it takes: 0 when it has none, an error when it is not a number
+// from 1 to modelMaxTokens.
+func maxTokens(r *http.Request) (int, error) {
+	v := r.URL.Query().Get("max_tokens")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > modelMaxTokens {
+		return 0, fmt.Errorf("max_tokens must be a number from 1 to %d", modelMaxTokens)
+	}
+	return n, nil
+}
+
+// checkMaxTokens refuses a request whose max_tokens is not one, with 400.
+func checkMaxTokens(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := maxTokens(r); err != nil {
+			reply(w, http.StatusBadRequest, `{"error":`+strconv.Quote(err.Error())+`}`)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// estimateTokens is the Cost of a completion: its max_tokens, or
+// defaultEstimate without one.
+func estimateTokens(r *http.Request) int {
+	if n, _ := maxTokens(r); n > 0 {
+		return n
+	}
+	return defaultEstimate
+}
+
+// complete is a fake language model's completion: its answer takes a
+// random number of tokens, up to max_tokens (the model's own limit without
+// one), known only once it is written. It settles the request's
+// reservation at that count: the tokens of the estimate it did not use
+// are free again at once, and an answer longer than the estimate is
+// charged the extra.
+func complete(w http.ResponseWriter, r *http.Request) {
+	limit, _ := maxTokens(r)
+	if limit == 0 {
+		limit = modelMaxTokens
+	}
+	used := answerTokens(limit)
+	if err := httplimit.Settle(r.Context(), used); err != nil {
+		reply(w, http.StatusInternalServerError, `{"error":`+strconv.Quote(err.Error())+`}`)
+		return
+	}
+	reply(w, http.StatusOK, fmt.Sprintf(`{"user":%s,"estimated_tokens":%d,"actual_tokens":%d}`,
+		strconv.Quote(r.Header.Get(userHeader)), estimateTokens(r), used))
 }
 
 func reply(w http.ResponseWriter, status int, body string) {
@@ -274,6 +353,10 @@ func printTips(w io.Writer, base, kept string, proxies []netip.Prefix) {
 
   # Exports: at most 2 running at once per user (the 3rd, while two run, gets 429)
   for i in 1 2 3; do curl -s -o /dev/null -w '%%{http_code}\n' -X POST -H '%[3]s: alice' %[1]s/exports & done; wait
+
+  # Completions of a fake model: 4000 tokens a minute per user; each reserves its
+  # max_tokens (256 without one) and gives back what its answer did not use
+  curl -i -X POST -H '%[3]s: alice' '%[1]s/complete?max_tokens=800'
 
   # Merchant pages: 5 a second per client IP (the 6th gets 429)
   for i in $(seq 6); do curl -s -o /dev/null -w '%%{http_code}\n' %[1]s/merchants/42; done
