@@ -106,7 +106,7 @@ func (r *Reservation) Settle(ctx context.Context, actual int) error {
 		return err
 	}
 	u := &r.u
-	if bound := MaxSettleFactor * u.p.rate; actual < 0 || int64(actual) > bound {
+	if bound := int64(r.MaxSettle()); actual < 0 || int64(actual) > bound {
 		return fmt.Errorf("%w: settling at %d, outside 0..%d (%d times the %s of rule %q)", ErrInvalidN, actual, bound, MaxSettleFactor, u.p.alg.rules.capacity(), u.k.rule)
 	}
 	rep := l.reporter()
@@ -131,6 +131,16 @@ func (r *Reservation) Settle(ctx context.Context, actual int) error {
 // Settle(ctx, 0).
 func (r *Reservation) Cancel(ctx context.Context) error {
 	return r.Settle(ctx, 0)
+}
+
+// MaxSettle returns the most the reservation may settle at:
+// MaxSettleFactor times its rule's Rate (a GCRA rule's Burst); 0 on a nil
+// Reservation.
+func (r *Reservation) MaxSettle() int {
+	if r == nil {
+		return 0
+	}
+	return int(MaxSettleFactor * r.u.p.rate)
 }
 
 // Reserved returns the events the reservation holds, the n of its Reserve

@@ -84,7 +84,7 @@ func Settle(ctx context.Context, actual int) error {
 	}
 	for i := range outcomes {
 		o := &outcomes[i]
-		if bound := ratelimit.MaxSettleFactor * capacity(o.Rule.Limit); actual < 0 || actual > bound {
+		if bound := o.Reservation.MaxSettle(); actual < 0 || actual > bound {
 			return fmt.Errorf("policy %q: %w: settling at %d, outside 0..%d (%d times its rule's capacity)",
 				o.Name, ratelimit.ErrInvalidN, actual, bound, ratelimit.MaxSettleFactor)
 		}
@@ -97,13 +97,4 @@ func Settle(ctx context.Context, actual int) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// capacity is what n may not exceed under limit: its Rate, or a GCRA
-// bucket's Burst.
-func capacity(limit ratelimit.Limit) int {
-	if limit.Burst > 0 {
-		return limit.Burst
-	}
-	return limit.Rate
 }
