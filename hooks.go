@@ -26,9 +26,13 @@ const (
 	// target (a fifth of Options.Timeout), so the call was decided by the
 	// rule's degraded policy instead of queueing (Result.Degraded is set).
 	PathShed
+	// PathPrefetch: the call was allowed in-process from slots the
+	// process took from Redis ahead of its calls (see Rule.Prefetch).
+	PathPrefetch
 )
 
-// String returns "none", "redis", "shield", "local" or "shed".
+// String returns "none", "redis", "shield", "local", "shed" or
+// "prefetch".
 func (p Path) String() string {
 	switch p {
 	case PathRedis:
@@ -39,6 +43,8 @@ func (p Path) String() string {
 		return "local"
 	case PathShed:
 		return "shed"
+	case PathPrefetch:
+		return "prefetch"
 	}
 	return "none"
 }
@@ -178,6 +184,15 @@ type Stats struct {
 	Reservations, ReservationsSettled  uint64
 	ReservedGivenBack, ReservedCharged uint64
 	ReservationDebts                   uint64
+	// PrefetchGrants counts, since the Limiter was made, the grants of
+	// slots Redis made to this process for rules with Prefetch;
+	// PrefetchSlotsGranted the slots they held, PrefetchSlotsUsed those
+	// calls were allowed from (PathPrefetch), and PrefetchSlotsReturned
+	// those given back unused. The rest lapsed unused and leave Redis'
+	// count a Window after their grant, as an allowed call's event does.
+	PrefetchGrants                          uint64
+	PrefetchSlotsGranted, PrefetchSlotsUsed uint64
+	PrefetchSlotsReturned                   uint64
 }
 
 // LocalMeters returns how many meters the local limiter keeps, by kind of
@@ -224,6 +239,9 @@ func (l *Limiter) Stats() Stats {
 	st := &l.settles
 	s.Reservations, s.ReservationsSettled = st.reserved.Load(), st.settled.Load()
 	s.ReservedGivenBack, s.ReservedCharged, s.ReservationDebts = st.givenBack.Load(), st.charged.Load(), st.over.Load()
+	pf := &l.prefetch
+	s.PrefetchGrants, s.PrefetchSlotsGranted = pf.grants.Load(), pf.granted.Load()
+	s.PrefetchSlotsUsed, s.PrefetchSlotsReturned = pf.used.Load(), pf.returned.Load()
 	if conn := l.conn.Load(); conn != nil {
 		s.Connected = true
 		answered, failed := false, false

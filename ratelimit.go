@@ -67,8 +67,9 @@ type Limiter struct {
 	settling            sync.Mutex   // one settling heartbeat at a time (see settled)
 	settleTried         atomic.Int64 // process µs of the last one
 
-	leases  leaseSet // the leases handed out (see lease.go)
-	settles settles  // the reservations' counts, and what their settles owe Redis (see reserve.go)
+	leases   leaseSet   // the leases handed out (see lease.go)
+	settles  settles    // the reservations' counts, and what their settles owe Redis (see reserve.go)
+	prefetch prefetcher // the grants of the pairs of rules with Prefetch (see prefetch.go)
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -291,6 +292,9 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 		}
 		*res = l.withoutRedis(r, p, k, n, peek, s, u, now)
 		return PathLocal, nil
+	}
+	if p.prefetch > 0 && u == nil && !peek {
+		return l.prefetched(ctx, conn, r, p, k, n, now, res)
 	}
 	return l.onRedis(ctx, conn, r, p, k, n, peek, u, now, res)
 }
@@ -675,6 +679,7 @@ func (l *Limiter) Reset(ctx context.Context, rule Rule, key string) error {
 			l.local.reset(k, p, now)
 			l.leases.lose(k)
 			l.settles.resets.reset(k)
+			l.voidGrant(k)
 		},
 		redis: func(keys *pairKeys, p *plan, now int64) (*script.Script, []string, []string) {
 			return resetScript, append([]string{keys.reset, keys.penalty}, keys.meters...), []string{itoa(now), itoa(ttl(p.kept(now)))}
@@ -691,6 +696,7 @@ func (l *Limiter) Close() {
 	l.closeOnce.Do(func() {
 		l.closed.Store(true)
 		l.releaseLeases()
+		l.returnGrants()
 		close(l.done)
 		l.workers.Wait()
 		l.logDroppedAtClose()

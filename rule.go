@@ -51,6 +51,13 @@ type Rule struct {
 	// Result.DryRun set and the other fields saying what enforcing would
 	// have answered. Turn a new rule on in dry run, watch, then enforce.
 	DryRun bool
+	// Prefetch, when positive, lets a process decide a hot key's calls
+	// in-process from slots it took from Redis ahead of them, enough for
+	// at most Prefetch of its recent rate of allowed calls, each slot
+	// usable until Prefetch after the process asked for it, never over the
+	// limit (see docs/prefetch.md). Zero: every call is decided on Redis.
+	// At most min(Window / 10, 500ms); for the exact sliding log only.
+	Prefetch time.Duration
 }
 
 // Validate reports whether the Limiter can enforce r: nil, or an error
@@ -72,6 +79,8 @@ type plan struct {
 
 	// GCRA: Rate, and Window/Rate normalised (see bucket).
 	emit, wq, rq int64
+	// prefetch is Rule.Prefetch in µs (see prefetch.go).
+	prefetch int64
 	// CalendarQuota: the period, its location, and the bounds of the
 	// period that holds the call's time (µs), set by the kind's setTime.
 	period     Period
@@ -100,6 +109,9 @@ func (r *Rule) compile() (plan, error) {
 		p, bad = alg.rules.compile(*r, p)
 	}
 	if bad != "" {
+		return plan{}, fmt.Errorf("%w: rule %q: %s", ErrInvalidRule, r.Name, bad)
+	}
+	if bad := p.setPrefetch(r); bad != "" {
 		return plan{}, fmt.Errorf("%w: rule %q: %s", ErrInvalidRule, r.Name, bad)
 	}
 	if r.Penalty != nil {

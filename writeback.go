@@ -573,6 +573,9 @@ func (l *Limiter) writeBackLoop() {
 		if l.settles.backs.pending() || l.settles.charges.pending() {
 			l.resendSettles(ctx)
 		}
+		if l.prefetch.backs.pending() {
+			l.giveGrantsBack(ctx)
+		}
 		l.logWriteBack(&logged)
 	}
 }

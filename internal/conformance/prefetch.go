@@ -1,0 +1,130 @@
+package conformance
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
+)
+
+// prefetchStep is one call of a prefetch case at an exact time since
+// testkit.Epoch, with the path it must take.
+type prefetchStep struct {
+	at   time.Duration
+	do   op // allow (AllowN when n > 1), peek or reset
+	n    int
+	want R
+	path ratelimit.Path
+}
+
+// hot is 10 per second with Prefetch 20ms: a process that allowed two
+// events in the last 20ms takes slots for the next ones.
+var hot = ratelimit.Rule{Name: "hot", Limit: ratelimit.Limit{Rate: 10, Window: sec}, Prefetch: 20 * ms}
+
+// okAt is an allowed call's Result after a grant: ResetAfter is the
+// window from the slot's stamp, the grant's time plus Prefetch.
+func okAt(remaining int, reset time.Duration) R { return ok(10, remaining, reset) }
+
+var prefetchCases = []struct {
+	name  string
+	steps []prefetchStep
+}{
+	{
+		name: "a cold pair asks Redis; a hot one takes slots and uses them in-process, never over the Rate",
+		steps: []prefetchStep{
+			{at: 0, want: okAt(9, sec), path: ratelimit.PathRedis},
+			{at: 0, want: okAt(8, sec), path: ratelimit.PathRedis},
+			// Two events in the last 20ms: the third call asks for 2 + 1
+			// slots, stamped at 20ms, and takes one.
+			{at: 0, want: okAt(7, sec+20*ms), path: ratelimit.PathPrefetch},
+			// Redis counts the grant's three slots.
+			{at: 0, do: peek, want: okAt(5, sec+20*ms), path: ratelimit.PathRedis},
+			{at: ms, want: okAt(6, sec+19*ms), path: ratelimit.PathPrefetch},
+			{at: 2 * ms, want: okAt(5, sec+18*ms), path: ratelimit.PathPrefetch},
+			// Spent: 5 events this bucket, 5 slots asked, 5 free.
+			{at: 2 * ms, n: 2, want: okAt(3, sec+20*ms), path: ratelimit.PathPrefetch},
+			{at: 2 * ms, do: peek, want: no(10, 0, 998*ms, sec+20*ms), path: ratelimit.PathRedis},
+			{at: 3 * ms, want: okAt(2, sec+19*ms), path: ratelimit.PathPrefetch},
+			// The grant lapses at 22ms with 2 slots unused; the next hot
+			// call gives them back with its own request, and gets them.
+			{at: 22 * ms, want: okAt(1, sec+20*ms), path: ratelimit.PathPrefetch},
+			{at: 22 * ms, want: okAt(0, sec+20*ms), path: ratelimit.PathPrefetch},
+			// Nothing is left: the shield answers with the rejection of
+			// the Peek at 2ms (its ResetAfter is that Peek's, 1.02s, on
+			// a log whose newest stamp is 42ms now).
+			{at: 22 * ms, do: peek, want: no(10, 0, 978*ms, sec), path: ratelimit.PathShield},
+			{at: 23 * ms, want: no(10, 0, 977*ms, sec-ms), path: ratelimit.PathShield},
+			// A window after the first events only those two have left:
+			// the slots count a window from their stamps, 20ms to 42ms,
+			// later than the calls that used them (the price of the
+			// bound). The pair is cold again: Redis decides.
+			{at: sec, want: okAt(1, sec), path: ratelimit.PathRedis},
+			{at: sec + 42*ms, want: okAt(8, sec), path: ratelimit.PathRedis},
+		},
+	},
+	{
+		name: "a Reset voids the process' slots",
+		steps: []prefetchStep{
+			{at: 0, want: okAt(9, sec), path: ratelimit.PathRedis},
+			{at: 0, want: okAt(8, sec), path: ratelimit.PathRedis},
+			{at: 0, want: okAt(7, sec+20*ms), path: ratelimit.PathPrefetch},
+			{at: ms, do: reset},
+			{at: ms, do: peek, want: okAt(10, 0), path: ratelimit.PathRedis},
+			// The pair is still hot: a new grant, from an empty log.
+			{at: ms, want: okAt(9, sec+20*ms), path: ratelimit.PathPrefetch},
+		},
+	},
+}
+
+// Prefetch runs prefetchCases on every backend with Redis: a local-only
+// limiter decides every call in-process, and Prefetch changes nothing.
+func Prefetch(t *testing.T, backends []Backend) {
+	for _, b := range backends {
+		t.Run(b.Name, func(t *testing.T) {
+			if b.Name == "local" {
+				t.Skip("a local-only limiter decides every call in-process: Prefetch changes nothing")
+			}
+			for _, c := range prefetchCases {
+				t.Run(c.name, func(t *testing.T) {
+					clk := testkit.NewClock()
+					var mu sync.Mutex
+					var last ratelimit.Path
+					opts := testkit.Options(clk)
+					opts.OnDecision = func(d ratelimit.Decision) { mu.Lock(); last = d.Path; mu.Unlock() }
+					l := b.New(t, opts)
+					runPrefetch(t, l, clk.Set, c.steps, func() ratelimit.Path { mu.Lock(); defer mu.Unlock(); return last })
+				})
+			}
+		})
+	}
+}
+
+func runPrefetch(t *testing.T, l *ratelimit.Limiter, setTime func(time.Time), steps []prefetchStep, path func() ratelimit.Path) {
+	t.Helper()
+	ctx := context.Background()
+	for i, s := range steps {
+		setTime(testkit.Epoch().Add(s.at))
+		var got R
+		var err error
+		switch {
+		case s.do == reset:
+			err = l.Reset(ctx, hot, "k")
+		case s.do == peek:
+			got, err = l.Peek(ctx, hot, "k")
+		default:
+			got, err = l.AllowN(ctx, hot, "k", max(s.n, 1))
+		}
+		if err != nil {
+			t.Fatalf("step %d (at %v): %v", i, s.at, err)
+		}
+		if s.do == reset {
+			continue
+		}
+		if got != s.want || path() != s.path {
+			t.Fatalf("step %d (at %v):\n got %+v on %v\nwant %+v on %v", i, s.at, got, path(), s.want, s.path)
+		}
+	}
+}

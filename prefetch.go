@@ -1,0 +1,318 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/ratelimit-go/ratelimit/internal/script"
+	"github.com/redis/rueidis"
+)
+
+// A rule with Prefetch lets a process decide a hot pair's calls from slots
+// it took from Redis ahead of them (lua/grant.lua). The grant is exact: at
+// Redis' time t it takes g slots only if the log's count (future stamps of
+// other grants included) plus g fits the Rate, and stamps them t +
+// Prefetch. The process uses them while its clock reads less than the time
+// it sent the request plus Prefetch, so that every use happens no later
+// than its stamp, and the log counts it at least a Window after the use:
+// any Window-long interval holds at most Rate allowed calls, fleet-wide.
+// The price is under-admission: slots a process took and did not use count
+// until they are given back (with its next request for the pair, when its
+// grant lapses on a cold pair, or at Close), or a Window after their stamp.
+
+// maxPrefetch bounds Rule.Prefetch: the log's expiry, ttl.lua's second
+// past the window from every call, must outlive a grant's stamps.
+const maxPrefetch = 500 * time.Millisecond
+
+// maxPrefetchPairs bounds the pairs whose grants a Limiter keeps; the least
+// recently used one's unused slots are given back when it is dropped.
+const maxPrefetchPairs = 4096
+
+// grantScript is lua/grant.lua.
+var grantScript = script.New(script.AddsState, compose("grant", script.Variant{}))
+
+// setPrefetch checks r.Prefetch and sets p's; it returns what is wrong, or
+// "".
+func (p *plan) setPrefetch(r *Rule) string {
+	if r.Prefetch == 0 {
+		return ""
+	}
+	bound := min(r.Limit.Window/10, maxPrefetch)
+	switch {
+	case r.Prefetch < 0:
+		return fmt.Sprintf("Prefetch %v is negative", r.Prefetch)
+	case p.alg != algSliding:
+		return "Prefetch is for the exact sliding log only"
+	case r.Prefetch < time.Microsecond:
+		return fmt.Sprintf("Prefetch %v is shorter than 1µs", r.Prefetch)
+	case r.Prefetch > bound:
+		return fmt.Sprintf("Prefetch %v is longer than %v: min(Window / 10, %v)", r.Prefetch, bound, maxPrefetch)
+	}
+	p.prefetch = r.Prefetch.Microseconds()
+	return ""
+}
+
+// prefetcher holds the grants of the Limiter's prefetching pairs, what
+// they owe Redis, and their counts (see Stats).
+type prefetcher struct {
+	once  sync.Once
+	pairs *lru.Cache[lkey, *grant]
+	backs owedQueue[grantBack]
+
+	grants, granted, used, returned atomic.Uint64
+}
+
+// grant is one pair's slots in this process, and the rate of its allowed
+// calls. Its lock guards it.
+type grant struct {
+	mu    sync.Mutex
+	p     plan
+	id    string // the member id of the slots: id:1 .. id:slots ("": none)
+	slots int64  // granted
+	used  int64  // used: id:1 .. id:used
+	until int64  // µs, the process' clock: usable while it reads less
+	count int64  // the log's count at the grant, before its slots
+
+	// The pair's allowed events in the current Prefetch-long bucket of
+	// the process' clock and in the one before it.
+	bucket, cur, prev int64
+
+	asking chan struct{} // closed when the request on its way returns
+}
+
+// grantBack is what a process gives back of a grant: slots from .. to of
+// id in k's log.
+type grantBack struct {
+	k        lkey
+	p        plan
+	id       string
+	from, to int64
+}
+
+// pair returns k's grant, made for p when there is none.
+func (f *prefetcher) pair(k lkey, p *plan) *grant {
+	f.once.Do(func() {
+		f.pairs, _ = lru.NewWithEvict[lkey, *grant](maxPrefetchPairs, func(k lkey, g *grant) {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if b, ok := g.leftover(k); ok {
+				f.backs.add(b, maxOwedSettles)
+			}
+		})
+	})
+	if g, ok := f.pairs.Get(k); ok {
+		return g
+	}
+	g := &grant{p: *p}
+	if prev, found, _ := f.pairs.PeekOrAdd(k, g); found {
+		return prev
+	}
+	return g
+}
+
+// roll moves the rate's buckets to now's.
+func (g *grant) roll(now int64) {
+	switch b := floorDiv(now, g.p.prefetch); {
+	case b == g.bucket+1:
+		g.bucket, g.prev, g.cur = b, g.cur, 0
+	case b > g.bucket:
+		g.bucket, g.prev, g.cur = b, 0, 0
+	}
+}
+
+// has reports whether n slots are usable at now.
+func (g *grant) has(now, n int64) bool {
+	return g.id != "" && now < g.until && g.slots-g.used >= n
+}
+
+// leftover closes the grant and returns what of it is unused, if any.
+func (g *grant) leftover(k lkey) (grantBack, bool) {
+	b := grantBack{k: k, p: g.p, id: g.id, from: g.used + 1, to: g.slots}
+	g.id, g.slots, g.used = "", 0, 0
+	return b, b.id != "" && b.from <= b.to
+}
+
+// prefetched decides a plain call (Allow or AllowN) of a rule with
+// Prefetch: from the pair's grant when it holds the slots, otherwise on
+// Redis (see onRedis), after asking for a grant when the pair is hot.
+func (l *Limiter) prefetched(ctx context.Context, conn *redisConn, r *Rule, p *plan, k lkey, n, now int64, res *Result) (Path, error) {
+	g := l.prefetch.pair(k, p)
+	if l.fromGrant(ctx, conn, g, p, k, n, now, res) {
+		return PathPrefetch, nil
+	}
+	path, err := l.onRedis(ctx, conn, r, p, k, n, false, nil, now, res)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.roll(now)
+	switch {
+	case err != nil:
+	case res.Banned:
+		g.leftover(k) // a ban stops this process' admits at once; Redis granted nothing since
+	case res.Allowed:
+		g.cur += n
+	}
+	return path, err
+}
+
+// fromGrant allows the call from g when it holds n slots at now, waiting
+// for a request on its way, or asking for a grant of its own when the
+// pair is hot: at least two allowed events in the last Prefetch. It
+// reports whether it allowed the call into res.
+func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *plan, k lkey, n, now int64, res *Result) bool {
+	g.mu.Lock()
+	g.roll(now)
+	if g.has(now, n) {
+		l.useGrant(g, k, n, now, res)
+		return true
+	}
+	if ch := g.asking; ch != nil {
+		g.mu.Unlock()
+		l.awaitGrant(ctx, ch)
+		g.mu.Lock()
+		if g.has(now, n) {
+			l.useGrant(g, k, n, now, res)
+			return true
+		}
+		g.mu.Unlock()
+		return false
+	}
+	want := max(g.prev, g.cur)
+	if want < 2 { // cold: what a lapsed grant left goes back
+		if now >= g.until {
+			if b, ok := g.leftover(k); ok {
+				l.prefetch.backs.add(b, maxOwedSettles)
+				l.kickWriteBack()
+			}
+		}
+		g.mu.Unlock()
+		return false
+	}
+	ch := make(chan struct{})
+	g.asking = ch
+	back, _ := g.leftover(k)
+	g.mu.Unlock()
+
+	id := l.member(l.seq.Add(1)) + "g"
+	got, count, ok := l.askGrant(ctx, conn, p, k, want+n, id, &back, now)
+	g.mu.Lock()
+	g.asking = nil
+	close(ch)
+	if ok && got > 0 {
+		g.id, g.slots, g.used, g.until, g.count = id, got, 0, now+p.prefetch, count
+		l.prefetch.grants.Add(1)
+		l.prefetch.granted.Add(uint64(got))
+		if g.has(now, n) {
+			l.useGrant(g, k, n, now, res)
+			return true
+		}
+	}
+	g.mu.Unlock()
+	return false
+}
+
+// useGrant allows the call for n events at now from g into res, mirrors it
+// in this process' own count (as a decision Redis made), and unlocks g.
+// Remaining is the log's count at the grant, less what this process used of
+// it since; ResetAfter when the slot's stamp leaves the window.
+func (l *Limiter) useGrant(g *grant, k lkey, n, now int64, res *Result) {
+	g.used += n
+	g.cur += n
+	p := g.p
+	*res = Result{Allowed: true, Limit: int(p.rate), Remaining: int(max(0, p.rate-g.count-g.used)),
+		ResetAfter: time.Duration(p.window+g.until-now) * time.Microsecond}
+	g.mu.Unlock()
+	l.prefetch.used.Add(uint64(n))
+	l.local.addEvents(k, &p, now, n, "", false)
+}
+
+// awaitGrant waits until ch is closed, ctx ends or Options.Timeout passes.
+func (l *Limiter) awaitGrant(ctx context.Context, ch <-chan struct{}) {
+	t := time.NewTimer(l.set.Timeout)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// askGrant asks Redis for want slots of k's log at now under id, giving
+// back back, and returns the slots granted and the log's count before them;
+// ok is false when Redis could not be asked (back is then owed).
+func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey, want int64, id string, back *grantBack, now int64) (got, count int64, ok bool) {
+	ks := redisKeys(l.set.KeyPrefix, k)
+	keys := []string{ks.meter(p.alg)}
+	if p.penalize {
+		keys = append(keys, ks.penalty)
+	}
+	instances := int64(1)
+	if l.set.fleet != nil {
+		instances = max(1, l.set.fleet.Load())
+	}
+	args := []string{l.clockArg(now, false), itoa(p.window), itoa(p.rate), itoa(want), itoa(p.prefetch), itoa(instances), id, back.id, itoa(back.from), itoa(back.to)}
+	var reply []int64
+	s, err := l.send(ctx, conn, keys[0], subject{"rule", k.rule}, false, func(ctx context.Context, c rueidis.Client) (err error) {
+		reply, err = grantScript.Exec(ctx, c, keys, args).AsIntSlice()
+		return err
+	})
+	if back.id != "" {
+		if err == nil && s.path == PathRedis {
+			l.prefetch.returned.Add(uint64(back.to - back.from + 1))
+		} else {
+			l.prefetch.backs.add(*back, maxOwedSettles) // giving back twice removes nothing more
+		}
+	}
+	if err != nil || s.path != PathRedis || len(reply) != 3 {
+		return 0, 0, false
+	}
+	return reply[0], reply[1], true
+}
+
+// giveGrantsBack sends what grants owe Redis (the write-back's loop calls
+// it); what still cannot be sent is owed again.
+func (l *Limiter) giveGrantsBack(ctx context.Context) {
+	conn := l.conn.Load()
+	for _, b := range l.prefetch.backs.take() {
+		l.askGrant(ctx, conn, &b.p, b.k, 0, "", &b, l.localNow())
+	}
+}
+
+// returnGrants gives back what every grant holds unused, within
+// Options.Timeout: Close calls it.
+func (l *Limiter) returnGrants() {
+	f := &l.prefetch
+	if f.pairs == nil {
+		return
+	}
+	for _, k := range f.pairs.Keys() {
+		if g, ok := f.pairs.Peek(k); ok {
+			g.mu.Lock()
+			if b, ok := g.leftover(k); ok {
+				f.backs.add(b, maxOwedSettles)
+			}
+			g.mu.Unlock()
+		}
+	}
+	if !f.backs.pending() || l.conn.Load() == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.set.Timeout)
+	defer cancel()
+	l.giveGrantsBack(ctx)
+}
+
+// voidGrant drops k's grant (a Reset cleared its slots on Redis).
+func (l *Limiter) voidGrant(k lkey) {
+	if l.prefetch.pairs == nil {
+		return
+	}
+	if g, ok := l.prefetch.pairs.Peek(k); ok {
+		g.mu.Lock()
+		g.leftover(k)
+		g.mu.Unlock()
+	}
+}
