@@ -23,7 +23,7 @@ func (c *compiled) matches(r *Rule) bool {
 	a, al, rl := &c.rule, &c.rule.Limit, &r.Limit
 	return al.Rate == rl.Rate && al.Window == rl.Window && a.Kind == r.Kind && a.Penalty == r.Penalty &&
 		al.Burst == rl.Burst && al.Period == rl.Period && al.Location == rl.Location &&
-		a.Degraded == r.Degraded && a.Approximate == r.Approximate && a.DryRun == r.DryRun &&
+		a.Degraded == r.Degraded && a.Approximate == r.Approximate && a.DryRun == r.DryRun && a.Prefetch == r.Prefetch &&
 		a.Name == r.Name && (r.Penalty == nil || c.penalty == *r.Penalty)
 }
 
