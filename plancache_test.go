@@ -128,7 +128,7 @@ func TestMatchesComparesEveryField(t *testing.T) {
 		typ    reflect.Type
 		fields []string
 	}{
-		{reflect.TypeFor[Rule](), []string{"Name", "Limit", "Penalty", "Degraded", "Approximate", "Kind", "DryRun"}},
+		{reflect.TypeFor[Rule](), []string{"Name", "Limit", "Penalty", "Degraded", "Approximate", "Kind", "DryRun", "Prefetch"}},
 		{reflect.TypeFor[Limit](), []string{"Rate", "Window", "Burst", "Period", "Location"}},
 	} {
 		var got []string
