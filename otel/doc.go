@@ -109,8 +109,12 @@
 // (op made, settled, debt: Reservations, ReservationsSettled,
 // ReservationDebts), and ratelimit.reservations.events the events they
 // gave back and charged extra (op given_back, charged: ReservedGivenBack,
-// ReservedCharged); a Reserve is a decision, a settle is not. The gauges
-// report nothing while no limiter is observed.
+// ReservedCharged); a Reserve is a decision, a settle is not.
+// ratelimit.prefetch.grants counts the grants of slots for rules with
+// Prefetch (PrefetchGrants), and ratelimit.prefetch.slots their slots
+// granted, used and given back (op granted, used, returned); a call
+// allowed from them is a decision on path prefetch. The gauges report
+// nothing while no limiter is observed.
 //
 // # Cost
 //

@@ -137,6 +137,10 @@ func Example_prometheus() {
 	// ratelimit_local_entries{kind="log"} 3
 	// ratelimit_local_entries{kind="quota"} 0
 	// ratelimit_local_entries{kind="strike"} 0
+	// ratelimit_prefetch_grants_total 0
+	// ratelimit_prefetch_slots_total{op="granted"} 0
+	// ratelimit_prefetch_slots_total{op="returned"} 0
+	// ratelimit_prefetch_slots_total{op="used"} 0
 	// ratelimit_redis_in_use 0
 	// ratelimit_reservations_events_total{op="charged"} 0
 	// ratelimit_reservations_events_total{op="given_back"} 0

@@ -75,6 +75,8 @@ type Metrics struct {
 	leaseEvents  metric.Int64ObservableCounter
 	reservations metric.Int64ObservableCounter
 	resEvents    metric.Int64ObservableCounter
+	pfGrants     metric.Int64ObservableCounter
+	pfSlots      metric.Int64ObservableCounter
 
 	// Prepared measurement options, so that the hot path allocates nothing.
 	pathOpts   [numPaths][]metric.RecordOption
@@ -84,6 +86,7 @@ type Metrics struct {
 	leaseOpts  [3][]metric.ObserveOption         // released, renewed, lost
 	resOpts    [3][]metric.ObserveOption         // made, settled, debt
 	resEvOpts  [2][]metric.ObserveOption         // given_back, charged
+	pfOpts     [3][]metric.ObserveOption         // granted, used, returned
 
 	maxRules int
 	rules    atomic.Pointer[map[string]*ruleAttrs] // copied on write under rulesMu
@@ -180,10 +183,18 @@ func New(opts Options) (*Metrics, error) {
 		metric.WithUnit("{event}"),
 		metric.WithDescription("Events reservations gave back (settled for less, or cancelled) and charged extra (settled for more) (op given_back, charged)."))
 	check(err)
+	m.pfGrants, err = meter.Int64ObservableCounter("ratelimit.prefetch.grants",
+		metric.WithUnit("{grant}"),
+		metric.WithDescription("Grants of slots Redis made to the observed limiters for rules with Prefetch."))
+	check(err)
+	m.pfSlots, err = meter.Int64ObservableCounter("ratelimit.prefetch.slots",
+		metric.WithUnit("{slot}"),
+		metric.WithDescription("Slots of rules with Prefetch granted, used by calls decided in-process (path prefetch), and given back unused (op granted, used, returned)."))
+	check(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("ratelimitotel: %w", err)
 	}
-	if _, err := meter.RegisterCallback(m.observe, m.breakersOpen, m.localEntries, m.shielded, m.connected, m.redisInUse, m.writeBack, m.wbPending, m.instances, m.leasesHeld, m.leaseEvents, m.reservations, m.resEvents); err != nil {
+	if _, err := meter.RegisterCallback(m.observe, m.breakersOpen, m.localEntries, m.shielded, m.connected, m.redisInUse, m.writeBack, m.wbPending, m.instances, m.leasesHeld, m.leaseEvents, m.reservations, m.resEvents, m.pfGrants, m.pfSlots); err != nil {
 		return nil, fmt.Errorf("ratelimitotel: %w", err)
 	}
 
@@ -200,6 +211,9 @@ func New(opts Options) (*Metrics, error) {
 	}
 	for i, op := range []string{"made", "settled", "debt"} {
 		m.resOpts[i] = []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("op", op)))}
+	}
+	for i, op := range []string{"granted", "used", "returned"} {
+		m.pfOpts[i] = []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("op", op)))}
 	}
 	for i, op := range []string{"given_back", "charged"} {
 		m.resEvOpts[i] = []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("op", op)))}
@@ -270,7 +284,8 @@ func (m *Metrics) OnBreakerChange(c ratelimit.BreakerChange) {
 // Observe makes the gauges (ratelimit.breaker.open, ratelimit.local.entries,
 // ratelimit.shield.entries, ratelimit.connected, ratelimit.fleet.instances,
 // ratelimit.writeback.pending) and the counters ratelimit.writeback.events,
-// ratelimit.reservations and ratelimit.reservations.events
+// ratelimit.reservations, ratelimit.reservations.events,
+// ratelimit.prefetch.grants and ratelimit.prefetch.slots
 // report l.Stats() at each
 // collection, added to those of the other limiters observed, until stop is
 // called (the counter counts only the limiters observed at the time, so it
@@ -332,6 +347,10 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 		sum.ReservationDebts += s.ReservationDebts
 		sum.ReservedGivenBack += s.ReservedGivenBack
 		sum.ReservedCharged += s.ReservedCharged
+		sum.PrefetchGrants += s.PrefetchGrants
+		sum.PrefetchSlotsGranted += s.PrefetchSlotsGranted
+		sum.PrefetchSlotsUsed += s.PrefetchSlotsUsed
+		sum.PrefetchSlotsReturned += s.PrefetchSlotsReturned
 		if s.Connected {
 			connected++
 		}
@@ -363,12 +382,16 @@ func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
 	o.ObserveInt64(m.reservations, int64(sum.ReservationDebts), m.resOpts[2]...)
 	o.ObserveInt64(m.resEvents, int64(sum.ReservedGivenBack), m.resEvOpts[0]...)
 	o.ObserveInt64(m.resEvents, int64(sum.ReservedCharged), m.resEvOpts[1]...)
+	o.ObserveInt64(m.pfGrants, int64(sum.PrefetchGrants))
+	o.ObserveInt64(m.pfSlots, int64(sum.PrefetchSlotsGranted), m.pfOpts[0]...)
+	o.ObserveInt64(m.pfSlots, int64(sum.PrefetchSlotsUsed), m.pfOpts[1]...)
+	o.ObserveInt64(m.pfSlots, int64(sum.PrefetchSlotsReturned), m.pfOpts[2]...)
 	return nil
 }
 
 // Paths, breaker states and local entry kinds, as attribute values.
 const (
-	numPaths  = int(ratelimit.PathShed) + 1
+	numPaths  = int(ratelimit.PathPrefetch) + 1
 	numStates = int(ratelimit.BreakerOpen) + 1
 )
 

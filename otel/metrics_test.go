@@ -291,6 +291,11 @@ func TestDecisions(t *testing.T) {
 		"ratelimit.reservations {reservation} op=debt":        0,
 		"ratelimit.reservations.events {event} op=given_back": 0,
 		"ratelimit.reservations.events {event} op=charged":    0,
+		// No rule with Prefetch.
+		"ratelimit.prefetch.grants {grant} ":          0,
+		"ratelimit.prefetch.slots {slot} op=granted":  0,
+		"ratelimit.prefetch.slots {slot} op=used":     0,
+		"ratelimit.prefetch.slots {slot} op=returned": 0,
 	}
 	assertPoints(t, collect(t, reader), want)
 
@@ -304,7 +309,7 @@ func TestDecisions(t *testing.T) {
 	for k := range want {
 		if strings.HasPrefix(k, "ratelimit.breaker.open ") || strings.HasPrefix(k, "ratelimit.connected ") || strings.HasPrefix(k, "ratelimit.redis.in_use ") || strings.HasPrefix(k, "ratelimit.fleet.instances ") ||
 			strings.HasPrefix(k, "ratelimit.local.entries ") || strings.HasPrefix(k, "ratelimit.shield.entries ") ||
-			strings.HasPrefix(k, "ratelimit.writeback.") || strings.HasPrefix(k, "ratelimit.leases.") || strings.HasPrefix(k, "ratelimit.reservations") {
+			strings.HasPrefix(k, "ratelimit.writeback.") || strings.HasPrefix(k, "ratelimit.leases.") || strings.HasPrefix(k, "ratelimit.reservations") || strings.HasPrefix(k, "ratelimit.prefetch.") {
 			delete(want, k)
 		}
 	}
@@ -396,6 +401,11 @@ func TestObserveAddsUpLimiters(t *testing.T) {
 			"ratelimit.reservations {reservation} op=debt":        0,
 			"ratelimit.reservations.events {event} op=given_back": 0,
 			"ratelimit.reservations.events {event} op=charged":    0,
+
+			"ratelimit.prefetch.grants {grant} ":          0,
+			"ratelimit.prefetch.slots {slot} op=granted":  0,
+			"ratelimit.prefetch.slots {slot} op=used":     0,
+			"ratelimit.prefetch.slots {slot} op=returned": 0,
 		}
 	}
 	stopA := m.Observe(a)

@@ -107,6 +107,7 @@ type ruleView struct {
 	Location  string         `json:"location,omitempty"`
 	DryRun    bool           `json:"dry_run"`
 	Degraded  string         `json:"degraded,omitempty"`
+	Prefetch  string         `json:"prefetch,omitempty"`
 	Penalty   *penaltyView   `json:"penalty,omitempty"`
 	Overrides []overrideView `json:"overrides,omitempty"`
 	Line      int            `json:"line"`
@@ -285,6 +286,9 @@ func view(e *entry) ruleView {
 	}
 	if r.Degraded != ratelimit.DegradedDefault {
 		v.Degraded = r.Degraded.String()
+	}
+	if r.Prefetch != 0 {
+		v.Prefetch = r.Prefetch.String()
 	}
 	if p := r.Penalty; p != nil {
 		v.Penalty = &penaltyView{WarnAfter: p.WarnAfter, BanAfter: p.BanAfter, BanFor: p.BanFor.String(),

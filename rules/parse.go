@@ -37,7 +37,7 @@ func Load(path string) (*Set, error) {
 // documentation lists them.
 var (
 	topFields      = []string{"rules"}
-	ruleFields     = []string{"name", "kind", "rate", "window", "burst", "period", "location", "dry_run", "degraded", "penalty", "overrides"}
+	ruleFields     = []string{"name", "kind", "rate", "window", "burst", "period", "location", "dry_run", "degraded", "penalty", "prefetch", "overrides"}
 	penaltyFields  = []string{"warn_after", "ban_after", "ban_for", "memory", "ban_growth", "max_ban_for"}
 	overrideFields = []string{"key", "rate", "window", "burst"}
 )
@@ -146,6 +146,8 @@ func (p *parser) rule(i int, n *yaml.Node) (*entry, error) {
 			e.rule.DryRun, msg = boolean(f)
 		case "degraded":
 			e.rule.Degraded, msg = oneOf(f, degradedPolicies)
+		case "prefetch":
+			e.rule.Prefetch, msg = duration(f)
 		case "penalty":
 			if e.rule.Penalty, err = p.penalty(f, bad); err != nil {
 				return nil, err

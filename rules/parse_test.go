@@ -46,6 +46,7 @@ rules:
     window: 1m
     dry_run: true
     degraded: deny
+    prefetch: 20ms
     penalty:
       warn_after: 2
       ban_after: 4
@@ -53,7 +54,7 @@ rules:
       memory: 2h
       ban_growth: 1.5
       max_ban_for: 48h
-`, ratelimit.Rule{Name: "shop:coupon", Limit: ratelimit.PerMinute(3), DryRun: true, Degraded: ratelimit.DegradedDeny,
+`, ratelimit.Rule{Name: "shop:coupon", Limit: ratelimit.PerMinute(3), DryRun: true, Degraded: ratelimit.DegradedDeny, Prefetch: 20 * time.Millisecond,
 			Penalty: &ratelimit.Penalty{WarnAfter: 2, BanAfter: 4, BanFor: 5 * time.Minute, Memory: 2 * time.Hour,
 				BanGrowth: 1.5, MaxBanFor: 48 * time.Hour}}},
 		{"approximate", `
@@ -163,7 +164,7 @@ func TestParseErrors(t *testing.T) {
 		{"a rule is not a mapping", "rules:\n  - r\n", `line 2: rule 1: want a mapping of fields, got "r"`, false},
 		{"no name", "rules:\n  - rate: 1\n    window: 1s\n", "line 2: rule 1: name is required", false},
 		{"empty name", "rules:\n  - name: \"\"\n    rate: 1\n", `line 2: rule 1: name: must not be empty`, false},
-		{"unknown field, named rule", head + "    rate: 1\n    windw: 1s\n", `line 4: rule "r": unknown field "windw" (fields: name, kind, rate, window, burst, period, location, dry_run, degraded, penalty, overrides)`, false},
+		{"unknown field, named rule", head + "    rate: 1\n    windw: 1s\n", `line 4: rule "r": unknown field "windw" (fields: name, kind, rate, window, burst, period, location, dry_run, degraded, penalty, prefetch, overrides)`, false},
 		{"field twice", head + "    rate: 1\n    rate: 2\n    window: 1s\n", `line 4: rule "r": field "rate" appears twice (first at line 3)`, false},
 		{"duplicate rule name", head + "    rate: 1\n    window: 1s\n  - name: q\n    rate: 1\n    window: 1s\n  - name: r\n    rate: 2\n    window: 1s\n",
 			`line 8: rule "r": name "r" is taken by the rule at line 2`, false},
