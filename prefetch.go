@@ -76,12 +76,14 @@ type grant struct {
 	used  int64  // used: id:1 .. id:used
 	until int64  // µs, the process' clock: usable while it reads less
 	count int64  // the log's count at the grant, before its slots
+	full  int64  // µs: Redis had no slot to grant; none is asked for before this
 
 	// The pair's allowed events in the current Prefetch-long bucket of
 	// the process' clock and in the one before it.
 	bucket, cur, prev int64
 
-	asking chan struct{} // closed when the request on its way returns
+	asking  chan struct{} // closed when the request on its way returns
+	pending grantBack     // what the grant before this one left unused: goes back with the next request
 }
 
 // grantBack is what a process gives back of a grant: slots from .. to of
@@ -99,12 +101,12 @@ func (f *prefetcher) pair(k lkey, p *plan) *grant {
 		f.pairs, _ = lru.NewWithEvict[lkey, *grant](maxPrefetchPairs, func(k lkey, g *grant) {
 			g.mu.Lock()
 			defer g.mu.Unlock()
-			if b, ok := g.leftover(k); ok {
+			for _, b := range g.drop(k) {
 				f.backs.add(b, maxOwedSettles)
 			}
 		})
 	})
-	if g, ok := f.pairs.Get(k); ok {
+	if g, ok := f.pairs.Peek(k); ok {
 		return g
 	}
 	g := &grant{p: *p}
@@ -136,6 +138,20 @@ func (g *grant) leftover(k lkey) (grantBack, bool) {
 	return b, b.id != "" && b.from <= b.to
 }
 
+// drop closes the grant and returns what it owes Redis: what it and the
+// grant before it left unused.
+func (g *grant) drop(k lkey) []grantBack {
+	var out []grantBack
+	if b, ok := g.leftover(k); ok {
+		out = append(out, b)
+	}
+	if g.pending.id != "" {
+		out = append(out, g.pending)
+		g.pending = grantBack{}
+	}
+	return out
+}
+
 // prefetched decides a plain call (Allow or AllowN) of a rule with
 // Prefetch: from the pair's grant when it holds the slots, otherwise on
 // Redis (see onRedis), after asking for a grant when the pair is hot.
@@ -151,93 +167,161 @@ func (l *Limiter) prefetched(ctx context.Context, conn *redisConn, r *Rule, p *p
 	switch {
 	case err != nil:
 	case res.Banned:
-		g.leftover(k) // a ban stops this process' admits at once; Redis granted nothing since
+		g.leftover(k) // a ban stops this process' admits at once (what it left goes back with the next request)
 	case res.Allowed:
 		g.cur += n
 	}
 	return path, err
 }
 
-// fromGrant allows the call from g when it holds n slots at now, waiting
-// for a request on its way, or asking for a grant of its own when the
-// pair is hot: at least two allowed events in the last Prefetch. It
-// reports whether it allowed the call into res.
+// fromGrant allows the call from g when it holds n slots, waiting for a
+// request on its way (within Options.Timeout), or asking for a grant of its
+// own when the pair is hot: at least two allowed events in the last
+// Prefetch. It reports whether it allowed the call into res. now is the
+// call's time; a slot's use is judged at the clock's reading after any
+// wait, so that it is never later than the grant's end.
 func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *plan, k lkey, n, now int64, res *Result) bool {
+	at := now
+	var deadline time.Time
 	g.mu.Lock()
 	g.roll(now)
-	if g.has(now, n) {
-		l.useGrant(g, k, n, now, res)
-		return true
-	}
-	if ch := g.asking; ch != nil {
+	for {
+		if g.has(at, n) {
+			l.useGrant(conn, g, k, n, at, res)
+			return true
+		}
+		ch := g.asking
+		if ch == nil {
+			break
+		}
 		g.mu.Unlock()
-		l.awaitGrant(ctx, ch)
+		if deadline.IsZero() {
+			deadline = time.Now().Add(l.set.Timeout)
+		}
+		if !l.awaitGrant(ctx, ch, deadline) {
+			return false
+		}
+		at = l.localNow()
 		g.mu.Lock()
-		if g.has(now, n) {
-			l.useGrant(g, k, n, now, res)
-			return true
-		}
+	}
+	want := g.demand()
+	if at < g.full { // no slot was free a moment ago: Redis (or the shield) decides
 		g.mu.Unlock()
 		return false
 	}
-	want := max(g.prev, g.cur)
 	if want < 2 { // cold: what a lapsed grant left goes back
-		if now >= g.until {
-			if b, ok := g.leftover(k); ok {
-				l.prefetch.backs.add(b, maxOwedSettles)
-				l.kickWriteBack()
-			}
+		if at >= g.until {
+			l.giveBackLater(g, k)
 		}
 		g.mu.Unlock()
 		return false
 	}
-	ch := make(chan struct{})
-	g.asking = ch
-	back, _ := g.leftover(k)
+	g.asking = make(chan struct{})
+	back := g.pending
+	g.pending = grantBack{}
 	g.mu.Unlock()
-
-	id := l.member(l.seq.Add(1)) + "g"
-	got, count, ok := l.askGrant(ctx, conn, p, k, want+n, id, &back, now)
+	l.askFor(ctx, conn, g, p, k, want+n, now, back)
+	at = l.localNow()
 	g.mu.Lock()
-	g.asking = nil
-	close(ch)
-	if ok && got > 0 {
-		g.id, g.slots, g.used, g.until, g.count = id, got, 0, now+p.prefetch, count
-		l.prefetch.grants.Add(1)
-		l.prefetch.granted.Add(uint64(got))
-		if g.has(now, n) {
-			l.useGrant(g, k, n, now, res)
-			return true
-		}
+	if g.has(at, n) {
+		l.useGrant(conn, g, k, n, at, res)
+		return true
 	}
 	g.mu.Unlock()
 	return false
 }
 
+// demand is the pair's allowed events in the last Prefetch, its rate: a
+// grant holds at most that many slots (beside the call that asks).
+func (g *grant) demand() int64 { return max(g.prev, g.cur) }
+
+// askFor asks Redis at now for want slots of k's log into g, whose asking
+// the caller set, giving back back (what the grant before the current one
+// left); the grant replaces g's, whose unused slots go back with the next
+// request, and asking is closed.
+func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *grant, p *plan, k lkey, want, now int64, back grantBack) {
+	id := l.member(l.seq.Add(1)) + "g"
+	sent := l.localNow()
+	got, count, ok := l.askGrant(ctx, conn, p, k, want, id, &back, now)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	close(g.asking)
+	g.asking = nil
+	if ok && got == 0 {
+		g.full = sent + p.prefetch
+	}
+	if !ok || got == 0 {
+		return
+	}
+	if b, ok := g.leftover(k); ok {
+		if g.pending.id != "" { // a Reset or a ban closed a grant in between
+			l.prefetch.backs.add(g.pending, maxOwedSettles)
+			l.kickWriteBack()
+		}
+		g.pending = b
+	}
+	g.id, g.slots, g.used, g.until, g.count = id, got, 0, sent+p.prefetch, count
+	l.prefetch.grants.Add(1)
+	l.prefetch.granted.Add(uint64(got))
+	if l.closed.Load() {
+		l.giveBackLater(g, k) // Close gave back what it found already
+	}
+}
+
+// giveBackLater closes g's grant and owes what it and the one before it
+// did not use to Redis, for the write-back's loop, woken at once. The
+// caller holds g.mu.
+func (l *Limiter) giveBackLater(g *grant, k lkey) {
+	if bs := g.drop(k); len(bs) > 0 {
+		for _, b := range bs {
+			l.prefetch.backs.add(b, maxOwedSettles)
+		}
+		l.kickWriteBack()
+	}
+}
+
 // useGrant allows the call for n events at now from g into res, mirrors it
 // in this process' own count (as a decision Redis made), and unlocks g.
 // Remaining is the log's count at the grant, less what this process used of
-// it since; ResetAfter when the slot's stamp leaves the window.
-func (l *Limiter) useGrant(g *grant, k lkey, n, now int64, res *Result) {
+// it since; ResetAfter when the slot's stamp leaves the window. When the
+// grant runs low (less than half the pair's demand left, or half its
+// Prefetch), this call asks for the next before it returns (it is allowed
+// already), so that the pair's other calls need not wait for it.
+func (l *Limiter) useGrant(conn *redisConn, g *grant, k lkey, n, now int64, res *Result) {
 	g.used += n
 	g.cur += n
 	p := g.p
 	*res = Result{Allowed: true, Limit: int(p.rate), Remaining: int(max(0, p.rate-g.count-g.used)),
 		ResetAfter: time.Duration(p.window+g.until-now) * time.Microsecond}
+	want := g.demand()
+	refresh := g.asking == nil && now >= g.full && (2*(g.slots-g.used) < want || 2*(g.until-now) < p.prefetch)
+	var back grantBack
+	if refresh {
+		g.asking = make(chan struct{})
+		back, g.pending = g.pending, grantBack{}
+	}
 	g.mu.Unlock()
 	l.prefetch.used.Add(uint64(n))
 	l.local.addEvents(k, &p, now, n, "", false)
+	if refresh {
+		ctx, cancel := context.WithTimeout(context.Background(), l.set.Timeout)
+		defer cancel()
+		l.askFor(ctx, conn, g, &p, k, want, now, back)
+	}
 }
 
-// awaitGrant waits until ch is closed, ctx ends or Options.Timeout passes.
-func (l *Limiter) awaitGrant(ctx context.Context, ch <-chan struct{}) {
-	t := time.NewTimer(l.set.Timeout)
+// awaitGrant waits until ch is closed (it reports true), ctx ends or
+// deadline passes.
+func (l *Limiter) awaitGrant(ctx context.Context, ch <-chan struct{}, deadline time.Time) bool {
+	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	select {
 	case <-ch:
+		return true
 	case <-ctx.Done():
 	case <-t.C:
 	}
+	return false
 }
 
 // askGrant asks Redis for want slots of k's log at now under id, giving
@@ -291,7 +375,7 @@ func (l *Limiter) returnGrants() {
 	for _, k := range f.pairs.Keys() {
 		if g, ok := f.pairs.Peek(k); ok {
 			g.mu.Lock()
-			if b, ok := g.leftover(k); ok {
+			for _, b := range g.drop(k) {
 				f.backs.add(b, maxOwedSettles)
 			}
 			g.mu.Unlock()
@@ -312,7 +396,7 @@ func (l *Limiter) voidGrant(k lkey) {
 	}
 	if g, ok := l.prefetch.pairs.Peek(k); ok {
 		g.mu.Lock()
-		g.leftover(k)
+		g.drop(k)
 		g.mu.Unlock()
 	}
 }

@@ -33,28 +33,32 @@ var prefetchCases = []struct {
 	steps []prefetchStep
 }{
 	{
-		name: "a cold pair asks Redis; a hot one takes slots and uses them in-process, never over the Rate",
+		name: "a cold pair asks Redis; a hot one takes slots, uses them in-process and asks for the next when they run low, never over the Rate",
 		steps: []prefetchStep{
 			{at: 0, want: okAt(9, sec), path: ratelimit.PathRedis},
 			{at: 0, want: okAt(8, sec), path: ratelimit.PathRedis},
 			// Two events in the last 20ms: the third call asks for 2 + 1
-			// slots, stamped at 20ms, and takes one.
+			// slots, stamped at 20ms, and takes one. Remaining is the
+			// log's count at the grant less what this process used of it.
 			{at: 0, want: okAt(7, sec+20*ms), path: ratelimit.PathPrefetch},
 			// Redis counts the grant's three slots.
 			{at: 0, do: peek, want: okAt(5, sec+20*ms), path: ratelimit.PathRedis},
+			// One slot left, under half the demand (4): this call asks
+			// for 4 more (stamped 21ms), and the last slot of the first
+			// grant goes back with the next request.
 			{at: ms, want: okAt(6, sec+19*ms), path: ratelimit.PathPrefetch},
-			{at: 2 * ms, want: okAt(5, sec+18*ms), path: ratelimit.PathPrefetch},
-			// Spent: 5 events this bucket, 5 slots asked, 5 free.
-			{at: 2 * ms, n: 2, want: okAt(3, sec+20*ms), path: ratelimit.PathPrefetch},
+			{at: 2 * ms, want: okAt(4, sec+19*ms), path: ratelimit.PathPrefetch},
+			// The next request gives that slot back: 2 are free, and a
+			// grant holds at most what is free.
+			{at: 2 * ms, n: 2, want: okAt(2, sec+19*ms), path: ratelimit.PathPrefetch},
 			{at: 2 * ms, do: peek, want: no(10, 0, 998*ms, sec+20*ms), path: ratelimit.PathRedis},
-			{at: 3 * ms, want: okAt(2, sec+19*ms), path: ratelimit.PathPrefetch},
-			// The grant lapses at 22ms with 2 slots unused; the next hot
-			// call gives them back with its own request, and gets them.
-			{at: 22 * ms, want: okAt(1, sec+20*ms), path: ratelimit.PathPrefetch},
+			{at: 3 * ms, want: okAt(1, sec+19*ms), path: ratelimit.PathPrefetch},
+			// A new Prefetch-long bucket: the demand is the last one's.
+			// The grant of 3ms is usable until 23ms.
+			{at: 22 * ms, want: okAt(0, sec+ms), path: ratelimit.PathPrefetch},
 			{at: 22 * ms, want: okAt(0, sec+20*ms), path: ratelimit.PathPrefetch},
-			// Nothing is left: the shield answers with the rejection of
-			// the Peek at 2ms (its ResetAfter is that Peek's, 1.02s, on
-			// a log whose newest stamp is 42ms now).
+			// Nothing is free: the shield answers with the rejection of
+			// the Peek at 2ms, and no grant is asked for until 42ms.
 			{at: 22 * ms, do: peek, want: no(10, 0, 978*ms, sec), path: ratelimit.PathShield},
 			{at: 23 * ms, want: no(10, 0, 977*ms, sec-ms), path: ratelimit.PathShield},
 			// A window after the first events only those two have left:

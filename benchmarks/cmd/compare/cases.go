@@ -64,6 +64,7 @@ func cases(window time.Duration) []benchCase {
 	i := spec{name: "i", rate: 1_000_000, window: hotWindow}
 	r := generous
 	r.name = "r"
+	pf := spec{name: "p", rate: 10_000_000, window: 10 * time.Second}
 	g := generous
 	g.name = "g"
 	g.window = time.Second // the 1,000,000 per 1 s, whatever -window says
@@ -84,6 +85,14 @@ func cases(window time.Duration) []benchCase {
 			contenders: reserveContender,
 			notes: []string{
 				"One op is one AllowN, or one Reserve and its Settle: settled at the reserved cost (nothing more is sent), for less (the rest given back: undo.lua, one more script) or for more (the extra charged at the settle's time: a write-back batch of its own, one more script). The ratios are against AllowN.",
+			},
+		},
+		{
+			id: "P", title: fmt.Sprintf("remote, one hot key, mostly allowed: Prefetch beside every call on Redis (%d per %v)", pf.rate, pf.window),
+			spec: pf, keys: hotKeys, ours: oursPrefetch.name,
+			contenders: []contender{floorContender, oursRemote, oursPrefetch},
+			notes: []string{
+				"ratelimit, Prefetch 20ms: the same rule with Prefetch, so that a process takes slots of the hot key from Redis ahead of its calls (lua/grant.lua) and decides them in-process (path prefetch), never over the Rate; 'Redis CPU/op' is Redis' time per decision, grants included.",
 			},
 		},
 		{

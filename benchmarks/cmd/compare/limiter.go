@@ -29,6 +29,8 @@ type spec struct {
 	window  time.Duration
 	penalty bool // ours only: the rule carries a Penalty
 	gcra    bool // ours only: the rule is of Kind GCRA with Burst = rate
+	// prefetch is ours only: the rule's Prefetch.
+	prefetch time.Duration
 }
 
 // contender builds one limiter for one measured cell. addr is the Redis

@@ -67,7 +67,7 @@ func main() {
 	flag.DurationVar(&cfg.window, "window", defaultWindow, "window of the mostly-allowed cases A, C and D (rate 1,000,000 per window; G keeps 1s)")
 	only := flag.String("only", "", "measure only the contenders whose name matches this regular expression")
 	flag.StringVar(&gs, "g", "1,16,256", "goroutine counts, comma-separated")
-	flag.StringVar(&cfg.cases, "cases", "ABCDGHIFS", "cases to run: A B C D G H I R (throughput; G: GCRA against redis_rate; I: one hot key in process, mostly allowed; R: Reserve + Settle beside AllowN, not run unless named), M (in-process memory, part of D), F (Redis memory), S (a load spike)")
+	flag.StringVar(&cfg.cases, "cases", "ABCDGHIFS", "cases to run: A B C D G H I R (throughput; G: GCRA against redis_rate; I: one hot key in process, mostly allowed; R: Reserve + Settle beside AllowN, P: one hot key with and without Prefetch; R and P are not run unless named), M (in-process memory, part of D), F (Redis memory), S (a load spike)")
 	flag.Parse()
 	if quick {
 		cfg.measure, cfg.warmup, cfg.rounds = 500*time.Millisecond, 200*time.Millisecond, 1
@@ -99,7 +99,7 @@ func main() {
 }
 
 // needsRedis reports whether any selected case talks to Redis.
-func (c config) needsRedis() bool { return strings.ContainsAny(c.cases, "ABCFGRS") }
+func (c config) needsRedis() bool { return strings.ContainsAny(c.cases, "ABCFGPRS") }
 
 // compare runs the selected cases and writes the report to w.
 func compare(ctx context.Context, w io.Writer, cfg config) error {

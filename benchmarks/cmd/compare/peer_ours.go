@@ -42,6 +42,7 @@ func ourRule(s spec) ratelimit.Rule {
 	if s.penalty {
 		r.Penalty = &ratelimit.Penalty{WarnAfter: 3, BanAfter: 10, BanFor: time.Minute}
 	}
+	r.Prefetch = s.prefetch
 	return r
 }
 
@@ -81,6 +82,13 @@ var (
 	oursPenalty = contender{name: "ratelimit + penalty", remote: true,
 		open: func(addr string, s spec) (limiter, func(), error) {
 			s.penalty = true
+			return openOurs(addr, s)
+		}}
+	// oursPrefetch is ours under the same spec with Prefetch 20ms (see
+	// Rule.Prefetch).
+	oursPrefetch = contender{name: "ratelimit, Prefetch 20ms", remote: true,
+		open: func(addr string, s spec) (limiter, func(), error) {
+			s.prefetch = 20 * time.Millisecond
 			return openOurs(addr, s)
 		}}
 	// oursGCRA and oursGCRALocal are ours under the same spec with a rule
