@@ -384,6 +384,7 @@ func (sh *localShard) addEvents(k *lkey, h uint64, p *plan, now, n int64, member
 	if m, ok := p.alg.local.meter(sh, *k, h, *p, now, true); ok {
 		m.Add(now, p.window, n)
 	}
+	sh.denials.Remove(k, h) // events arrived: a cached rejection's RetryAfter may be short
 	if owe {
 		sh.oweEvents(k, h, p, now, n, member)
 	}
