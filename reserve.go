@@ -164,12 +164,14 @@ func (l *Limiter) giveBack(ctx context.Context, u *undo, d, kept int64) Path {
 	}
 	if !u.onRedis && (forgot == d || u.member == "" || !u.p.alg.back.named()) {
 		// Nothing of it can be on Redis, or nothing there names it.
+		l.local.backDone(u.k, d)
 		return PathLocal
 	}
 	g := owedBack{u: *u, n: d, from: kept + 1}
 	if !u.onRedis {
 		g.n = d - forgot // the rest was written back under the reservation's id
 		g.from = kept + 1
+		l.local.backDone(u.k, forgot)
 	}
 	if l.sendBack(ctx, &g) {
 		return PathRedis
@@ -207,12 +209,16 @@ func (l *Limiter) sendBack(ctx context.Context, g *owedBack) bool {
 		})
 	switch {
 	case err == nil:
+		l.local.backDone(u.k, g.n)
 		return true
 	case errors.Is(err, ErrRedis):
 		l.log.log(logOutage, slog.LevelWarn, "ratelimit: redis refused a reservation's give-back; its events stay until they expire", "err", err)
+		l.local.backDone(u.k, g.n)
 		return false
 	}
-	l.settles.oweBack(*g)
+	if dropped, ok := l.settles.oweBack(*g); ok {
+		l.local.backDone(dropped.u.k, dropped.n)
+	}
 	return false
 }
 
@@ -283,13 +289,17 @@ type settles struct {
 // would have; a dropped charge is counted as a dropped write-back).
 const maxOwedSettles = 4096
 
-func (s *settles) oweBack(g owedBack) {
+// oweBack owes g to Redis, and returns the give-back it dropped to make
+// room, if any.
+func (s *settles) oweBack(g owedBack) (dropped owedBack, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.backs) >= maxOwedSettles {
+		dropped, ok = s.backs[0], true
 		s.backs = s.backs[1:]
 	}
 	s.backs = append(s.backs, g)
+	return dropped, ok
 }
 
 func (s *settles) oweCharge(b *batch) {
