@@ -317,45 +317,63 @@ func TestFaultSettleReplyLost(t *testing.T) {
 	}
 }
 
-// TestFaultSettleAfterRedisLostData: redis-server restarts without
-// persistence between the reserves and the settles, and loses the
-// reservations' events. The give-back then takes nothing (not from the
-// extra, nor from anything recorded since: the reservation's events are
-// gone), and the extra is recorded: Redis holds the extra alone.
+// TestFaultSettleAfterRedisLostData: redis-server is killed and restarts
+// without persistence, losing the reservations' events; the reservations
+// are settled after the restart, or while Redis is down (owed to it). The
+// give-back then takes nothing (not from the extra, nor from anything
+// recorded since: the reservation's events are gone), and the extra is
+// recorded: Redis holds the extra alone.
 func TestFaultSettleAfterRedisLostData(t *testing.T) {
 	if !testkit.HaveRedis(t) {
 		t.Skip("needs redis-server")
 	}
-	srv := redistest.Start(t, redistest.Options{})
-	var logs testkit.SyncBuffer
-	opts := testkit.OutageOptions(testkit.NewClock(), &logs, nil)
-	opts.KeyPrefix = "settle-lostdata:"
-	opts.HeartbeatInterval = -1
-	l := testkit.NewLimiter(t, testkit.NewClient(t, srv.Addr()), opts)
-	held := reserveEach(t, l)
+	for _, whileDown := range []bool{false, true} {
+		name := "after_the_restart"
+		if whileDown {
+			name = "while_down"
+		}
+		t.Run(name, func(t *testing.T) {
+			srv := redistest.Start(t, redistest.Options{})
+			var logs testkit.SyncBuffer
+			opts := testkit.OutageOptions(testkit.NewClock(), &logs, nil)
+			opts.KeyPrefix = "settle-lostdata:"
+			opts.HeartbeatInterval = -1
+			l := testkit.NewLimiter(t, testkit.NewClient(t, srv.Addr()), opts)
+			held := reserveEach(t, l)
+			// The extra first: a give-back that took from what the pair
+			// holds, not from the reservation's own events, would take it.
+			settle := func() {
+				ctx := context.Background()
+				for _, p := range held {
+					if err := p.second.Settle(ctx, secondActual); err != nil {
+						t.Fatalf("%s: Settle(%d) of %d = %v", p.rule.Name, secondActual, secondN, err)
+					}
+					if err := p.first.Settle(ctx, firstActual); err != nil {
+						t.Fatalf("%s: Settle(%d) of %d = %v", p.rule.Name, firstActual, firstN, err)
+					}
+				}
+			}
 
-	srv.Kill()
-	srv.Restart()
-	onRedisAgain(t, l, faultReserveRules[0], "other")
-	for _, r := range faultReserveRules {
-		if got := redisCount(t, srv, opts.KeyPrefix, r, "k"); got != 0 {
-			t.Fatalf("%s: Redis holds %d events after a restart without persistence, want none", r.Name, got)
-		}
-	}
-	// The extra first: a give-back that took from what the pair holds,
-	// not from the reservation's own events, would take it.
-	ctx := context.Background()
-	for _, p := range held {
-		if err := p.second.Settle(ctx, secondActual); err != nil {
-			t.Fatalf("%s: Settle(%d) of %d = %v", p.rule.Name, secondActual, secondN, err)
-		}
-		if err := p.first.Settle(ctx, firstActual); err != nil {
-			t.Fatalf("%s: Settle(%d) of %d = %v", p.rule.Name, firstActual, firstN, err)
-		}
-	}
-	waitRedisCounts(t, srv, opts.KeyPrefix, secondActual-secondN)
-	checkSettleStats(t, ratelimit.Stats{}, l)
-	if t.Failed() {
-		t.Logf("limiter's log:\n%s", logs.String())
+			srv.Kill()
+			if whileDown {
+				settle()
+				checkLocalCounts(t, l)
+			}
+			srv.Restart()
+			if !whileDown {
+				onRedisAgain(t, l, faultReserveRules[0], "other")
+				for _, r := range faultReserveRules {
+					if got := redisCount(t, srv, opts.KeyPrefix, r, "k"); got != 0 {
+						t.Fatalf("%s: Redis holds %d events after a restart without persistence, want none", r.Name, got)
+					}
+				}
+				settle()
+			}
+			waitRedisCounts(t, srv, opts.KeyPrefix, secondActual-secondN)
+			checkSettleStats(t, ratelimit.Stats{}, l)
+			if t.Failed() {
+				t.Logf("limiter's log:\n%s", logs.String())
+			}
+		})
 	}
 }
