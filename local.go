@@ -61,7 +61,12 @@ type shardTables struct {
 	debts    table[*debt]          // what was decided without Redis, owed to it (see writeback.go)
 	crowds   table[crowd]          // the calls of full pairs on their way to Redis (see crowd.go)
 	reserved int64                 // events hold reserved for calls not landed yet (see held.others)
-	owing    *owing                // the store's count of what the debts hold
+	// backs and backsDone count the events settles of reservations gave
+	// back in the shard: begun (this process' count took them back) and
+	// done (Redis' too, or never to be). A decision Redis made before a
+	// give-back reached it still counts those events (see record).
+	backs, backsDone int64
+	owing            *owing // the store's count of what the debts hold
 }
 
 // newLocalStore returns a store that keeps at most capacity meters of each
@@ -384,6 +389,7 @@ func (sh *localShard) addEvents(k *lkey, h uint64, p *plan, now, n int64, member
 	if m, ok := p.alg.local.meter(sh, *k, h, *p, now, true); ok {
 		m.Add(now, p.window, n)
 	}
+	sh.denials.Remove(k, h) // events arrived: a cached rejection's RetryAfter may be short
 	if owe {
 		sh.oweEvents(k, h, p, now, n, member)
 	}
@@ -404,5 +410,15 @@ func (s *localStore) unreserveFor(k lkey, p *plan, at, d int64, member string, o
 	}
 	p.unreserve(sh, &k, h, at, d, false)
 	sh.denials.Remove(&k, h) // a cached rejection counts what was given back
+	sh.backs += d
 	return forgot
+}
+
+// backDone notes that n events a settle gave back for k (see
+// unreserveFor) are given back on Redis too, or never will be.
+func (s *localStore) backDone(k lkey, n int64) {
+	sh, _ := s.at(&k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.backsDone += n
 }

@@ -42,9 +42,12 @@ type held struct {
 	// of them at struck (see lua/decide.lua). They left the pair's debt,
 	// and go back to it unless Redis answered (see release).
 	strikes, struck int64
-	reserved        bool // the call's events were recorded at now, pending Redis' answer
-	seated          bool // the call took a seat in its pair's crowd (see crowd.go)
-	queued          bool // the call queues in its pair's crowd (leg.queue)
+	// backsDone is the shard's give-backs done when the call was held
+	// (see localShard.backs).
+	backsDone int64
+	reserved  bool // the call's events were recorded at now, pending Redis' answer
+	seated    bool // the call took a seat in its pair's crowd (see crowd.go)
+	queued    bool // the call queues in its pair's crowd (leg.queue)
 }
 
 // holds reports whether the process' own count holds the call back (its
@@ -63,7 +66,7 @@ func (s *localStore) hold(lg *leg, now int64) (held, *seat) {
 	sh, h := s.atPlan(&k, p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	hd := held{queued: queue}
+	hd := held{queued: queue, backsDone: sh.backsDone}
 	// A seat the call was given while it waited: the crowd counts it.
 	granted := lg.seat != nil
 	lg.seat = nil
@@ -250,7 +253,10 @@ func (s *localStore) record(k lkey, p *plan, now, at, n int64, peek bool, d *dec
 		own = n
 	}
 	hd.reserved = false
-	sh.mirror(&k, h, p, now, at, d, peek)
+	// Redis' count may hold events settles gave back while the call was
+	// on its way: the process' count no longer does, and must not take
+	// them back from the copy.
+	sh.mirror(&k, h, p, now, at, d, peek, sh.backs-hd.backsDone)
 	d.count = max(d.count, own) // Redis' count holds what it is owed
 	if shieldMax >= 0 {
 		switch {
@@ -278,12 +284,14 @@ func (s *localStore) record(k lkey, p *plan, now, at, n int64, peek bool, d *dec
 // placed from the call's time, when its own reservation was made and no
 // later than Redis decided: from the receipt it would run ahead of Redis'
 // by the round trip, and this process' own count would hold back calls
-// Redis allows. The caller holds sh.mu.
-func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, at int64, d *decision, peek bool) {
+// Redis allows. A quota's or a fixed window's count is copied less
+// givenBack, the events settles may have given back since Redis counted
+// (see localShard.backs). The caller holds sh.mu.
+func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, at int64, d *decision, peek bool, givenBack int64) {
 	if d.allowed && !peek {
 		if m, ok := sh.meter(k, h, p, now, false); ok {
 			if c, ok := m.(stateCopier); ok {
-				c.copyFrom(now, d.count, d.reset) // a bucket or a quota: Redis' state is in the reply
+				c.copyFrom(now, d.count-givenBack, d.reset) // a bucket or a quota: Redis' state is in the reply
 			}
 		}
 	}

@@ -12,14 +12,17 @@ type owedQueue[T any] struct {
 	items []T
 }
 
-// add keeps v, dropping the oldest when max are kept already.
-func (q *owedQueue[T]) add(v T, max int) {
+// add keeps v, dropping the oldest when max are kept already; it returns
+// what it dropped, if anything.
+func (q *owedQueue[T]) add(v T, max int) (dropped T, ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.items) >= max {
+		dropped, ok = q.items[0], true
 		q.items = q.items[1:]
 	}
 	q.items = append(q.items, v)
+	return dropped, ok
 }
 
 // pending reports whether anything waits.

@@ -165,7 +165,7 @@ func (l *Limiter) settle(ctx context.Context, u *undo, actual int64, resets uint
 			// (its member ids are gone, or its record no longer holds
 			// the pair's last Reset).
 			if l.remote && u.onRedis {
-				g := owedBack{u: *u, n: u.n - actual, from: actual + 1}
+				g := owedBack{u: *u, n: u.n - actual, from: actual + 1, uncounted: true}
 				if l.sendBack(ctx, &g) {
 					return PathRedis
 				}
@@ -191,12 +191,14 @@ func (l *Limiter) giveBack(ctx context.Context, u *undo, d, kept int64) Path {
 	}
 	if !u.onRedis && (forgot == d || u.member == "" || !u.p.alg.back.named()) {
 		// Nothing of it can be on Redis, or nothing there names it.
+		l.local.backDone(u.k, d)
 		return PathLocal
 	}
 	g := owedBack{u: *u, n: d, from: kept + 1}
 	if !u.onRedis {
 		g.n = d - forgot // the rest was written back under the reservation's id
 		g.from = kept + 1
+		l.local.backDone(u.k, forgot)
 	}
 	if l.sendBack(ctx, &g) {
 		return PathRedis
@@ -205,10 +207,13 @@ func (l *Limiter) giveBack(ctx context.Context, u *undo, d, kept int64) Path {
 }
 
 // owedBack is a give-back Redis has not applied yet: n of the events the
-// reservation u recorded, from its event numbered from.
+// reservation u recorded, from its event numbered from. uncounted says
+// this process' count did not take them back (a Reset had cleared them):
+// the shard's give-backs begun do not count them, nor do those done.
 type owedBack struct {
-	u       undo
-	n, from int64
+	u         undo
+	n, from   int64
+	uncounted bool
 }
 
 // sendBack applies g on Redis, and owes it to the write-back's loop when
@@ -234,13 +239,25 @@ func (l *Limiter) sendBack(ctx context.Context, g *owedBack) bool {
 		})
 	switch {
 	case err == nil:
+		l.backDone(g)
 		return true
 	case errors.Is(err, ErrRedis):
 		l.log.log(logOutage, slog.LevelWarn, "ratelimit: redis refused a reservation's give-back; its events stay until they expire", "err", err)
+		l.backDone(g)
 		return false
 	}
-	l.settles.backs.add(*g, maxOwedSettles)
+	if dropped, ok := l.settles.backs.add(*g, maxOwedSettles); ok {
+		l.backDone(&dropped)
+	}
 	return false
+}
+
+// backDone notes that g is done on Redis, or never will be (see
+// localStore.backDone).
+func (l *Limiter) backDone(g *owedBack) {
+	if !g.uncounted {
+		l.local.backDone(g.u.k, g.n)
+	}
 }
 
 // charge records extra events of the reservation u at the settle's time,

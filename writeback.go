@@ -239,6 +239,11 @@ func (sh *localShard) oweEvents(k *lkey, h uint64, p *plan, now, n int64, member
 // ban it started (ban > 0: its length). The caller holds sh.mu.
 func (sh *localShard) oweViolation(k *lkey, h uint64, p *plan, now, ban int64) {
 	d := sh.owe(k, h, p)
+	if d.violations > 0 && now-d.lastViolation >= p.penalty.memory {
+		// Forgotten by now, as Redis forgets them (penalty.forget):
+		// delivered with this one, they would count again.
+		d.violations, d.bans = 0, 0
+	}
 	d.violations++
 	d.lastViolation = max(d.lastViolation, now)
 	if ban > 0 {

@@ -11,9 +11,27 @@
 -- ARGV[2]  how long the time is kept, in ms: as long as state from before
 --          it could still count.
 --
+-- The time written is later than the one there (by 1µs when the Reset's
+-- is not), so that each Reset leaves a time of its own: a reservation's
+-- record holds the one it followed (see allow.lua's Reserve and undo.lua).
+--
 -- Returns 1.
 {{- define "reset" -}}
 redis.call('DEL', unpack(KEYS, 2))
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+local tomb = KEYS[1]
+{{template "reset.mark" "ARGV[1]"}}
+redis.call('SET', tomb, at, 'PX', ARGV[2])
 return 1
+{{- end}}
+
+{{/* reset.mark declares at, the time a Reset at the Lua expression given
+as the piece's argument writes under tomb (a local the caller declares):
+that time, or 1µs after the one there when it is not later. */}}
+{{- define "reset.mark" -}}
+local at = tonumber({{.}})
+local before = tonumber(redis.call('GET', tomb) or '')
+if before and before >= at then
+  at = before + 1
+end
+at = string.format('%d', at)
 {{- end}}

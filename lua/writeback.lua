@@ -80,7 +80,9 @@ if ARGV[4] == '1' then
     end
   end
   redis.call('DEL', pen)
-  redis.call('SET', KEYS[4], ARGV[5], 'PX', ARGV[3])
+  local tomb = KEYS[4]
+  {{template "reset.mark" "ARGV[5]"}}
+  redis.call('SET', tomb, at, 'PX', ARGV[3])
 end
 
 local banned_to = tonumber(ARGV[6])

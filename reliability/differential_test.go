@@ -32,6 +32,10 @@ import (
 //     call's ResetAfter is Window), which docs/semantics.md documents for clocks that
 //     jump back and Windows that grow, the sequences are counted and an
 //     example of each is logged. In mode forward either one is an error.
+//   - mode reserve: mode forward with Reserve, Settle (for less, as much
+//     and more), Cancel and settles twice among the calls, over the rules
+//     of every kind that takes reservations, approximate counters
+//     included (diffreserve_test.go). As in mode forward, all must agree.
 //
 // A failure prints the seed and the shortest failing sequence found (steps
 // dropped and clock moves merged while the failure remains, each candidate
@@ -75,7 +79,26 @@ var diffRules = []ratelimit.Rule{
 	{Name: "f", Kind: ratelimit.FixedWindow, Limit: ratelimit.Limit{Rate: 3, Window: time.Second}},
 	{Name: "f", Kind: ratelimit.FixedWindow, Limit: ratelimit.Limit{Rate: 5, Window: time.Second}},
 	{Name: "f:pen", Kind: ratelimit.FixedWindow, Limit: ratelimit.Limit{Rate: 2, Window: 700 * time.Millisecond}, Penalty: diffPenalty},
+	// Only mode reserve draws the rules below (see allowedRules):
+	// approximate counters (a Rate changed under one name, and a penalty),
+	// and penalised rules of the kinds a Reserve takes whose violations
+	// are remembered longer than a sequence lasts (see reservePenalty).
+	{Name: "c", Approximate: true, Limit: ratelimit.Limit{Rate: 4, Window: time.Second}},
+	{Name: "c", Approximate: true, Limit: ratelimit.Limit{Rate: 6, Window: time.Second}},
+	{Name: "c:pen", Approximate: true, Limit: ratelimit.Limit{Rate: 3, Window: 800 * time.Millisecond}, Penalty: reservePenalty},
+	{Name: "b:res", Limit: ratelimit.Limit{Rate: 2, Window: 2 * time.Second}, Penalty: reservePenalty},
+	{Name: "q:res", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: 3, Period: ratelimit.Week, Location: berlin}, Penalty: reservePenalty},
+	{Name: "f:res", Kind: ratelimit.FixedWindow, Limit: ratelimit.Limit{Rate: 2, Window: 700 * time.Millisecond}, Penalty: reservePenalty},
 }
+
+// reservePenalty is the ladder of mode reserve's penalised rules: its
+// Memory outlasts any sequence, so that no violation is forgotten: a known
+// issue of forgotten violations (see "Known, and kept out" in
+// diffreserve_test.go) stays out of the mode.
+var reservePenalty = &ratelimit.Penalty{WarnAfter: 2, BanAfter: 4, BanFor: 3 * time.Second, Memory: 30 * 24 * time.Hour}
+
+// reserveOnly reports whether only mode reserve draws r.
+func reserveOnly(r ratelimit.Rule) bool { return r.Approximate || r.Penalty == reservePenalty }
 
 // berlin is the time zone of a quota in diffRules.
 var berlin = func() *time.Location {
@@ -104,6 +127,9 @@ const (
 	diffPeek
 	diffReset
 	diffAdvance
+	diffReserve // Reserve n events as reservation res (diffreserve_test.go)
+	diffSettle  // Settle reservation res at n
+	diffCancel  // Cancel reservation res
 )
 
 // diffStep is one step: a call, or a move of both clocks by d.
@@ -113,11 +139,15 @@ type diffStep struct {
 	key  int // index into diffKeys
 	n    int
 	d    time.Duration
+	res  int // the reservation a Reserve makes, or a Settle or Cancel names
 }
 
 func (s diffStep) String() string {
 	r := diffRules[s.rule]
 	desc := fmt.Sprintf("%q %d/%v", r.Name, r.Limit.Rate, r.Limit.Window)
+	if r.Approximate {
+		desc += "~"
+	}
 	if r.Penalty != nil {
 		desc += "+penalty"
 	}
@@ -130,6 +160,12 @@ func (s diffStep) String() string {
 		return fmt.Sprintf("Peek(%s, %q)", desc, diffKeys[s.key])
 	case diffReset:
 		return fmt.Sprintf("Reset(%s, %q)", desc, diffKeys[s.key])
+	case diffReserve:
+		return fmt.Sprintf("r%d = Reserve(%s, %q, %d)", s.res, desc, diffKeys[s.key], s.n)
+	case diffSettle:
+		return fmt.Sprintf("r%d.Settle(%d)", s.res, s.n)
+	case diffCancel:
+		return fmt.Sprintf("r%d.Cancel()", s.res)
 	}
 	return fmt.Sprintf("clock %+v", s.d)
 }
@@ -141,6 +177,10 @@ type diffMode struct {
 	backwards bool
 	// reshape lets calls use rules that share a name but not a window.
 	reshape bool
+	// reserve draws Reserve, Settle and Cancel steps too, and the rules
+	// of every kind, approximate counters included (see
+	// genReserveSequence).
+	reserve bool
 }
 
 var (
@@ -149,6 +189,8 @@ var (
 	diffForward = diffMode{name: "forward"}
 	// anything: clock moves back, windows change under one name.
 	diffAnything = diffMode{name: "anything", backwards: true, reshape: true}
+	// reserve: mode forward with reservations (diffreserve_test.go).
+	diffReserveMode = diffMode{name: "reserve", reserve: true}
 )
 
 // allowedRules returns the indexes of diffRules a mode may use.
@@ -157,6 +199,12 @@ func (m diffMode) allowedRules() []int {
 	for i, r := range diffRules {
 		if !m.reshape && r.Name == "a" && r.Limit.Window != time.Second {
 			continue
+		}
+		switch {
+		case !m.reserve && reserveOnly(r):
+			continue // the modes before mode reserve keep their sequences
+		case m.reserve && !reserveOnly(r) && r.Penalty != nil:
+			continue // mode reserve's penalised rules are its own
 		}
 		idx = append(idx, i)
 	}
@@ -167,39 +215,16 @@ func (m diffMode) allowedRules() []int {
 // window boundaries measured from an earlier call (and 1µs either side),
 // random jumps, and in mode anything now and then a move backwards.
 func genSequence(rng *rand.Rand, steps int, mode diffMode) []diffStep {
+	if mode.reserve {
+		return genReserveSequence(rng, steps, mode)
+	}
 	rules := mode.allowedRules()
 	var seq []diffStep
 	var now time.Duration
 	var callTimes []time.Duration
 	for len(seq) < steps {
 		if rng.IntN(3) == 0 {
-			var d time.Duration
-			switch x := rng.IntN(20); {
-			case x < 6:
-				d = time.Duration(1+rng.IntN(5)) * time.Microsecond
-			case x < 12 && len(callTimes) > 0:
-				t0 := callTimes[rng.IntN(len(callTimes))]
-				w := diffRules[rules[rng.IntN(len(rules))]].Limit.Window
-				d = t0 + w + time.Duration(rng.IntN(3)-1)*time.Microsecond - now
-			case x < 18:
-				d = time.Duration(rng.IntN(2500)) * time.Millisecond
-			case x < 19 && rng.IntN(2) == 0:
-				// To a midnight (UTC, or Berlin's an hour earlier), and
-				// 1µs either side: the quotas' period boundaries.
-				at := testkit.Epoch().Add(now)
-				next := time.Date(at.Year(), at.Month(), at.Day()+1, 0, 0, 0, 0, time.UTC)
-				if rng.IntN(2) == 0 {
-					next = next.Add(-time.Hour)
-				}
-				d = next.Sub(at) + time.Duration(rng.IntN(3)-1)*time.Microsecond
-			case x < 19:
-				d = time.Duration(rng.IntN(5*60)) * time.Second
-			default:
-				d = -time.Duration(1+rng.IntN(1500)) * time.Millisecond
-			}
-			if !mode.backwards && d < 0 {
-				d = time.Duration(rng.IntN(5)) * time.Microsecond
-			}
+			d := genMove(rng, mode, rules, now, callTimes)
 			now += d
 			seq = append(seq, diffStep{kind: diffAdvance, d: d})
 			continue
@@ -222,15 +247,61 @@ func genSequence(rng *rand.Rand, steps int, mode diffMode) []diffStep {
 	return seq
 }
 
-// diffOutcome is what one call returned.
+// genMove draws a clock move from now, given the times of the calls
+// drawn so far and the rules (indexes into diffRules) a sequence uses.
+func genMove(rng *rand.Rand, mode diffMode, rules []int, now time.Duration, callTimes []time.Duration) time.Duration {
+	var d time.Duration
+	switch x := rng.IntN(20); {
+	case x < 6:
+		d = time.Duration(1+rng.IntN(5)) * time.Microsecond
+	case x < 12 && len(callTimes) > 0:
+		t0 := callTimes[rng.IntN(len(callTimes))]
+		w := diffRules[rules[rng.IntN(len(rules))]].Limit.Window
+		d = t0 + w + time.Duration(rng.IntN(3)-1)*time.Microsecond - now
+	case x < 18:
+		d = time.Duration(rng.IntN(2500)) * time.Millisecond
+	case x < 19 && rng.IntN(2) == 0:
+		// To a midnight (UTC, or Berlin's an hour earlier), and
+		// 1µs either side: the quotas' period boundaries.
+		at := testkit.Epoch().Add(now)
+		next := time.Date(at.Year(), at.Month(), at.Day()+1, 0, 0, 0, 0, time.UTC)
+		if rng.IntN(2) == 0 {
+			next = next.Add(-time.Hour)
+		}
+		d = next.Sub(at) + time.Duration(rng.IntN(3)-1)*time.Microsecond
+	case x < 19:
+		d = time.Duration(rng.IntN(5*60)) * time.Second
+	default:
+		d = -time.Duration(1+rng.IntN(1500)) * time.Millisecond
+	}
+	if !mode.backwards && d < 0 {
+		d = time.Duration(rng.IntN(5)) * time.Microsecond
+	}
+	return d
+}
+
+// diffOutcome is what one call returned: its Result, its error's text,
+// and the sentinel error it wraps (see sentinelOf), which is all a model
+// says of an error.
 type diffOutcome struct {
-	res ratelimit.Result
-	err string
+	res      ratelimit.Result
+	err      string
+	sentinel string
+}
+
+// modelView is what a model can say of o: the Result and the sentinel, not
+// the error's text.
+func (o diffOutcome) modelView() diffOutcome {
+	o.err = ""
+	return o
 }
 
 func (o diffOutcome) String() string {
 	if o.err != "" {
 		return "error " + o.err
+	}
+	if o.sentinel != "" {
+		return "error " + o.sentinel
 	}
 	r := o.res
 	s := fmt.Sprintf("allowed=%v limit=%d remaining=%d retry=%v reset=%v", r.Allowed, r.Limit, r.Remaining, r.RetryAfter, r.ResetAfter)
@@ -251,6 +322,9 @@ type diffRow struct {
 	local, redis diffOutcome
 	pure, pureW  diffOutcome // pureModel, windowResetModel
 	model        diffOutcome // redisModel
+	// resetGiveBack: at this step or before, a settle for less named
+	// events a Reset had cleared (see knownResetGiveBack).
+	resetGiveBack bool
 }
 
 func (r diffRow) String() string {
@@ -258,10 +332,10 @@ func (r diffRow) String() string {
 		return fmt.Sprintf("%3d  %v  (now epoch%+v)", r.i, r.step, r.now)
 	}
 	s := fmt.Sprintf("%3d  %v\n       local %s\n       redis %s", r.i, r.step, r.local, r.redis)
-	if r.model != r.redis {
+	if r.model != r.redis.modelView() {
 		s += "\n       model " + r.model.String()
 	}
-	if r.pure != r.redis {
+	if r.pure != r.redis.modelView() {
 		s += "\n       pure  " + r.pure.String()
 	}
 	return s
@@ -278,6 +352,8 @@ func runDiff(newPair func() (diffPair, func()), seq []diffStep) []diffRow {
 	p, done := newPair()
 	defer done()
 	pure, pureW, model := pureModel(), windowResetModel(), redisModel()
+	// Each side's reservations, by the id their Reserve step gave them.
+	localHeld, redisHeld := map[int]*ratelimit.Reservation{}, map[int]*ratelimit.Reservation{}
 	ctx := context.Background()
 	now := testkit.Epoch()
 	rows := make([]diffRow, 0, len(seq))
@@ -292,22 +368,38 @@ func runDiff(newPair func() (diffPair, func()), seq []diffStep) []diffRow {
 		row.now = now.Sub(testkit.Epoch())
 		p.localClk.Set(now)
 		p.remoteClk.Set(now)
-		row.local = diffCall(ctx, p.local, s)
-		row.redis = diffCall(ctx, p.remote, s)
+		row.local = diffCall(ctx, p.local, localHeld, s)
+		row.redis = diffCall(ctx, p.remote, redisHeld, s)
 		row.pure = modelCall(pure, s, now)
 		row.pureW = modelCall(pureW, s, now)
 		row.model = modelCall(model, s, now)
+		row.resetGiveBack = pure.resetGiveBack
 		rows = append(rows, row)
 	}
 	return rows
 }
 
-func diffCall(ctx context.Context, l *ratelimit.Limiter, s diffStep) diffOutcome {
+// diffCall makes the call of step s on l; held are l's reservations, by
+// id (a Reserve's step adds to it, a Settle's or a Cancel's reads it: an id
+// no Reserve allowed is a nil Reservation).
+func diffCall(ctx context.Context, l *ratelimit.Limiter, held map[int]*ratelimit.Reservation, s diffStep) diffOutcome {
 	rule := diffRules[s.rule]
 	key := diffKeys[s.key]
 	var o diffOutcome
 	var err error
 	switch s.kind {
+	case diffReserve:
+		var r *ratelimit.Reservation
+		r, o.res, err = l.Reserve(ctx, rule, key, s.n)
+		if (r != nil) != (err == nil && o.res.Allowed) {
+			o.err = fmt.Sprintf("Reserve returned reservation %v with Allowed %v and error %v", r, o.res.Allowed, err)
+			return o
+		}
+		held[s.res] = r
+	case diffSettle:
+		err = held[s.res].Settle(ctx, s.n)
+	case diffCancel:
+		err = held[s.res].Cancel(ctx)
 	case diffAllow:
 		o.res, err = l.Allow(ctx, rule, key)
 	case diffAllowN:
@@ -318,7 +410,7 @@ func diffCall(ctx context.Context, l *ratelimit.Limiter, s diffStep) diffOutcome
 		err = l.Reset(ctx, rule, key)
 	}
 	if err != nil {
-		o.err = err.Error()
+		o.err, o.sentinel = err.Error(), sentinelOf(err)
 	}
 	return o
 }
@@ -327,6 +419,12 @@ func modelCall(m *diffModel, s diffStep, now time.Time) diffOutcome {
 	rule := diffRules[s.rule]
 	key := diffKeys[s.key]
 	switch s.kind {
+	case diffReserve:
+		return m.reserve(s.res, rule, key, now, int64(s.n))
+	case diffSettle:
+		return m.settle(s.res, now, int64(s.n))
+	case diffCancel:
+		return m.settle(s.res, now, 0)
 	case diffAllow:
 		return diffOutcome{res: m.decide(rule, key, now, 1, false)}
 	case diffAllowN:
@@ -344,6 +442,9 @@ type diffCheck func(rows []diffRow) int
 func firstRow(pred func(diffRow) bool) diffCheck {
 	return func(rows []diffRow) int {
 		for i, r := range rows {
+			if r.resetGiveBack && knownResetGiveBack {
+				return -1 // counted by resetGiveBackShows
+			}
 			if r.step.kind != diffAdvance && pred(r) {
 				return i
 			}
@@ -353,13 +454,23 @@ func firstRow(pred func(diffRow) bool) diffCheck {
 }
 
 var (
-	redisOffModel = firstRow(func(r diffRow) bool { return r.redis != r.model })
+	redisOffModel = firstRow(func(r diffRow) bool { return r.redis.modelView() != r.model })
 	localOffRedis = firstRow(func(r diffRow) bool { return r.local != r.redis })
-	redisOffPure  = firstRow(func(r diffRow) bool { return r.redis != r.pure })
+	redisOffPure  = firstRow(func(r diffRow) bool { return r.redis.modelView() != r.pure })
 	// Redis matches redisModel, which differs from windowResetModel only by
 	// trimming, and windowResetModel from pureModel only in ResetAfter.
-	trimmingShows = firstRow(func(r diffRow) bool { return r.redis != r.pureW })
+	trimmingShows = firstRow(func(r diffRow) bool { return r.redis.modelView() != r.pureW })
 	resetShows    = firstRow(func(r diffRow) bool { return r.pureW != r.pure })
+	// A settle's give-back after a Reset of its pair took from what the
+	// pair recorded since, on Redis or locally (see knownResetGiveBack).
+	resetGiveBackShows diffCheck = func(rows []diffRow) int {
+		for i, r := range rows {
+			if r.resetGiveBack && r.step.kind != diffAdvance && (r.redis.modelView() != r.pure || r.local != r.redis) {
+				return i
+			}
+		}
+		return -1
+	}
 )
 
 // shrink makes a failing sequence as short as it can while check still
@@ -441,12 +552,13 @@ func TestDifferentialLocalVersusRedis(t *testing.T) {
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	for _, mode := range []diffMode{diffForward, diffAnything} {
+	for _, mode := range []diffMode{diffForward, diffAnything, diffReserveMode} {
 		shieldOff = mode.backwards
 		t.Run(mode.name, func(t *testing.T) {
 			start := time.Now()
-			var trimKnown, resetKnown int
-			var trimExample, resetExample string
+			var tally reserveTally
+			var trimKnown, resetKnown, giveBackKnown int
+			var trimExample, resetExample, giveBackExample string
 			example := func(s uint64, seq []diffStep, check diffCheck) string {
 				small := shrink(newPair, seq, check)
 				return fmt.Sprintf("seed %d, shortest sequence:\n%s", s, formatRows(runDiff(newPair, small)))
@@ -455,6 +567,9 @@ func TestDifferentialLocalVersusRedis(t *testing.T) {
 				s := seed + uint64(i)
 				seq := genSequence(rand.New(rand.NewPCG(s, 0x5eed)), *diffSteps, mode)
 				rows := runDiff(newPair, seq)
+				if mode.reserve {
+					tally.add(rows)
+				}
 				fail := func(what string, check diffCheck) {
 					small := shrink(newPair, seq, check)
 					t.Fatalf("%s (mode %s, sequence %d, seed %d: replay with -run 'TestDifferential.*/%s' -diff.seed=%d -diff.n=1)\n"+
@@ -481,6 +596,12 @@ func TestDifferentialLocalVersusRedis(t *testing.T) {
 						resetExample = example(s, seq, resetShows)
 					}
 				}
+				if resetGiveBackShows(rows) >= 0 {
+					giveBackKnown++
+					if giveBackExample == "" {
+						giveBackExample = example(s, seq, resetGiveBackShows)
+					}
+				}
 				if localOffRedis(rows) < 0 {
 					continue
 				}
@@ -492,6 +613,14 @@ func TestDifferentialLocalVersusRedis(t *testing.T) {
 				mode.name, *diffN, *diffSteps, seed, time.Since(start).Round(time.Millisecond), trimKnown, resetKnown, *diffN)
 			if trimKnown > 0 {
 				t.Logf("trimming: example, %s", trimExample)
+			}
+			if mode.reserve {
+				t.Logf("mode reserve: %v", &tally)
+			}
+			if giveBackKnown > 0 {
+				t.Logf("known issue: in %d sequences a settle for less after a Reset of its pair gave back events recorded since "+
+					"(the model gives nothing back: the Reset cleared the reservation's events; the comparison of such a sequence "+
+					"stops there): example, %s", giveBackKnown, giveBackExample)
 			}
 			if resetKnown > 0 {
 				t.Logf("ResetAfter of an allowed call is Window although a later-stamped event keeps the window "+

@@ -1,6 +1,7 @@
 package reliability_test
 
 import (
+	"math"
 	"math/big"
 	"time"
 
@@ -23,6 +24,78 @@ type kinds struct {
 	quotaKnown bool
 	fWin       int64 // the fixed window fCount belongs to (µs / Window)
 	fCount     int64
+	// cFixed are an approximate counter's events by fixed window (the
+	// index of a Window-long window since the Unix epoch).
+	cFixed map[int64]int64
+}
+
+// fixedCounts returns cFixed, made if need be.
+func (k *kinds) fixedCounts(r ratelimit.Rule) map[int64]int64 {
+	if k.cFixed == nil {
+		k.cFixed = map[int64]int64{}
+	}
+	return k.cFixed
+}
+
+// floorDiv is a / b rounded down (b > 0).
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+// estimate is an approximate counter's count at t, as docs/semantics.md
+// states it: the previous fixed window's events weighted by how much of it
+// the sliding window still covers, plus the current window's, rounded up,
+// computed with lua/counter.lua's floating-point operations in its order
+// (prev * ((window - elapsed) / window) + cur), which both paths share.
+func (k *kinds) estimate(r ratelimit.Rule, t int64) int64 {
+	w := r.Limit.Window.Microseconds()
+	idx := floorDiv(t, w)
+	frac := float64(w-(t-idx*w)) / float64(w)
+	return int64(math.Ceil(float64(float64(k.cFixed[idx-1])*frac) + float64(k.cFixed[idx])))
+}
+
+// estimateRetry is how long until n more events fit in an approximate
+// counter whose estimate at t is count: the first µs at which the estimate
+// has fallen to Rate - n, found by bisection (the estimate never grows
+// while no event is recorded, and is 0 two windows after t's); a Window
+// when n alone is more than the Rate.
+func (k *kinds) estimateRetry(r ratelimit.Rule, t, count, n int64) int64 {
+	need := int64(r.Limit.Rate) - n
+	switch {
+	case count <= need:
+		return 0
+	case need < 0:
+		return r.Limit.Window.Microseconds()
+	}
+	w := r.Limit.Window.Microseconds()
+	lo, hi := t+1, (floorDiv(t, w)+2)*w
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if k.estimate(r, mid) <= need {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo - t
+}
+
+// estimateReset is how long until an approximate counter counts nothing
+// at t: the end of the window after the last one that holds events.
+func (k *kinds) estimateReset(r ratelimit.Rule, t int64) int64 {
+	w := r.Limit.Window.Microseconds()
+	idx := floorDiv(t, w)
+	switch {
+	case k.cFixed[idx] > 0:
+		return (idx+2)*w - t
+	case k.cFixed[idx-1] > 0:
+		return (idx+1)*w - t
+	}
+	return 0
 }
 
 // fixedView returns the fixed window t is in and its events: a clock that
@@ -97,6 +170,9 @@ func period(r ratelimit.Rule, t int64) (start, end int64) {
 // in use of a bucket (TAT - t in emission intervals, rounded up), events in
 // a quota's period.
 func (s *modelState) count(r ratelimit.Rule, t int64) int64 {
+	if r.Approximate {
+		return s.estimate(r, t)
+	}
 	switch r.Kind {
 	case ratelimit.GCRA:
 		return ceilRat(new(big.Rat).Quo(s.owed(t), emission(r)))
@@ -115,6 +191,9 @@ func (s *modelState) count(r ratelimit.Rule, t int64) int64 {
 // retryFor is how long until n more events fit, given count: for a bucket
 // until TAT + n·T - Burst·T, for a quota until its period ends.
 func (s *modelState) retryFor(r ratelimit.Rule, t, count, n int64) int64 {
+	if r.Approximate {
+		return s.estimateRetry(r, t, count, n)
+	}
 	switch r.Kind {
 	case ratelimit.GCRA:
 		if count+n <= burst(r) {
@@ -141,6 +220,9 @@ func (s *modelState) retryFor(r ratelimit.Rule, t, count, n int64) int64 {
 // resetFor is how long until nothing counts: until the TAT, or the end of
 // a period that holds events.
 func (s *modelState) resetFor(r ratelimit.Rule, t int64) int64 {
+	if r.Approximate {
+		return s.estimateReset(r, t)
+	}
 	switch r.Kind {
 	case ratelimit.GCRA:
 		return ceilRat(s.owed(t))
@@ -160,9 +242,20 @@ func (s *modelState) resetFor(r ratelimit.Rule, t int64) int64 {
 	return s.resetAfter(t, r.Limit.Window.Microseconds())
 }
 
-// record records n events at t: the TAT moves to max(TAT, t) + n·T; a
-// quota's count grows (from 0 in another period).
+// record records n events at t, as one of the state's ops (see apply).
 func (s *modelState) record(r ratelimit.Rule, t, n int64) {
+	s.ops = append(s.ops, meterOp{rule: r, at: t, n: n})
+	s.apply(r, t, n)
+}
+
+// apply records n events at t: the TAT moves to max(TAT, t) + n·T; a
+// quota's count grows (from 0 in another period); an approximate
+// counter's fixed window grows.
+func (s *modelState) apply(r ratelimit.Rule, t, n int64) {
+	if r.Approximate {
+		s.fixedCounts(r)[floorDiv(t, r.Limit.Window.Microseconds())] += n
+		return
+	}
 	switch r.Kind {
 	case ratelimit.GCRA:
 		base := big.NewRat(t, 1)

@@ -32,20 +32,30 @@ import (
 type diffModel struct {
 	trimOnRecord, resetIsWindow bool
 	state                       map[[2]string]*modelState
+	held                        map[int]*modelHeld // reservations, by id (diffreserve_test.go)
+	// resetGiveBack is set once a settle for less named events a Reset
+	// had cleared (see knownResetGiveBack).
+	resetGiveBack bool
 }
 
 type modelEvent struct{ at, n int64 }
 
 type modelState struct {
-	kinds                   // a GCRA bucket's and a quota's state (diffkinds_test.go)
-	events     []modelEvent // ascending by at
+	kinds               // a GCRA bucket's and a quota's state (diffkinds_test.go)
+	events []modelEvent // ascending by at
+	// ops are what made kinds and events, in order: the records and the
+	// trims, replayed when a settle changes what a reservation recorded
+	// (see rebuild in diffreserve_test.go).
+	ops        []meterOp
 	violations int64
 	last       int64 // µs of the last violation
 	banEnd     int64 // µs
 }
 
 // The models the differential test runs.
-func pureModel() *diffModel { return &diffModel{state: map[[2]string]*modelState{}} }
+func pureModel() *diffModel {
+	return &diffModel{state: map[[2]string]*modelState{}, held: map[int]*modelHeld{}}
+}
 
 // windowResetModel differs from the pure model only in ResetAfter.
 func windowResetModel() *diffModel { m := pureModel(); m.resetIsWindow = true; return m }
@@ -67,8 +77,15 @@ func (m *diffModel) get(rule, key string) *modelState {
 
 func (m *diffModel) reset(rule, key string) { delete(m.state, [2]string{rule, key}) }
 
-// trim drops the events recorded at or before now - window.
+// trim drops the events recorded at or before now - window, as one of
+// the state's ops.
 func (s *modelState) trim(now, window int64) {
+	s.ops = append(s.ops, meterOp{trim: true, at: now, window: window})
+	s.dropOld(now, window)
+}
+
+// dropOld drops the events recorded at or before now - window.
+func (s *modelState) dropOld(now, window int64) {
 	kept := s.events[:0]
 	for _, e := range s.events {
 		if e.at > now-window {
@@ -179,7 +196,7 @@ func (m *diffModel) decide(rule ratelimit.Rule, key string, now time.Time, n int
 			res.Warned = !allowed && pen.WarnAfter > 0 && v >= int64(pen.WarnAfter)
 			return finish(allowed, count, s.retryFor(rule, t, count, 1), s.resetFor(rule, t))
 		}
-		if m.trimOnRecord && rule.Kind == ratelimit.SlidingLog {
+		if m.trimOnRecord && exactLog(rule) {
 			s.trim(t, 2*w)
 		}
 		count := s.count(rule, t)
@@ -208,7 +225,7 @@ func (m *diffModel) decide(rule ratelimit.Rule, key string, now time.Time, n int
 		count := s.count(rule, t)
 		return finish(count+1 <= rate, count, s.retryFor(rule, t, count, 1), s.resetFor(rule, t))
 	}
-	if m.trimOnRecord && rule.Kind == ratelimit.SlidingLog {
+	if m.trimOnRecord && exactLog(rule) {
 		s.trim(t, 2*w)
 	}
 	count := s.count(rule, t)
@@ -221,8 +238,12 @@ func (m *diffModel) decide(rule ratelimit.Rule, key string, now time.Time, n int
 
 // allowedReset is the ResetAfter of an allowed call, just recorded at t.
 func (m *diffModel) allowedReset(s *modelState, rule ratelimit.Rule, t int64) int64 {
-	if m.resetIsWindow && rule.Kind == ratelimit.SlidingLog {
+	if m.resetIsWindow && exactLog(rule) {
 		return rule.Limit.Window.Microseconds()
 	}
 	return s.resetFor(rule, t)
 }
+
+// exactLog reports whether r is an exact sliding log (not an approximate
+// counter): the rules whose events the log model keeps one by one.
+func exactLog(r ratelimit.Rule) bool { return r.Kind == ratelimit.SlidingLog && !r.Approximate }

@@ -60,6 +60,7 @@ func Run(t *testing.T, backends ...Backend) {
 		{"HammerOneKey", HammerOneKey},
 		{"HammerAllowN", HammerAllowN},
 		{"Reserve", Reserve},
+		{"ReserveHammer", ReserveHammer},
 		{"Prefetch", Prefetch},
 	} {
 		t.Run(s.name, func(t *testing.T) { s.run(t, backends) })

@@ -207,6 +207,22 @@ var behaviourCases = []behaviourCase{
 		},
 	},
 	{
+		name: "violations Memory forgot do not count again with a later one",
+		rule: ratelimit.Rule{Name: "forgotten", Limit: ratelimit.Limit{Rate: 2, Window: 2 * sec},
+			Penalty: &ratelimit.Penalty{WarnAfter: 2, BanAfter: 4, BanFor: 3 * sec, Memory: 5 * sec}},
+		steps: []step{
+			{at: 0, n: 2, want: ok(2, 0, 2*sec)},
+			{at: 0, want: violated(no(2, 0, 2*sec, 2*sec), 1)},
+			{at: 0, want: warned(violated(no(2, 0, 2*sec, 2*sec), 2))},
+			// Memory later both are forgotten: two new violations, and
+			// the ladder holds these two only.
+			{at: 6 * sec, want: ok(2, 1, 2*sec)},
+			{at: 6 * sec, n: 2, want: violated(no(2, 1, 2*sec, 2*sec), 1)},
+			{at: 6 * sec, n: 2, want: warned(violated(no(2, 1, 2*sec, 2*sec), 2))},
+			{at: 6 * sec, want: violated(ok(2, 0, 2*sec), 2)},
+		},
+	},
+	{
 		name: "Reset clears the log, the violations and the ban",
 		rule: ratelimit.Rule{Name: "reset", Limit: ratelimit.PerMinute(1), Penalty: &ratelimit.Penalty{BanAfter: 1, BanFor: time.Hour}},
 		steps: []step{

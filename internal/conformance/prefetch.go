@@ -57,10 +57,12 @@ var prefetchCases = []struct {
 			// The grant of 3ms is usable until 23ms.
 			{at: 22 * ms, want: okAt(0, sec+ms), path: ratelimit.PathPrefetch},
 			{at: 22 * ms, want: okAt(0, sec+20*ms), path: ratelimit.PathPrefetch},
-			// Nothing is free: the shield answers with the rejection of
-			// the Peek at 2ms, and no grant is asked for until 42ms.
-			{at: 22 * ms, do: peek, want: no(10, 0, 978*ms, sec), path: ratelimit.PathShield},
-			{at: 23 * ms, want: no(10, 0, 977*ms, sec-ms), path: ratelimit.PathShield},
+			// Nothing is free (a use of a slot dropped the shield's
+			// rejection of the Peek at 2ms: it is an event that
+			// rejection did not count). No grant is asked for until
+			// 42ms, and the shield answers with this Peek's rejection.
+			{at: 22 * ms, do: peek, want: no(10, 0, 978*ms, sec+20*ms), path: ratelimit.PathRedis},
+			{at: 23 * ms, want: no(10, 0, 977*ms, sec+19*ms), path: ratelimit.PathShield},
 			// A window after the first events only those two have left:
 			// the slots count a window from their stamps, 20ms to 42ms,
 			// later than the calls that used them (the price of the

@@ -55,6 +55,17 @@ var reserveCases = []behaviourCase{
 		},
 	},
 	{
+		name: "sliding log: a rejection after a settle's extra waits for it",
+		rule: sliding("log-x", 2, 10*sec),
+		steps: []step{
+			{at: 0, do: reserve, res: 1, n: 2, want: ok(2, 0, 10*sec)},
+			{at: sec, want: no(2, 0, 9*sec, 9*sec)},
+			// Two more at 2s: the third oldest of 0, 0, 2s, 2s leaves at 12s.
+			{at: 2 * sec, do: settle, res: 1, n: 4},
+			{at: 2 * sec, want: no(2, 0, 10*sec, 10*sec)},
+		},
+	},
+	{
 		name: "sliding log: what a settle and a reserve take is bounded",
 		rule: sliding("log-n", 5, 10*sec),
 		steps: []step{

@@ -19,10 +19,11 @@ type Proxy struct {
 	ctx    context.Context // cancelled by Close; ends dials and latency waits
 	cancel context.CancelFunc
 
-	latency   atomic.Int64 // time.Duration
-	blackHole atomic.Bool
-	refuse    atomic.Bool
-	accepted  atomic.Int64
+	latency     atomic.Int64 // time.Duration
+	blackHole   atomic.Bool
+	dropReplies atomic.Bool
+	refuse      atomic.Bool
+	accepted    atomic.Int64
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{} // both sides of every open connection
@@ -59,6 +60,13 @@ func (p *Proxy) SetLatency(d time.Duration) { p.latency.Store(int64(d)) }
 // open, as with a network that drops packets. Data read meanwhile is lost
 // for good, so a connection used across the switch sees a broken stream.
 func (p *Proxy) BlackHole(on bool) { p.blackHole.Store(on) }
+
+// DropReplies, when on, makes the proxy forward what clients send and drop
+// what the target answers: every command runs, and its reply is lost, as
+// when a connection breaks after the request arrived. The replies dropped
+// are lost for good, so a connection used across the switch sees a broken
+// stream (ResetAll ends it).
+func (p *Proxy) DropReplies(on bool) { p.dropReplies.Store(on) }
 
 // Refuse, when on, makes the proxy close every new connection at once with
 // a reset. Connections already open are left alone.
@@ -153,19 +161,20 @@ func (p *Proxy) serve(client net.Conn) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		p.pipe(upstream, client)
+		p.pipe(upstream, client, nil)
 		client.Close()
 		upstream.Close()
 	}()
-	p.pipe(client, upstream)
+	p.pipe(client, upstream, &p.dropReplies)
 	client.Close()
 	upstream.Close()
 	<-done
 }
 
-// pipe copies src to dst, applying latency and black hole, until reading or
-// writing fails or the proxy is closed.
-func (p *Proxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst, applying latency and black hole (and dropping
+// everything while drop is on, when not nil), until reading or writing
+// fails or the proxy is closed.
+func (p *Proxy) pipe(dst, src net.Conn, drop *atomic.Bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
@@ -179,7 +188,7 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 					return
 				}
 			}
-			if !p.blackHole.Load() {
+			if !p.blackHole.Load() && (drop == nil || !drop.Load()) {
 				if _, werr := dst.Write(buf[:n]); werr != nil {
 					return
 				}

@@ -46,6 +46,21 @@ func TestProxyBlackHole(t *testing.T) {
 	mustDo(t, dial(t, p.Addr()), "PONG", "PING")
 }
 
+func TestProxyDropReplies(t *testing.T) {
+	s := Start(t, Options{})
+	p := NewProxy(t, s.Addr())
+	c := dial(t, p.Addr())
+	mustDo(t, c, "PONG", "PING")
+	p.DropReplies(true)
+	mustTimeOut(t, c, "INCR", "k")
+	// The command ran all the same.
+	if r, err := s.Do("GET", "k"); err != nil || r != "1" {
+		t.Fatalf("GET on the server after a reply was dropped = %q, %v; want 1", r, err)
+	}
+	p.DropReplies(false)
+	mustDo(t, dial(t, p.Addr()), "2", "INCR", "k")
+}
+
 func TestProxyResetAll(t *testing.T) {
 	s := Start(t, Options{})
 	p := NewProxy(t, s.Addr())
