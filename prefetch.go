@@ -217,10 +217,14 @@ func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *p
 		return false
 	}
 	g.asking = make(chan struct{})
-	back := g.pending
-	g.pending = grantBack{}
+	var backs []grantBack
+	if at >= g.until {
+		backs = g.drop(k) // a lapsed grant's slots go back with the request
+	} else if g.pending.id != "" {
+		backs, g.pending = []grantBack{g.pending}, grantBack{}
+	}
 	g.mu.Unlock()
-	l.askFor(ctx, conn, g, p, k, want+n, now, back)
+	l.askFor(ctx, conn, g, p, k, want+n, now, backs)
 	at = l.localNow()
 	g.mu.Lock()
 	if g.has(at, n) {
@@ -236,13 +240,13 @@ func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *p
 func (g *grant) demand() int64 { return max(g.prev, g.cur) }
 
 // askFor asks Redis at now for want slots of k's log into g, whose asking
-// the caller set, giving back back (what the grant before the current one
-// left); the grant replaces g's, whose unused slots go back with the next
-// request, and asking is closed.
-func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *grant, p *plan, k lkey, want, now int64, back grantBack) {
+// the caller set, giving back backs (what earlier grants left); the grant
+// replaces g's, whose unused slots go back with the next request, and
+// asking is closed.
+func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *grant, p *plan, k lkey, want, now int64, backs []grantBack) {
 	id := l.member(l.seq.Add(1)) + "g"
 	sent := l.localNow()
-	got, count, ok := l.askGrant(ctx, conn, p, k, want, id, &back, now)
+	got, count, ok := l.askGrant(ctx, conn, p, k, want, id, backs, now)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	close(g.asking)
@@ -284,8 +288,8 @@ func (l *Limiter) giveBackLater(g *grant, k lkey) {
 // in this process' own count (as a decision Redis made), and unlocks g.
 // Remaining is the log's count at the grant, less what this process used of
 // it since; ResetAfter when the slot's stamp leaves the window. When the
-// grant runs low (less than half the pair's demand left, or half its
-// Prefetch), this call asks for the next before it returns (it is allowed
+// grant runs low (less than a quarter of the pair's demand left, or an
+// eighth of its Prefetch), this call asks for the next before it returns (it is allowed
 // already), so that the pair's other calls need not wait for it.
 func (l *Limiter) useGrant(conn *redisConn, g *grant, k lkey, n, now int64, res *Result) {
 	g.used += n
@@ -294,11 +298,13 @@ func (l *Limiter) useGrant(conn *redisConn, g *grant, k lkey, n, now int64, res 
 	*res = Result{Allowed: true, Limit: int(p.rate), Remaining: int(max(0, p.rate-g.count-g.used)),
 		ResetAfter: time.Duration(p.window+g.until-now) * time.Microsecond}
 	want := g.demand()
-	refresh := g.asking == nil && now >= g.full && (2*(g.slots-g.used) < want || 2*(g.until-now) < p.prefetch)
-	var back grantBack
+	refresh := g.asking == nil && now >= g.full && (4*(g.slots-g.used) < want || 8*(g.until-now) < p.prefetch)
+	var backs []grantBack
 	if refresh {
 		g.asking = make(chan struct{})
-		back, g.pending = g.pending, grantBack{}
+		if g.pending.id != "" {
+			backs, g.pending = []grantBack{g.pending}, grantBack{}
+		}
 	}
 	g.mu.Unlock()
 	l.prefetch.used.Add(uint64(n))
@@ -306,7 +312,7 @@ func (l *Limiter) useGrant(conn *redisConn, g *grant, k lkey, n, now int64, res 
 	if refresh {
 		ctx, cancel := context.WithTimeout(context.Background(), l.set.Timeout)
 		defer cancel()
-		l.askFor(ctx, conn, g, &p, k, want, now, back)
+		l.askFor(ctx, conn, g, &p, k, want, now, backs)
 	}
 }
 
@@ -325,9 +331,9 @@ func (l *Limiter) awaitGrant(ctx context.Context, ch <-chan struct{}, deadline t
 }
 
 // askGrant asks Redis for want slots of k's log at now under id, giving
-// back back, and returns the slots granted and the log's count before them;
-// ok is false when Redis could not be asked (back is then owed).
-func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey, want int64, id string, back *grantBack, now int64) (got, count int64, ok bool) {
+// back backs, and returns the slots granted and the log's count before
+// them; ok is false when Redis could not be asked (backs are then owed).
+func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey, want int64, id string, backs []grantBack, now int64) (got, count int64, ok bool) {
 	ks := redisKeys(l.set.KeyPrefix, k)
 	keys := []string{ks.meter(p.alg)}
 	if p.penalize {
@@ -337,31 +343,36 @@ func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey
 	if l.set.fleet != nil {
 		instances = max(1, l.set.fleet.Load())
 	}
-	args := []string{l.clockArg(now, false), itoa(p.window), itoa(p.rate), itoa(want), itoa(p.prefetch), itoa(instances), id, back.id, itoa(back.from), itoa(back.to)}
+	args := make([]string, 0, 7+3*len(backs))
+	args = append(args, l.clockArg(now, false), itoa(p.window), itoa(p.rate), itoa(want), itoa(p.prefetch), itoa(instances), id)
+	for _, b := range backs {
+		args = append(args, b.id, itoa(b.from), itoa(b.to))
+	}
 	var reply []int64
 	s, err := l.send(ctx, conn, keys[0], subject{"rule", k.rule}, false, func(ctx context.Context, c rueidis.Client) (err error) {
 		reply, err = grantScript.Exec(ctx, c, keys, args).AsIntSlice()
 		return err
 	})
-	if back.id != "" {
-		if err == nil && s.path == PathRedis {
-			l.prefetch.returned.Add(uint64(back.to - back.from + 1))
+	sent := err == nil && s.path == PathRedis
+	for _, b := range backs {
+		if sent {
+			l.prefetch.returned.Add(uint64(b.to - b.from + 1))
 		} else {
-			l.prefetch.backs.add(*back, maxOwedSettles) // giving back twice removes nothing more
+			l.prefetch.backs.add(b, maxOwedSettles) // giving back twice removes nothing more
 		}
 	}
-	if err != nil || s.path != PathRedis || len(reply) != 3 {
+	if !sent || len(reply) != 3 {
 		return 0, 0, false
 	}
 	return reply[0], reply[1], true
 }
 
 // giveGrantsBack sends what grants owe Redis (the write-back's loop calls
-// it); what still cannot be sent is owed again.
+// it), a pair at a time; what still cannot be sent is owed again.
 func (l *Limiter) giveGrantsBack(ctx context.Context) {
 	conn := l.conn.Load()
 	for _, b := range l.prefetch.backs.take() {
-		l.askGrant(ctx, conn, &b.p, b.k, 0, "", &b, l.localNow())
+		l.askGrant(ctx, conn, &b.p, b.k, 0, "", []grantBack{b}, l.localNow())
 	}
 }
 

@@ -23,9 +23,9 @@
 -- ARGV[6]  the live instances: a grant is at most what is free divided by
 --          them (at least 1), so that no instance holds more than its part.
 -- ARGV[7]  the member id of this grant's slots: id:1 .. id:g.
--- ARGV[8], ARGV[9], ARGV[10]  the member id of the process' last grant of
---          the pair, and the first and last of its slots it did not use,
---          to give back ('' and 0 0 when none).
+-- ARGV[8..] triples of what the process gives back of its earlier grants
+--          of the pair: a grant's member id, and the first and last of its
+--          slots it did not use.
 --
 -- Returns {granted, count, now}: the slots granted, the events the log
 -- counted before them, and the time they were granted at.
@@ -34,8 +34,8 @@
 local key = KEYS[1]
 local window, rate, g = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local prefetch, instances, id = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
-if ARGV[8] ~= '' then
-  local last, from, to = ARGV[8], tonumber(ARGV[9]), tonumber(ARGV[10])
+for j = 8, #ARGV, 3 do
+  local last, from, to = ARGV[j], tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2])
   local batch = {}
   for i = from, to do
     batch[#batch + 1] = last .. string.format(':%d', i)

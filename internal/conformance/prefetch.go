@@ -33,7 +33,7 @@ var prefetchCases = []struct {
 	steps []prefetchStep
 }{
 	{
-		name: "a cold pair asks Redis; a hot one takes slots, uses them in-process and asks for the next when they run low, never over the Rate",
+		name: "a cold pair asks Redis; a hot one takes slots, uses them in-process, asks for the next when they run low and gives back what lapsed, never over the Rate",
 		steps: []prefetchStep{
 			{at: 0, want: okAt(9, sec), path: ratelimit.PathRedis},
 			{at: 0, want: okAt(8, sec), path: ratelimit.PathRedis},
@@ -43,25 +43,23 @@ var prefetchCases = []struct {
 			{at: 0, want: okAt(7, sec+20*ms), path: ratelimit.PathPrefetch},
 			// Redis counts the grant's three slots.
 			{at: 0, do: peek, want: okAt(5, sec+20*ms), path: ratelimit.PathRedis},
-			// One slot left, under half the demand (4): this call asks
-			// for 4 more (stamped 21ms), and the last slot of the first
-			// grant goes back with the next request.
 			{at: ms, want: okAt(6, sec+19*ms), path: ratelimit.PathPrefetch},
-			{at: 2 * ms, want: okAt(4, sec+19*ms), path: ratelimit.PathPrefetch},
-			// The next request gives that slot back: 2 are free, and a
-			// grant holds at most what is free.
-			{at: 2 * ms, n: 2, want: okAt(2, sec+19*ms), path: ratelimit.PathPrefetch},
+			// The grant's last slot, under a quarter of the demand (5)
+			// left: this call asks for the next 5 (all that is free,
+			// stamped 22ms) before it returns.
+			{at: 2 * ms, want: okAt(5, sec+18*ms), path: ratelimit.PathPrefetch},
+			{at: 2 * ms, n: 2, want: okAt(3, sec+20*ms), path: ratelimit.PathPrefetch},
 			{at: 2 * ms, do: peek, want: no(10, 0, 998*ms, sec+20*ms), path: ratelimit.PathRedis},
-			{at: 3 * ms, want: okAt(1, sec+19*ms), path: ratelimit.PathPrefetch},
-			// A new Prefetch-long bucket: the demand is the last one's.
-			// The grant of 3ms is usable until 23ms.
-			{at: 22 * ms, want: okAt(0, sec+ms), path: ratelimit.PathPrefetch},
+			{at: 3 * ms, want: okAt(2, sec+19*ms), path: ratelimit.PathPrefetch},
+			// The grant lapses at 22ms with 2 slots unused. A new
+			// Prefetch-long bucket: the demand is the last one's (8); the
+			// next call gives the 2 back with its request, and gets them.
+			{at: 22 * ms, want: okAt(1, sec+20*ms), path: ratelimit.PathPrefetch},
+			// Its last slot: the call asks for more, and Redis has none.
 			{at: 22 * ms, want: okAt(0, sec+20*ms), path: ratelimit.PathPrefetch},
-			// Nothing is free (a use of a slot dropped the shield's
-			// rejection of the Peek at 2ms: it is an event that
-			// rejection did not count). No grant is asked for until
-			// 42ms, and the shield answers with this Peek's rejection.
 			{at: 22 * ms, do: peek, want: no(10, 0, 978*ms, sec+20*ms), path: ratelimit.PathRedis},
+			// No grant is asked for until 42ms: the shield answers with
+			// the Peek's rejection.
 			{at: 23 * ms, want: no(10, 0, 977*ms, sec+19*ms), path: ratelimit.PathShield},
 			// A window after the first events only those two have left:
 			// the slots count a window from their stamps, 20ms to 42ms,
