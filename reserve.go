@@ -143,13 +143,30 @@ func (r *Reservation) Reserved() int {
 // returns the path Redis' part took: PathRedis when Redis has it now,
 // PathLocal when it is owed, PathNone when there was nothing to send.
 func (l *Limiter) settle(ctx context.Context, u *undo, actual int64) Path {
-	switch {
-	case actual < u.n:
+	if actual < u.n {
 		return l.giveBack(ctx, u, u.n-actual, actual)
-	case actual > u.n:
+	}
+	if u.p.keepsRecords() {
+		l.keepAsTaken(ctx, u) // what it took stands: its record is not needed
+	}
+	if actual > u.n {
 		return l.charge(ctx, u, actual-u.n)
 	}
 	return PathNone
+}
+
+// keepAsTaken settles the reservation u, of a kind that keeps its record
+// in its meter (see recordKeeper), at what it took: nothing any call
+// counts changes, the record joins the bucket's main sequence and is
+// forgotten, so that a bucket holds only the reservations that may still
+// give something back. On Redis it is owed when Redis cannot be used; a
+// reservation decided without Redis has no record there (the write-back
+// brings its events as any others).
+func (l *Limiter) keepAsTaken(ctx context.Context, u *undo) {
+	l.local.unreserveFor(u.k, &u.p, u.now, 0, u.member, u.recordID(), false)
+	if u.onRedis && l.remote {
+		l.sendBack(ctx, &owedBack{u: *u, n: 0, from: u.n + 1})
+	}
 }
 
 // giveBack takes back d of the n events the reservation u recorded: those
@@ -158,7 +175,7 @@ func (l *Limiter) settle(ctx context.Context, u *undo, actual int64) Path {
 // the write-back brought them there under the reservation's id.
 func (l *Limiter) giveBack(ctx context.Context, u *undo, d, kept int64) Path {
 	l.settles.givenBack.Add(uint64(d))
-	forgot := l.local.unreserveFor(u.k, &u.p, u.now, d, u.member, !u.onRedis)
+	forgot := l.local.unreserveFor(u.k, &u.p, u.now, d, u.member, u.recordID(), !u.onRedis)
 	if !l.remote {
 		return PathLocal
 	}
@@ -193,7 +210,7 @@ func (l *Limiter) sendBack(ctx context.Context, g *owedBack) bool {
 	ks := redisKeys(l.set.KeyPrefix, u.k)
 	key := ks.meter(u.p.alg)
 	keys := []string{key}
-	if !u.p.alg.back.named() {
+	if !u.p.alg.back.named() && !u.p.keepsRecords() {
 		keys = append(keys, recordKey(l.set.KeyPrefix, u.k, u.member))
 	}
 	third, fourth := u.p.alg.redis.undoArgs(u.p, u.win)
@@ -201,7 +218,11 @@ func (l *Limiter) sendBack(ctx context.Context, g *owedBack) bool {
 	if u.n > 1 {
 		args = append(args, itoa(g.from))
 	}
-	err := l.sendWithoutFallback(ctx, l.conn.Load(), key, subject{"rule", u.k.rule}, fmt.Sprintf("giving back %d reserved events", g.n), false,
+	what := fmt.Sprintf("giving back %d reserved events", g.n)
+	if g.n == 0 {
+		what = "settling a reservation at its cost"
+	}
+	err := l.sendWithoutFallback(ctx, l.conn.Load(), key, subject{"rule", u.k.rule}, what, false,
 		func(ctx context.Context, c rueidis.Client) error {
 			return u.p.alg.redis.scripts().undo.Exec(ctx, c, keys, args).Error()
 		})

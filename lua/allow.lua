@@ -50,7 +50,10 @@
 -- KEYS[4] is the reservation's record, ARGV[6] is always sent, and the
 -- last ARGV is how long the record is kept, in ms: an allowing call sets
 -- the record to n, so that a settle gives back only what Redis recorded
--- (undo.lua).
+-- (undo.lua). A kind that keeps the record in its meter instead (it has a
+-- <kind>.hold piece, which its record piece puts in for Reserve: a GCRA
+-- bucket, see gcra.lua) gets no KEYS[4], and the last ARGV is the
+-- reservation's id.
 --
 -- Returns {allowed, count, retry_us, reset_us, violations, flags,
 -- ban_left_us, memory_left_us, bans} (see decide.lua's locals ok, count,
@@ -97,7 +100,7 @@ end
 {{- end}}
 {{kind "read" .}}
 {{template "decide" .}}
-{{- if .Reserve}}
+{{- if and .Reserve (not (has "hold" .))}}
 if allows then
   redis.call('SET', KEYS[4], ARGV[4], 'PX', ARGV[#ARGV])
 end

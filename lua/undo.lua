@@ -8,7 +8,10 @@
 --          events are a reservation's of a kind whose events have no
 --          member: nothing is taken back without it (Redis never recorded
 --          the events, or lost them, or a settle took them back before),
---          and it is deleted with the take back.
+--          and it is deleted with the take back. Not for a kind that keeps
+--          the record in its meter (<kind>.hold: a GCRA bucket): its undo
+--          finds the record there by ARGV[1], and with ARGV[2] = 0 settles
+--          the reservation at its cost.
 -- ARGV[1]  the call's member id (as allow.lua got it).
 -- ARGV[2]  n: the events the call recorded.
 -- ARGV[3], ARGV[4] what the kind needs to find them (see the kind's
@@ -17,7 +20,8 @@
 --          has moved to another window they are no longer its current
 --          count, and nothing is taken back, as counter.go's local path
 --          does. For a quota: the start of the period the events went
---          into, likewise. For a bucket: wq and rq (see gcra.lua).
+--          into, likewise. For a bucket: wq and rq (see gcra.lua); its
+--          events are the reservation's ARGV[1] keeps in the bucket.
 -- ARGV[5]  a log's, only for a call of more than one event: the index of
 --          the first of its events to take back (its members are id:1 ..
 --          id:m), n of them from there.
@@ -29,11 +33,13 @@
 local key = KEYS[1]
 local n = tonumber(ARGV[2])
 local back = 0
+{{- if not (has "hold" .)}}
 if KEYS[2] then
   if redis.call('DEL', KEYS[2]) == 0 then
     return 0
   end
 end
+{{- end}}
 {{kind "undo" .}}
 return back
 {{- end}}
