@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"cmp"
 	"fmt"
+	"math/bits"
 )
 
 // bucket is the local path's GCRA state of one key (Kind GCRA): the
@@ -342,6 +343,26 @@ func (p *plan) setGCRA(rate, burst int64) {
 // exact reports whether a GCRA plan's full bucket stays exact as float64
 // ticks in Lua (see maxBucket) and within maxMicros.
 func (p *plan) exact() bool { return p.wq <= maxBucket/p.rate && p.rate*p.wq/p.rq <= maxMicros }
+
+// settleBound is the most a Reservation of p may settle at (see
+// MaxSettleFactor): MaxSettleFactor times its capacity, and for a bucket
+// no more than the tokens it refills in maxMicros, floor(maxMicros·rq/wq),
+// so that a settle's debt moves the TAT at most maxMicros past its own
+// (times are exact in Lua below 2^53µs, the year 2255, and a TAT of today
+// plus a few such debts stays below). Only a bucket taking more than
+// maxMicros/MaxSettleFactor to refill has the lower bound.
+func (p *plan) settleBound() int64 {
+	bound := MaxSettleFactor * p.rate
+	if p.wq == 0 { // not a bucket
+		return bound
+	}
+	hi, lo := bits.Mul64(maxMicros, uint64(p.rq))
+	if hi >= uint64(p.wq) {
+		return bound // more than 2^64 tokens
+	}
+	q, _ := bits.Div64(hi, lo, uint64(p.wq))
+	return int64(min(uint64(bound), q))
+}
 
 // refill is how long an empty GCRA bucket takes to fill, in whole µs
 // (Burst × Window/Rate, rounded up): an event's cost has flowed out of

@@ -24,7 +24,11 @@ var ErrNoReservation = errors.New("ratelimit: no reservation")
 // MaxSettleFactor bounds what a Reservation may settle at: actual may be
 // up to MaxSettleFactor times the rule's Rate (a GCRA rule's Burst), so
 // that an exact log, which keeps one entry per event, stays bounded, and a
-// bucket's numbers stay exact in Lua. More is ErrInvalidN.
+// bucket's numbers stay exact in Lua. More is ErrInvalidN. A GCRA rule
+// whose bucket takes more than 2^46µs (about two years) to refill may
+// settle at no more than the tokens it refills in 2^50µs (about 35 years),
+// so that a settle's debt keeps its TAT a time Lua holds exactly (see
+// Reservation.Settle).
 const MaxSettleFactor = 16
 
 // Reservation holds n events of a (rule, key) pair taken by Reserve until
@@ -71,7 +75,8 @@ func (l *Limiter) Reserve(ctx context.Context, rule Rule, key string, n int) (*R
 }
 
 // Settle makes the reservation's cost actual events (actual >= 0, and at
-// most MaxSettleFactor times the rule's Rate; ErrInvalidN otherwise), as if
+// most MaxSettleFactor times the rule's Rate or Burst; ErrInvalidN
+// otherwise), as if
 // the Reserve had asked for actual when actual is less, and as if the
 // extra were asked for now when it is more:
 //
@@ -103,7 +108,10 @@ func (r *Reservation) Settle(ctx context.Context, actual int) error {
 		return err
 	}
 	u := &r.u
-	if bound := MaxSettleFactor * u.p.rate; actual < 0 || int64(actual) > bound {
+	if bound := u.p.settleBound(); actual < 0 || int64(actual) > bound {
+		if bound < MaxSettleFactor*u.p.rate {
+			return fmt.Errorf("%w: settling at %d, outside 0..%d (the tokens the bucket of rule %q refills in 2^50µs)", ErrInvalidN, actual, bound, u.k.rule)
+		}
 		return fmt.Errorf("%w: settling at %d, outside 0..%d (%d times the %s of rule %q)", ErrInvalidN, actual, bound, MaxSettleFactor, u.p.alg.rules.capacity(), u.k.rule)
 	}
 	rep := l.reporter()

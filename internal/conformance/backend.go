@@ -69,6 +69,7 @@ func Run(t *testing.T, backends ...Backend) {
 		{"HammerAllowN", HammerAllowN},
 		{"Reserve", Reserve},
 		{"ReserveAgainstModel", ReserveAgainstModel},
+		{"ReserveAtExactnessBound", ReserveAtExactnessBound},
 	} {
 		t.Run(s.name, func(t *testing.T) { s.run(t, backends) })
 	}
