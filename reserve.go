@@ -57,9 +57,13 @@ type Reservation struct {
 // Result and errors are AllowN's.
 //
 // Every kind of rate rule takes reservations: the sliding log, exact and
-// approximate, the calendar quota and the fixed window. A Concurrency
-// rule is ErrInvalidRule (take a slot with Acquire), and so is a GCRA rule
-// for now: a bucket cannot yet give tokens back exactly.
+// approximate, the calendar quota, the fixed window and GCRA. A
+// Concurrency rule is ErrInvalidRule (take a slot with Acquire). A GCRA
+// bucket keeps what each outstanding reservation took beside the time it
+// is full again, in Redis and in this process, until the reservation is
+// settled or the bucket is full again (see docs/semantics.md,
+// "Reservations"): a bucket cannot give tokens back by moving that time
+// back once other calls came.
 //
 // A reservation made by a rule in dry run over its limit, or under
 // DegradedAllow while Redis could not be used, recorded nothing: its
@@ -76,9 +80,8 @@ func (l *Limiter) Reserve(ctx context.Context, rule Rule, key string, n int) (*R
 
 // Settle makes the reservation's cost actual events (actual >= 0, and at
 // most MaxSettleFactor times the rule's Rate or Burst; ErrInvalidN
-// otherwise), as if
-// the Reserve had asked for actual when actual is less, and as if the
-// extra were asked for now when it is more:
+// otherwise), as if the Reserve had asked for actual when actual is less,
+// and as if the extra were asked for now when it is more:
 //
 //   - Less than reserved: the difference is given back at once, in this
 //     process and on Redis, and is free for the next call on any instance
@@ -88,7 +91,16 @@ func (l *Limiter) Reserve(ctx context.Context, rule Rule, key string, n int) (*R
 //   - More than reserved: the extra is recorded now, even past the limit.
 //     The key is then in debt, and later calls are rejected until the
 //     rule has room again: up to one Window for a sliding log, the rest
-//     of the period for a calendar quota, of the window for a fixed one.
+//     of the period for a calendar quota, of the window for a fixed one,
+//     and for GCRA until the bucket refills (each token past an empty
+//     bucket delays the next call by Window/Rate).
+//
+// For GCRA "as if the Reserve had asked for actual" is exact whatever
+// calls came between: the bucket then stands as those calls would have
+// left it with actual tokens taken at the Reserve's time, however much it
+// drained meanwhile. A reservation settled once the bucket was full again
+// gives nothing back (it could change nothing), and one never settled
+// stands as the AllowN it was.
 //
 // Settling over the limit is no violation under the rule's Penalty: the
 // work had been allowed.
