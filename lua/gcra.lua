@@ -21,8 +21,9 @@
 -- as full) and used (tokens in use), and ext (nil unless the bucket has
 -- outstanding reservations, see below). The burst is the decision's rate.
 -- gcra.settle and gcra.owe change a bucket outside a decision (undo.lua,
--- writeback.lua). The one function, gcra_div, is defined only by the
--- scripts whose pieces call it (gcra.div), several times a call.
+-- writeback.lua). The decision's one function, gcra_div, is defined only
+-- by the scripts whose pieces call it (gcra.div), several times a call;
+-- gcra.settle defines two more, in undo.lua only.
 --
 -- Reservations (Reserve, and AllowAll's pairs that a later pair may undo)
 -- cannot be given back by moving the TAT back: a call that came after
@@ -41,9 +42,14 @@
 -- their n, so every decision reads it as before; one that records moves
 -- the main sequence too, and one that finds the bucket full (TAT <= now)
 -- forgets the reservations: no give-back can move anything any more. A
--- plain bucket's 'w r' never pays for any of it but a failed tonumber.
--- Records live and expire with the TAT itself, so they cannot outlive it
--- or be lost while it stands. gcra.go's reserved says why this is exact.
+-- plain bucket's 'w r' pays for none of it but a test or two (its
+-- tonumber succeeds where an extended value's fails); a decision of a
+-- bucket with reservations reads and writes their records whole (bytes in
+-- proportion to them). Records live and expire with the TAT itself, so
+-- they cannot outlive it or be lost while it stands. Every sum stays below
+-- 2^53 as the TAT's do: a record's terms add at most n * wq ticks, and a
+-- settle's extra is added in parts (gcra.owe). gcra.go's reserved says why
+-- this is exact.
 
 {{/* gcra.div defines gcra_div(a, b): floor(a / b) for integers a >= 0,
 b >= 1 below 2^53, correcting the double division's rounding. */}}
@@ -64,9 +70,10 @@ local wq, rq = tonumber({{.Second}}), tonumber({{.Fifth}})
 {{- end}}
 
 {{/* gcra.state declares the TAT (w, r) of the bucket whose key is the Lua
-expression given as the piece's argument, for the rq in rq. A remainder
-kept for another rate (a changed rule) is cut to fit: the TAT moves by less
-than 1µs, as gcra.go does. */}}
+expression given as the piece's argument, for the rq in rq, and ext, its
+outstanding reservations (nil for a plain bucket; see gcra.ext). A
+remainder kept for another rate (a changed rule) is cut to fit: the TAT
+moves by less than 1µs, as gcra.go does. */}}
 {{- define "gcra.state" -}}
 local stored = redis.call('GET', {{.}})
 local w, r, ext = 0, 0, nil
