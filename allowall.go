@@ -111,6 +111,18 @@ func (u *undo) named() bool { return u != nil && (u.lease || u.reserve || u.exac
 // exact AllowAll pair's, of such a kind. u may be nil.
 func (u *undo) records() bool { return u != nil && (u.reserve || u.exact) && u.p.keepsRecords() }
 
+// recordAs notes that the call numbered seq records its events under seq
+// when it records them by id (see records): in this process' own count
+// (see hold), and under its member id in Redis' meter (<kind>.hold). It
+// returns the id, or 0. u may be nil.
+func (u *undo) recordAs(seq uint64) uint64 {
+	if !u.records() {
+		return 0
+	}
+	u.rec = seq
+	return seq
+}
+
 // recordID is the id the call's events are recorded under in this
 // process' meter when it keeps records by id, or 0 (see records): the
 // number of the call (l.seq) whose member id names the record on Redis.

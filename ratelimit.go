@@ -339,13 +339,7 @@ func (l *Limiter) redisOnce(ctx context.Context, conn *redisConn, r *Rule, legs 
 		return path, nil, nil
 	}
 	seq := l.seq.Add(1)
-	lg.id = 0
-	if u.records() {
-		// Its record is kept under the call's number in this process'
-		// own count (see hold), and under its member id in Redis' meter
-		// (<kind>.hold).
-		lg.id, u.rec = seq, seq
-	}
+	lg.id = u.recordAs(seq)
 	if _, w := l.local.holdLegs(legs, now); w != nil {
 		return PathNone, w, nil
 	}
