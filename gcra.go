@@ -159,9 +159,9 @@ func (b *bucket) copyFrom(now, _, reset int64) {
 
 // unrecord gives n tokens back without a record of them (a hold Redis did
 // not confirm, see mirror.go): the TAT moves back by n·wq ticks, and so do
-// the main sequence's, as lua/gcra.lua did before reservations. It is exact
-// only when no call came between; what a reservation took is given back
-// by settle instead.
+// the main sequence's. It is exact only when no call came between, which
+// is why what a reservation or an AllowAll pair took is given back by
+// settle instead, here and in Redis.
 func (b *bucket) unrecord(n int64) {
 	b.w, b.r = back(b.tat(), n*b.wq, b.rq)
 	if rs := b.res; rs != nil {
