@@ -32,6 +32,13 @@ type Check struct {
 // on Redis by the earlier pairs stay recorded (the error is logged). Put the
 // pair most likely to deny first, and a denied request rarely records
 // anything.
+//
+// A GCRA pair other than the last is recorded as a reservation (see
+// Reserve), so that taking it back frees exactly what it took whatever
+// calls came between: a bucket cannot give tokens back by moving its TAT.
+// When the request is allowed, that reservation is settled at its cost,
+// which on Redis takes one more call for each such pair: put a GCRA pair
+// last, where nothing is ever taken back, to save it.
 func (l *Limiter) AllowAll(ctx context.Context, checks []Check) ([]Result, error) {
 	if err := l.usable(ctx); err != nil {
 		return nil, err
@@ -44,6 +51,10 @@ func (l *Limiter) AllowAll(ctx context.Context, checks []Check) ([]Result, error
 		if n == 0 {
 			n = 1
 		}
+		// A later pair may deny: a kind whose events cannot be taken
+		// back from its meter records them as a reservation (see
+		// undo.exact). The last pair is never taken back.
+		undos[i].exact = i < len(checks)-1
 		res, err := l.ask(ctx, &c.Rule, c.Key, n, false, &undos[i])
 		if err != nil {
 			l.takeBack(undos[:i], results[:i])
@@ -56,6 +67,11 @@ func (l *Limiter) AllowAll(ctx context.Context, checks []Check) ([]Result, error
 		}
 		if res.DryRun {
 			undos[i] = undo{} // a dry run's rejection recorded nothing
+		}
+	}
+	for i := range undos {
+		if u := &undos[i]; u.exact && (u.local || u.onRedis) {
+			l.keepAsTaken(ctx, u) // the request is allowed: its record is not needed
 		}
 	}
 	return results, nil
@@ -76,13 +92,47 @@ type undo struct {
 	onRedis bool   // Redis decided the call: its events are in Redis too
 	lease   bool   // the call is an Acquire (see lease.go)
 	reserve bool   // the call is a Reserve (see reserve.go)
+	// exact: the call is an AllowAll pair of a kind that keeps records
+	// (see recordKeeper) that a later pair may undo: it is recorded as a
+	// reservation, taken back as one cancelled, and settled at its cost
+	// once the request is allowed.
+	exact bool
+	rec   uint64 // the number of the call whose record holds the events (see records), 0: none
 }
 
 // named reports whether the call's events are recorded under an id of
 // their own wherever they are (an Acquire's, a Reserve's), so that they
 // can be found later, written back by the write-back included. u may be
 // nil.
-func (u *undo) named() bool { return u != nil && (u.lease || u.reserve) }
+func (u *undo) named() bool { return u != nil && (u.lease || u.reserve || u.exact) }
+
+// records reports whether the call's events are recorded under its id in
+// a meter that keeps records by id (see recordKeeper): a Reserve's, or an
+// exact AllowAll pair's, of such a kind. u may be nil.
+func (u *undo) records() bool { return u != nil && (u.reserve || u.exact) && u.p.keepsRecords() }
+
+// recordAs notes that the call numbered seq records its events under seq
+// when it records them by id (see records): in this process' own count
+// (see hold), and under its member id in Redis' meter (<kind>.hold). It
+// returns the id, or 0. u may be nil.
+func (u *undo) recordAs(seq uint64) uint64 {
+	if !u.records() {
+		return 0
+	}
+	u.rec = seq
+	return seq
+}
+
+// recordID is the id the call's events are recorded under in this
+// process' meter when it keeps records by id, or 0 (see records): the
+// number of the call (l.seq) whose member id names the record on Redis.
+// u may be nil.
+func (u *undo) recordID() uint64 {
+	if u.records() {
+		return u.rec
+	}
+	return 0
+}
 
 // at notes that the call decided locally at now. u may be nil.
 func (u *undo) at(now int64) {
@@ -116,7 +166,7 @@ func (l *Limiter) takeBack(us []undo, rs []Result) {
 			}
 		}
 		if u.local {
-			l.local.unrecord(u.k, &u.p, u.now, u.n)
+			l.local.unrecord(u.k, &u.p, u.now, u.n, u.recordID())
 		}
 		if !u.onRedis {
 			continue

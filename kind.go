@@ -203,10 +203,60 @@ func checkWindow(r *Rule, burst bool) string {
 }
 
 // unreserve takes n events at now back from k's meter, and with drop
-// forgets the meter when that leaves it empty (see localKind).
-func (p *plan) unreserve(sh *localShard, k *lkey, h uint64, now, n int64, drop bool) {
-	p.alg.local.unrecord(sh, *k, h, *p, now, n)
+// forgets the meter when that leaves it empty (see localKind). Events
+// recorded under id (not 0) in a meter that keeps records by id (see
+// recordKeeper) are given back by it: no record, nothing given back.
+func (p *plan) unreserve(sh *localShard, k *lkey, h uint64, now, n int64, id uint64, drop bool) {
+	if rk, ok := p.alg.local.(recordKeeper); ok && id != 0 {
+		rk.settleAs(sh, *k, h, *p, id, n)
+	} else {
+		p.alg.local.unrecord(sh, *k, h, *p, now, n)
+	}
 	if drop {
 		p.alg.local.dropEmpty(sh, *k, h, now)
 	}
+}
+
+// recordKeeper is a kind whose meter keeps what a reservation took as a
+// record of its own, by the reservation's id (in this process the number of
+// the call that took it, see undo.rec; in Redis its member id): GCRA, whose bucket cannot
+// give tokens back by moving its TAT (see reserved in gcra.go). The other
+// kinds keep a reservation's record in a Redis key beside the meter
+// (allow.lua's Reserve) and take events back from their meter. A
+// reservation of such a kind, and an AllowAll pair of it that a later pair
+// may undo, is recorded under its id on every path (see undo.records):
+// in this process' meter (idMeter) and in Redis' (its kind's <kind>.hold
+// piece), and given back by that id.
+type recordKeeper interface {
+	// settleAs gives back d of the events the reservation id holds in
+	// k's meter (d = 0 settles it at its cost), and reports whether the
+	// meter held it.
+	settleAs(sh *localShard, k lkey, h uint64, p plan, id uint64, d int64) bool
+}
+
+// keepsRecords reports whether p's kind keeps reservations' records in
+// its meter (see recordKeeper).
+func (p *plan) keepsRecords() bool {
+	_, ok := p.alg.local.(recordKeeper)
+	return ok
+}
+
+// idMeter is a meter that records events under a reservation's id (a
+// GCRA bucket: see recordKeeper).
+type idMeter interface {
+	addAs(now, n int64, id uint64)
+}
+
+// addTo records n events at now in m under p, under id when it is not 0
+// and m keeps records by id. (An id is a number, not the member string: a
+// string read from a call's leg and passed on would move the call's plan
+// to the heap.)
+func addTo(m meter, p *plan, now, n int64, id uint64) {
+	if id != 0 {
+		if im, ok := m.(idMeter); ok {
+			im.addAs(now, n, id)
+			return
+		}
+	}
+	m.Add(now, p.window, n)
 }

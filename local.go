@@ -137,10 +137,12 @@ func (s *localStore) atRule(k *lkey, rh uint64) (*localShard, uint64) {
 // the decision is made in place of Redis: the events it allows, and the
 // violations and bans it counts, are also owed to Redis under owed, the
 // rule's own plan (p may be its degraded share; see writeback.go), under
-// member when the call may have run on Redis under it ("" otherwise).
-func (s *localStore) admit(k *lkey, p *plan, rate, now, n int64, peek bool, owed *plan, member string) decision {
+// member when the call may have run on Redis under it ("" otherwise). id,
+// when not 0, is the call's reservation id: a meter that keeps records by
+// id (see recordKeeper) records the events under it.
+func (s *localStore) admit(k *lkey, p *plan, rate, now, n int64, peek bool, owed *plan, member string, id uint64) decision {
 	var d decision
-	s.admitAt(&d, k, p, rate, now, false, n, peek, owed, member)
+	s.admitAt(&d, k, p, rate, now, false, n, peek, owed, member, id)
 	return d
 }
 
@@ -153,7 +155,7 @@ func (s *localStore) admit(k *lkey, p *plan, rate, now, n int64, peek bool, owed
 // its event behind newer ones (see eventlog.Log.Record), and the decision
 // is the one a call arriving in that order gets. The decision goes into d,
 // which the caller passes zeroed.
-func (s *localStore) admitAt(d *decision, k *lkey, p *plan, rate, now int64, mono bool, n int64, peek bool, owed *plan, member string) {
+func (s *localStore) admitAt(d *decision, k *lkey, p *plan, rate, now int64, mono bool, n int64, peek bool, owed *plan, member string, id uint64) {
 	sh, h := s.atPlan(k, p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -161,15 +163,15 @@ func (s *localStore) admitAt(d *decision, k *lkey, p *plan, rate, now int64, mon
 		now = max(now, sh.last)
 		sh.last = now
 	}
-	sh.admit(d, k, h, p, rate, now, n, peek, owed, member)
+	sh.admit(d, k, h, p, rate, now, n, peek, owed, member, id)
 }
 
 // shieldOrAdmit answers a call without Redis with its shard's lock taken
 // once: from the shield, as localStore.shielded does, when it holds an
 // answer (it reports true), otherwise as admit decides it, under share at
-// rate, owed under p. The decision goes into d, which the caller passes
-// zeroed.
-func (s *localStore) shieldOrAdmit(d *decision, k *lkey, p, share *plan, rate, now, n int64, peek, late bool, member string) bool {
+// rate, owed under p, under the reservation id id when not 0. The
+// decision goes into d, which the caller passes zeroed.
+func (s *localStore) shieldOrAdmit(d *decision, k *lkey, p, share *plan, rate, now, n int64, peek, late bool, member string, id uint64) bool {
 	sh, h := s.atPlan(k, p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -177,13 +179,13 @@ func (s *localStore) shieldOrAdmit(d *decision, k *lkey, p, share *plan, rate, n
 		*d = sd
 		return true
 	}
-	sh.admit(d, k, h, share, rate, now, n, peek, p, member)
+	sh.admit(d, k, h, share, rate, now, n, peek, p, member, id)
 	return false
 }
 
 // admit is localStore.admit for k, whose hash is h, into d. The caller
 // holds sh.mu.
-func (sh *localShard) admit(d *decision, k *lkey, h uint64, p *plan, rate, now, n int64, peek bool, owed *plan, member string) {
+func (sh *localShard) admit(d *decision, k *lkey, h uint64, p *plan, rate, now, n int64, peek bool, owed *plan, member string, id uint64) {
 	if p.penalize {
 		st, left := sh.banOf(k, h, now)
 		d.violations = p.penalty.remembered(st, now)
@@ -215,7 +217,7 @@ func (sh *localShard) admit(d *decision, k *lkey, h uint64, p *plan, rate, now, 
 			d.reset = m.Reset(now, p.window, false)
 			return
 		}
-		m.Add(now, p.window, n)
+		addTo(m, p, now, n, id)
 		d.count += n
 		d.reset = m.Reset(now, p.window, true)
 		if owed != nil {
@@ -302,13 +304,14 @@ func (s *localStore) ban(k lkey, now, d int64) {
 }
 
 // unrecord takes back n events recorded for k at now (AllowAll's undo),
-// and owed to Redis if they were.
-func (s *localStore) unrecord(k lkey, p *plan, now, n int64) {
+// under the reservation id id when not 0 (see recordKeeper), and owed to
+// Redis if they were.
+func (s *localStore) unrecord(k lkey, p *plan, now, n int64, id uint64) {
 	sh, h := s.at(&k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sh.forgetOwed(&k, h, p, now, n)
-	p.unreserve(sh, &k, h, now, n, false)
+	p.unreserve(sh, &k, h, now, n, id, false)
 }
 
 // forgetOwn forgets k's own count, of every kind of meter. The caller
@@ -352,7 +355,7 @@ func (s *localStore) release1(k lkey, p *plan, at int64, member string) {
 	sh.forgetNamed(&k, h, member)
 	// The meter stays for the pair's next lease, as an exact log stays
 	// after its events leave the window: the LRU evicts it.
-	p.unreserve(sh, &k, h, at, 1, false)
+	p.unreserve(sh, &k, h, at, 1, 0, false)
 	sh.denials.Remove(&k, h) // a ban's cached rejection holds a count the release lowered
 }
 
@@ -363,7 +366,7 @@ func (s *localStore) renew(k lkey, p *plan, from, to int64, member string, owe b
 	sh, h := s.at(&k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	p.unreserve(sh, &k, h, from, 1, false)
+	p.unreserve(sh, &k, h, from, 1, 0, false)
 	sh.forgetOwed(&k, h, p, from, 1)
 	sh.forgetNamed(&k, h, member)
 	sh.addEvents(&k, h, p, to, 1, member, owe)
@@ -398,9 +401,11 @@ func (sh *localShard) addEvents(k *lkey, h uint64, p *plan, now, n int64, member
 // unreserveFor takes back d events a reservation recorded for k at at (see
 // Reservation.Settle), and, with owed (the reservation was decided without
 // Redis), as many of them as k still owes Redis, under member among the
-// named ones. It returns how many of them were still owed: the rest, if
-// any, the write-back brought to Redis.
-func (s *localStore) unreserveFor(k lkey, p *plan, at, d int64, member string, owed bool) (forgot int64) {
+// named ones. A meter that keeps records by id (see recordKeeper) gives
+// them back by the reservation's id rec, and d = 0 settles the reservation
+// there at its cost. It returns how many of them were still owed: the
+// rest, if any, the write-back brought to Redis.
+func (s *localStore) unreserveFor(k lkey, p *plan, at, d int64, member string, rec uint64, owed bool) (forgot int64) {
 	sh, h := s.at(&k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -408,7 +413,7 @@ func (s *localStore) unreserveFor(k lkey, p *plan, at, d int64, member string, o
 		forgot = sh.forgetOwed(&k, h, p, at, d)
 		sh.lessNamed(&k, h, member, forgot)
 	}
-	p.unreserve(sh, &k, h, at, d, false)
+	p.unreserve(sh, &k, h, at, d, rec, false)
 	sh.denials.Remove(&k, h) // a cached rejection counts what was given back
 	sh.backs += d
 	return forgot

@@ -18,19 +18,19 @@ func TestBansSurviveAFloodOfKeys(t *testing.T) {
 	lenient := p
 	lenient.penalty.banAfter = 1000
 	bad := lkey{rule: "login", key: "bad"}
-	s.admit(&bad, &p, 1, 0, 1, false, nil, "")
-	if d := s.admit(&bad, &p, 1, 0, 1, false, nil, ""); !d.banned {
+	s.admit(&bad, &p, 1, 0, 1, false, nil, "", 0)
+	if d := s.admit(&bad, &p, 1, 0, 1, false, nil, "", 0); !d.banned {
 		t.Fatalf("second call %+v, want banned", d)
 	}
 	for i := 0; i < 10_000; i++ {
-		s.admit(&lkey{rule: "search", key: "k" + strconv.Itoa(i)}, &plain, 1, 1, 1, false, nil, "")
+		s.admit(&lkey{rule: "search", key: "k" + strconv.Itoa(i)}, &plain, 1, 1, 1, false, nil, "", 0)
 		violator := lkey{rule: "other", key: "v" + strconv.Itoa(i)}
-		s.admit(&violator, &lenient, 1, 1, 1, false, nil, "")
-		if d := s.admit(&violator, &lenient, 1, 1, 1, false, nil, ""); d.violations != 1 || d.banned {
+		s.admit(&violator, &lenient, 1, 1, 1, false, nil, "", 0)
+		if d := s.admit(&violator, &lenient, 1, 1, 1, false, nil, "", 0); d.violations != 1 || d.banned {
 			t.Fatalf("a violator's second call: %+v", d)
 		}
 	}
-	if d := s.admit(&bad, &p, 1, 2, 1, true, nil, ""); !d.banned {
+	if d := s.admit(&bad, &p, 1, 2, 1, true, nil, "", 0); !d.banned {
 		t.Fatalf("after the flood the ban is gone: %+v", d)
 	}
 	var logs, strikes, bans int

@@ -46,8 +46,11 @@ type held struct {
 	// (see localShard.backs).
 	backsDone int64
 	reserved  bool // the call's events were recorded at now, pending Redis' answer
-	seated    bool // the call took a seat in its pair's crowd (see crowd.go)
-	queued    bool // the call queues in its pair's crowd (leg.queue)
+	// id is the call's reservation id when its events are recorded under
+	// it (leg.id).
+	id     uint64
+	seated bool // the call took a seat in its pair's crowd (see crowd.go)
+	queued bool // the call queues in its pair's crowd (leg.queue)
 }
 
 // holds reports whether the process' own count holds the call back (its
@@ -66,7 +69,7 @@ func (s *localStore) hold(lg *leg, now int64) (held, *seat) {
 	sh, h := s.atPlan(&k, p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	hd := held{queued: queue, backsDone: sh.backsDone}
+	hd := held{queued: queue, backsDone: sh.backsDone, id: lg.id}
 	// A seat the call was given while it waited: the crowd counts it.
 	granted := lg.seat != nil
 	lg.seat = nil
@@ -104,7 +107,7 @@ func (s *localStore) hold(lg *leg, now int64) (held, *seat) {
 			}
 		}
 	} else if !peek && hd.banLeft == 0 {
-		m.Add(now, p.window, n)
+		addTo(m, p, now, n, lg.id)
 		hd.reserved = true
 		sh.reserved += n
 	}
@@ -152,6 +155,9 @@ type leg struct {
 	// they cached in the shield after the call's time answers it.
 	waited bool
 	seat   *seat // a seat the call was given while it waited (see hold)
+	// id is the reservation id the call's events are recorded under in a
+	// meter that keeps records by id (see recordKeeper), or 0.
+	id uint64
 	// reserve is what the decision counts for the other instances'
 	// decisions Redis lacks (see Limiter.reserve): hold adds it to owed.
 	// With lost, Redis lost its data less than a window ago: the process'
@@ -205,15 +211,16 @@ func (s *localStore) release(k lkey, p *plan, now, n int64, hd *held) {
 	if hd.reserved {
 		hd.reserved = false
 		sh.reserved -= n
-		sh.unreserve(&k, h, p, now, n)
+		sh.unreserve(&k, h, p, now, n, hd.id)
 	}
 }
 
-// unreserve takes back a reservation of n events at now, and forgets the
-// meter when that leaves it empty, so that calls Redis never allowed (or
-// never answered) leave no entries behind. The caller holds sh.mu.
-func (sh *localShard) unreserve(k *lkey, h uint64, p *plan, now, n int64) {
-	p.unreserve(sh, k, h, now, n, true)
+// unreserve takes back a reservation of n events at now (under id, see
+// plan.unreserve), and forgets the meter when that leaves it empty, so
+// that calls Redis never allowed (or never answered) leave no entries
+// behind. The caller holds sh.mu.
+func (sh *localShard) unreserve(k *lkey, h uint64, p *plan, now, n int64, id uint64) {
+	p.unreserve(sh, k, h, now, n, id, true)
 }
 
 // record copies a decision Redis made for n events of k into the local
@@ -239,7 +246,7 @@ func (s *localStore) record(k lkey, p *plan, now, at, n int64, peek bool, d *dec
 	}
 	switch {
 	case hd.reserved && !d.allowed:
-		sh.unreserve(&k, h, p, now, n)
+		sh.unreserve(&k, h, p, now, n, hd.id)
 	case hd.reserved:
 		own += n
 	case d.allowed && !peek && hd.retry > 0:
@@ -248,7 +255,7 @@ func (s *localStore) record(k lkey, p *plan, now, at, n int64, peek bool, d *dec
 		// from this call.
 		sh.forgetOwn(&k, h)
 		if m, ok := sh.meter(&k, h, p, now, true); ok {
-			m.Add(now, p.window, n)
+			addTo(m, p, now, n, hd.id)
 		}
 		own = n
 	}

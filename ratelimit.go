@@ -277,9 +277,12 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 		*p = p.alg.rules.setTime(*p, now)
 	}
 	if u != nil {
-		*u = undo{k: k, p: *p, n: n, lease: u.lease, reserve: u.reserve}
+		*u = undo{k: k, p: *p, n: n, lease: u.lease, reserve: u.reserve, exact: u.exact && p.keepsRecords()}
 	}
 	if !l.remote {
+		if u.records() {
+			u.rec = l.seq.Add(1) // the id its record is kept under
+		}
 		l.alone(p, &k, n, peek, u, now, res)
 		return PathLocal, nil
 	}
@@ -287,8 +290,9 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	if conn == nil {
 		s := sent{path: PathLocal}
 		if u.named() && !peek {
-			s.member = l.member(l.seq.Add(1)) // Dial has not connected yet: see below
-			u.member = s.member
+			seq := l.seq.Add(1)
+			s.member = l.member(seq) // Dial has not connected yet: see below
+			u.member, u.rec = s.member, seq
 		}
 		*res = l.withoutRedis(r, p, k, n, peek, s, u, now)
 		return PathLocal, nil
@@ -332,13 +336,14 @@ func (l *Limiter) redisOnce(ctx context.Context, conn *redisConn, r *Rule, legs 
 	if path, ok := l.unsent(conn, r, lg, u, now, res); ok {
 		return path, nil, nil
 	}
+	seq := l.seq.Add(1)
+	lg.id = u.recordAs(seq)
 	if _, w := l.local.holdLegs(legs, now); w != nil {
 		return PathNone, w, nil
 	}
 	hd := &lg.hd
 	var keys [3]string
 	var argv [callArgs]string
-	seq := l.seq.Add(1)
 	sc, ks, args := l.encode(&keys, &argv, lg, u, seq, now)
 	var d decision
 	s, err := l.sendHeld(ctx, conn, ks[0], subject{"rule", r.Name}, legs, now, func(ctx context.Context, c rueidis.Client) (err error) {
@@ -419,7 +424,7 @@ func (l *Limiter) encode(keys *[3]string, argv *[callArgs]string, lg *leg, u *un
 	}
 	p := lg.p
 	ks, args := encodeCall(keys, argv, l.set.KeyPrefix, *lg.k, p, now, l.sendsNow(p.alg.rules.timed()), sentN, l.id, seq, &lg.hd, leases)
-	if u != nil && u.reserve && !p.alg.back.named() {
+	if u != nil && (u.reserve || u.exact) && !p.alg.back.named() {
 		ks, args = l.withRecord(ks, args, lg, seq, now)
 		return p.alg.redis.scripts().reserve[b2i(p.penalize)], ks, args
 	}
@@ -452,8 +457,6 @@ func (p *plan) takes(r *Rule, n int64, peek bool, u *undo) error {
 		return p.invalidN(n, r.Name)
 	case u != nil && u.lease && !p.alg.rules.leased():
 		return fmt.Errorf("%w: rule %q is a %v rule: Acquire takes a Concurrency rule", ErrInvalidRule, r.Name, r.Kind)
-	case u != nil && u.reserve && p.alg == algGCRA:
-		return fmt.Errorf("%w: rule %q is a GCRA rule: Reserve does not take it yet (a bucket cannot give tokens back exactly)", ErrInvalidRule, r.Name)
 	case p.alg.rules.leased() && !peek && (u == nil || !u.lease):
 		return fmt.Errorf("%w: rule %q is a concurrency rule: take a slot with Acquire, and give it back with Release", ErrInvalidRule, r.Name)
 	}
@@ -467,14 +470,18 @@ func (p *plan) invalidN(n int64, rule string) error {
 
 // withRecord adds to the keys and arguments of a Reserve's call of lg at
 // now, numbered seq, what allow.lua's Reserve variant reads: every key of
-// the pair, the reservation's record, ARGV[6], and how long the record is
-// kept (see lua/allow.lua).
+// the pair, ARGV[6], and the reservation's record and how long it is kept,
+// or, for a kind that keeps the record in its meter, its member id (see
+// lua/allow.lua).
 func (l *Limiter) withRecord(ks, args []string, lg *leg, seq uint64, now int64) ([]string, []string) {
 	pk := redisKeys(l.set.KeyPrefix, *lg.k)
-	keys := []string{ks[0], pk.penalty, pk.reset, recordKey(l.set.KeyPrefix, *lg.k, l.member(seq))}
 	if len(args) == 5 {
 		args = append(args[:5:5], "0")
 	}
+	if lg.p.keepsRecords() {
+		return []string{ks[0], pk.penalty, pk.reset}, append(args[:len(args):len(args)], l.member(seq))
+	}
+	keys := []string{ks[0], pk.penalty, pk.reset, recordKey(l.set.KeyPrefix, *lg.k, l.member(seq))}
 	return keys, append(args[:len(args):len(args)], itoa(ttl(lg.p.kept(now))))
 }
 
@@ -500,9 +507,10 @@ func redisDecision(ctx context.Context, c rueidis.Client, s *script.Script, p *p
 func (l *Limiter) resting(r *Rule, p *plan, k lkey, n int64, peek bool, u *undo, now int64, late bool, b *breaker, res *Result) Path {
 	s := sent{path: PathLocal, b: b, cause: errBreakerOpen}
 	if u.named() && !peek {
-		s.member = l.member(l.seq.Add(1)) // see redisOnce
+		seq := l.seq.Add(1)
+		s.member = l.member(seq) // see redisOnce
 		if u != nil {
-			u.member = s.member
+			u.member, u.rec = s.member, seq
 		}
 	}
 	shield := l.set.ShieldMax >= 0
@@ -520,7 +528,7 @@ func (l *Limiter) resting(r *Rule, p *plan, k lkey, n int64, peek bool, u *undo,
 	share := *p
 	share = share.alg.rules.degrade(share, &l.set)
 	var d decision
-	if l.local.shieldOrAdmit(&d, &k, p, &share, rate, now, n, peek, late, s.member) {
+	if l.local.shieldOrAdmit(&d, &k, p, &share, rate, now, n, peek, late, s.member, u.recordID()) {
 		d.fill(res, p.rate, false)
 		return PathShield
 	}
@@ -573,7 +581,7 @@ func (l *Limiter) withoutRedis(r *Rule, p *plan, k lkey, n int64, peek bool, s s
 	// to Redis under the rule itself (p).
 	share := *p
 	share = share.alg.rules.degrade(share, &l.set)
-	d := l.local.admit(&k, &share, rate, now, n, peek, p, s.member)
+	d := l.local.admit(&k, &share, rate, now, n, peek, p, s.member, u.recordID())
 	return d.result(rate, true)
 }
 
@@ -587,7 +595,7 @@ func (l *Limiter) alone(p *plan, k *lkey, n int64, peek bool, u *undo, now int64
 	u.at(now)
 	mono := u == nil && l.set.Clock == nil && !p.alg.rules.timed()
 	var d decision
-	l.local.admitAt(&d, k, p, p.rate, now, mono, n, peek, nil, "")
+	l.local.admitAt(&d, k, p, p.rate, now, mono, n, peek, nil, "", u.recordID())
 	d.fill(res, p.rate, false)
 }
 

@@ -25,7 +25,11 @@ var ErrNoReservation = errors.New("ratelimit: no reservation")
 // MaxSettleFactor bounds what a Reservation may settle at: actual may be
 // up to MaxSettleFactor times the rule's Rate (a GCRA rule's Burst), so
 // that an exact log, which keeps one entry per event, stays bounded, and a
-// bucket's numbers stay exact in Lua. More is ErrInvalidN.
+// bucket's numbers stay exact in Lua. More is ErrInvalidN. A GCRA rule
+// whose bucket takes more than 2^46µs (about two years) to refill may
+// settle at no more than the tokens it refills in 2^50µs (about 35 years),
+// so that a settle's debt keeps its TAT a time Lua holds exactly (see
+// Reservation.Settle).
 const MaxSettleFactor = 16
 
 // Reservation holds n events of a (rule, key) pair taken by Reserve until
@@ -55,9 +59,13 @@ type Reservation struct {
 // Result and errors are AllowN's.
 //
 // Every kind of rate rule takes reservations: the sliding log, exact and
-// approximate, the calendar quota and the fixed window. A Concurrency
-// rule is ErrInvalidRule (take a slot with Acquire), and so is a GCRA rule
-// for now: a bucket cannot yet give tokens back exactly.
+// approximate, the calendar quota, the fixed window and GCRA. A
+// Concurrency rule is ErrInvalidRule (take a slot with Acquire). A GCRA
+// bucket keeps what each outstanding reservation took beside the time it
+// is full again, in Redis and in this process, until the reservation is
+// settled or the bucket is full again (see docs/semantics.md,
+// "Reservations"): a bucket cannot give tokens back by moving that time
+// back once other calls came.
 //
 // A reservation made by a rule in dry run over its limit, or under
 // DegradedAllow while Redis could not be used, recorded nothing: its
@@ -74,9 +82,9 @@ func (l *Limiter) Reserve(ctx context.Context, rule Rule, key string, n int) (*R
 }
 
 // Settle makes the reservation's cost actual events (actual >= 0, and at
-// most MaxSettleFactor times the rule's Rate; ErrInvalidN otherwise), as if
-// the Reserve had asked for actual when actual is less, and as if the
-// extra were asked for now when it is more:
+// most MaxSettleFactor times the rule's Rate or Burst; ErrInvalidN
+// otherwise), as if the Reserve had asked for actual when actual is less,
+// and as if the extra were asked for now when it is more:
 //
 //   - Less than reserved: the difference is given back at once, in this
 //     process and on Redis, and is free for the next call on any instance
@@ -86,7 +94,16 @@ func (l *Limiter) Reserve(ctx context.Context, rule Rule, key string, n int) (*R
 //   - More than reserved: the extra is recorded now, even past the limit.
 //     The key is then in debt, and later calls are rejected until the
 //     rule has room again: up to one Window for a sliding log, the rest
-//     of the period for a calendar quota, of the window for a fixed one.
+//     of the period for a calendar quota, of the window for a fixed one,
+//     and for GCRA until the bucket refills (each token past an empty
+//     bucket delays the next call by Window/Rate).
+//
+// For GCRA "as if the Reserve had asked for actual" is exact whatever
+// calls came between: the bucket then stands as those calls would have
+// left it with actual tokens taken at the Reserve's time, however much it
+// drained meanwhile. A reservation settled once the bucket was full again
+// gives nothing back (it could change nothing), and one never settled
+// stands as the AllowN it was.
 //
 // Settling over the limit is no violation under the rule's Penalty: the
 // work had been allowed.
@@ -106,7 +123,10 @@ func (r *Reservation) Settle(ctx context.Context, actual int) error {
 		return err
 	}
 	u := &r.u
-	if bound := int64(r.MaxSettle()); actual < 0 || int64(actual) > bound {
+	if bound := u.p.settleBound(); actual < 0 || int64(actual) > bound {
+		if bound < MaxSettleFactor*u.p.rate {
+			return fmt.Errorf("%w: settling at %d, outside 0..%d (the tokens the bucket of rule %q refills in 2^50µs)", ErrInvalidN, actual, bound, u.k.rule)
+		}
 		return fmt.Errorf("%w: settling at %d, outside 0..%d (%d times the %s of rule %q)", ErrInvalidN, actual, bound, MaxSettleFactor, u.p.alg.rules.capacity(), u.k.rule)
 	}
 	rep := l.reporter()
@@ -134,13 +154,13 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 }
 
 // MaxSettle returns the most the reservation may settle at:
-// MaxSettleFactor times its rule's Rate (a GCRA rule's Burst); 0 on a nil
-// Reservation.
+// MaxSettleFactor times its rule's Rate (a GCRA rule's Burst, and no more
+// than the tokens its bucket refills in 2^50µs); 0 on a nil Reservation.
 func (r *Reservation) MaxSettle() int {
 	if r == nil {
 		return 0
 	}
-	return int(MaxSettleFactor * r.u.p.rate)
+	return int(r.u.p.settleBound())
 }
 
 // Reserved returns the events the reservation holds, the n of its Reserve
@@ -157,8 +177,7 @@ func (r *Reservation) Reserved() int {
 // PathLocal when it is owed, PathNone when there was nothing to send.
 // resets is the Limiter's count of Resets before the Reserve.
 func (l *Limiter) settle(ctx context.Context, u *undo, actual int64, resets uint64) Path {
-	switch {
-	case actual < u.n:
+	if actual < u.n {
 		if l.settles.resets.since(u.k, resets) {
 			// A Reset cleared this process' count of the events: what
 			// it counts now is other calls'. Redis' part knows it too
@@ -173,10 +192,28 @@ func (l *Limiter) settle(ctx context.Context, u *undo, actual int64, resets uint
 			return PathLocal
 		}
 		return l.giveBack(ctx, u, u.n-actual, actual)
-	case actual > u.n:
+	}
+	if u.p.keepsRecords() {
+		l.keepAsTaken(ctx, u) // what it took stands: its record is not needed
+	}
+	if actual > u.n {
 		return l.charge(ctx, u, actual-u.n)
 	}
 	return PathNone
+}
+
+// keepAsTaken settles the reservation u, of a kind that keeps its record
+// in its meter (see recordKeeper), at what it took: nothing any call
+// counts changes, the record joins the bucket's main sequence and is
+// forgotten, so that a bucket holds only the reservations that may still
+// give something back. On Redis it is owed when Redis cannot be used; a
+// reservation decided without Redis has no record there (the write-back
+// brings its events as any others).
+func (l *Limiter) keepAsTaken(ctx context.Context, u *undo) {
+	l.local.unreserveFor(u.k, &u.p, u.now, 0, u.member, u.recordID(), false)
+	if u.onRedis && l.remote {
+		l.sendBack(ctx, &owedBack{u: *u, n: 0, from: u.n + 1})
+	}
 }
 
 // giveBack takes back d of the n events the reservation u recorded: those
@@ -185,7 +222,7 @@ func (l *Limiter) settle(ctx context.Context, u *undo, actual int64, resets uint
 // the write-back brought them there under the reservation's id.
 func (l *Limiter) giveBack(ctx context.Context, u *undo, d, kept int64) Path {
 	l.settles.givenBack.Add(uint64(d))
-	forgot := l.local.unreserveFor(u.k, &u.p, u.now, d, u.member, !u.onRedis)
+	forgot := l.local.unreserveFor(u.k, &u.p, u.now, d, u.member, u.recordID(), !u.onRedis)
 	if !l.remote {
 		return PathLocal
 	}
@@ -225,7 +262,7 @@ func (l *Limiter) sendBack(ctx context.Context, g *owedBack) bool {
 	ks := redisKeys(l.set.KeyPrefix, u.k)
 	key := ks.meter(u.p.alg)
 	keys := []string{key}
-	if !u.p.alg.back.named() {
+	if !u.p.alg.back.named() && !u.p.keepsRecords() {
 		keys = append(keys, recordKey(l.set.KeyPrefix, u.k, u.member), ks.reset)
 	}
 	third, fourth := u.p.alg.redis.undoArgs(u.p, u.win)
@@ -233,7 +270,11 @@ func (l *Limiter) sendBack(ctx context.Context, g *owedBack) bool {
 	if u.n > 1 {
 		args = append(args, itoa(g.from))
 	}
-	err := l.sendWithoutFallback(ctx, l.conn.Load(), key, subject{"rule", u.k.rule}, fmt.Sprintf("giving back %d reserved events", g.n), false,
+	what := fmt.Sprintf("giving back %d reserved events", g.n)
+	if g.n == 0 {
+		what = "settling a reservation at its cost"
+	}
+	err := l.sendWithoutFallback(ctx, l.conn.Load(), key, subject{"rule", u.k.rule}, what, false,
 		func(ctx context.Context, c rueidis.Client) error {
 			return u.p.alg.redis.scripts().undo.Exec(ctx, c, keys, args).Error()
 		})

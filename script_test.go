@@ -116,7 +116,7 @@ func TestScriptsAtMaxmemory(t *testing.T) {
 	for _, cmd := range [][]string{
 		{"ZADD", log, "1", "m1", "2", "m2"},
 		{"HSET", counter, "w", "41", "c", "5", "p", "1"},
-		{"SET", bucket, "5000"},
+		{"SET", bucket, "5000 0 4900 0 0 0|m1 4900 0 0 0 1"}, // the reservation m1 took its last token
 		{"SET", quota, "1000 4"},
 	} {
 		if err := do(cmd...).Error(); err != nil {
@@ -147,7 +147,7 @@ func TestScriptsAtMaxmemory(t *testing.T) {
 	}{
 		{log, algSliding, []string{"m1", "1"}, "1"},
 		{counter, algCounter, []string{"", "2", "41"}, "3"},
-		{bucket, algGCRA, []string{"", "1", "100", "1"}, "4900"}, // one event costs 100 µs
+		{bucket, algGCRA, []string{"m1", "1", "100", "1"}, "4900"}, // one event costs 100 µs
 		{quota, algQuota, []string{"", "1", "1000"}, "1000 3"},
 	} {
 		back, err := u.kind.redis.scripts().undo.Exec(ctx, c, []string{u.key}, u.args).AsInt64()

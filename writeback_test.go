@@ -466,9 +466,9 @@ func TestWriteBackUnderTheCallsMember(t *testing.T) {
 	log := redisKeys(DefaultKeyPrefix, k).meter(algSliding)
 	now := e.l.localNow()
 	ran, lost := e.l.id+"7", e.l.id+"8"
-	e.l.local.admit(&k, &p, p.rate, now, 1, false, &p, ran)  // its script ran, the reply was lost
-	e.l.local.admit(&k, &p, p.rate, now, 2, false, &p, lost) // its script never ran
-	e.l.local.admit(&k, &p, p.rate, now, 1, false, &p, "")   // never sent (breaker open)
+	e.l.local.admit(&k, &p, p.rate, now, 1, false, &p, ran, 0)  // its script ran, the reply was lost
+	e.l.local.admit(&k, &p, p.rate, now, 2, false, &p, lost, 0) // its script never ran
+	e.l.local.admit(&k, &p, p.rate, now, 1, false, &p, "", 0)   // never sent (breaker open)
 	if _, err := e.mr.ZAdd(log, float64(now), ran); err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,10 @@
 -- last ARGV is how long the record is kept, in ms: an allowing call sets
 -- the record to the time of the pair's last Reset (tomb's value, '0' when
 -- none), so that a settle gives back only what Redis recorded, and nothing
--- once a Reset has cleared it (undo.lua).
+-- once a Reset has cleared it (undo.lua). A kind that keeps the record in
+-- its meter instead (it has a <kind>.hold piece, which its record piece
+-- puts in for Reserve: a GCRA bucket, see gcra.lua) gets no KEYS[4], and
+-- the last ARGV is the reservation's id.
 --
 -- Returns {allowed, count, retry_us, reset_us, violations, flags,
 -- ban_left_us, memory_left_us, bans} (see decide.lua's locals ok, count,
@@ -98,7 +101,7 @@ end
 {{- end}}
 {{kind "read" .}}
 {{template "decide" .}}
-{{- if .Reserve}}
+{{- if and .Reserve (not (has "hold" .))}}
 if allows then
   redis.call('SET', KEYS[4], redis.call('GET', tomb) or '0', 'PX', ARGV[#ARGV])
 end

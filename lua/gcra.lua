@@ -18,10 +18,38 @@
 -- gcra.restore) are those of the decision (decide.lua says what each must
 -- do and which locals it reads and sets); this kind's own locals are wq and
 -- rq, w and r (the TAT), debt (ticks owed at now; nil when the bucket counts
--- as full) and used (tokens in use). The burst is the decision's rate.
--- gcra.give_back and gcra.owe change a bucket outside a decision (undo.lua,
--- writeback.lua). The one function, gcra_div, is defined only by the
--- scripts whose pieces call it (gcra.div), several times a call.
+-- as full) and used (tokens in use), and ext (nil unless the bucket has
+-- outstanding reservations, see below). The burst is the decision's rate.
+-- gcra.settle and gcra.owe change a bucket outside a decision (undo.lua,
+-- writeback.lua). The decision's one function, gcra_div, is defined only
+-- by the scripts whose pieces call it (gcra.div), several times a call;
+-- gcra.settle defines two more, in undo.lua only.
+--
+-- Reservations (Reserve, and AllowAll's pairs that a later pair may undo)
+-- cannot be given back by moving the TAT back: a call that came after
+-- them at a drained bucket would be undone with them. A bucket with
+-- outstanding reservations keeps them in its own STRING, after the TAT:
+--
+--   'w r mw mr cw cr|id xw xr cw cr n|id ...'
+--
+-- (ext: mw mr, the TAT of the events but the outstanding reservations, the
+-- main sequence; cw cr, C*T, what the main sequence's events since the
+-- first reservation cost, kept as a time so that it stays exact however
+-- long the bucket never fills; then one record per outstanding
+-- reservation, in arrival order: its id, x = max(main TAT when it came, its
+-- time), main's C*T when it came, and its n). Every time is whole µs and
+-- ticks, as the TAT. The TAT still counts every event, reservations at
+-- their n, so every decision reads it as before; one that records moves
+-- the main sequence too, and one that finds the bucket full (TAT <= now)
+-- forgets the reservations: no give-back can move anything any more. A
+-- plain bucket's 'w r' pays for none of it but a test or two (its
+-- tonumber succeeds where an extended value's fails); a decision of a
+-- bucket with reservations reads and writes their records whole (bytes in
+-- proportion to them). Records live and expire with the TAT itself, so
+-- they cannot outlive it or be lost while it stands. Every sum stays below
+-- 2^53 as the TAT's do: a record's terms add at most n * wq ticks, and a
+-- settle's extra is added in parts (gcra.owe). gcra.go's reserved says why
+-- this is exact.
 
 {{/* gcra.div defines gcra_div(a, b): floor(a / b) for integers a >= 0,
 b >= 1 below 2^53, correcting the double division's rounding. */}}
@@ -42,16 +70,20 @@ local wq, rq = tonumber({{.Second}}), tonumber({{.Fifth}})
 {{- end}}
 
 {{/* gcra.state declares the TAT (w, r) of the bucket whose key is the Lua
-expression given as the piece's argument, for the rq in rq. A remainder
-kept for another rate (a changed rule) is cut to fit: the TAT moves by less
-than 1µs, as gcra.go does. */}}
+expression given as the piece's argument, for the rq in rq, and ext, its
+outstanding reservations (nil for a plain bucket; see gcra.ext). A
+remainder kept for another rate (a changed rule) is cut to fit: the TAT
+moves by less than 1µs, as gcra.go does. */}}
 {{- define "gcra.state" -}}
 local stored = redis.call('GET', {{.}})
-local w, r = 0, 0
+local w, r, ext = 0, 0, nil
 if stored then
   local sp = string.find(stored, ' ', 1, true)
   if sp then
     w, r = tonumber(string.sub(stored, 1, sp - 1)), tonumber(string.sub(stored, sp + 1))
+    if not r then
+      {{template "gcra.ext"}}
+    end
   else
     w = tonumber(stored)
   end
@@ -59,6 +91,31 @@ if stored then
     r = rq - 1
   end
 end
+{{- end}}
+
+{{/* gcra.ext reads a bucket with outstanding reservations (stored): its
+TAT (w, r), and ext, its main sequence (mw, mr; cw, cr) and the records as
+they are stored (rest), remainders cut as gcra.state cuts r. */}}
+{{- define "gcra.ext" -}}
+local a, b, c, d, e, f, rest = string.match(stored, '^(%-?%d+) (%d+) (%-?%d+) (%d+) (%-?%d+) (%d+)(.*)$')
+w, r = tonumber(a), tonumber(b)
+ext = {mw = tonumber(c), mr = math.min(tonumber(d), rq - 1), cw = tonumber(e), cr = math.min(tonumber(f), rq - 1), rest = rest}
+{{- end}}
+
+{{/* gcra.main puts a plain event costing cost ticks (below 2^53 - 2rq) at
+the time at into ext's main sequence: max(main, at) + cost, and C*T +
+cost. */}}
+{{- define "gcra.main" -}}
+local mw, mr = ext.mw, ext.mr
+if mw < at then
+  mw, mr = at, 0
+end
+local s = mr + cost
+local q = gcra_div(s, rq)
+ext.mw, ext.mr = mw + q, s - q * rq
+s = ext.cr + cost
+q = gcra_div(s, rq)
+ext.cw, ext.cr = ext.cw + q, s - q * rq
 {{- end}}
 
 {{/* gcra.read: besides the TAT, the ticks owed at now (debt) and the tokens
@@ -117,8 +174,21 @@ else
 end
 {{- end}}
 
-{{/* gcra.record takes n tokens at now, writes the TAT and sets reset. */}}
+{{/* gcra.record takes n tokens at now, writes the TAT and sets reset: as a
+reservation in Reserve's variant (gcra.hold), as a plain event otherwise.
+A full bucket (debt 0: TAT <= now) forgets its reservations. */}}
 {{- define "gcra.record" -}}
+if ext and debt == 0 then
+  ext = nil
+end
+{{- if .Reserve}}
+{{template "gcra.hold"}}
+{{- else}}
+if ext then
+  local at, cost = now, n * wq
+  {{template "gcra.main"}}
+end
+{{- end}}
 local ticks = debt + n * wq
 local q = gcra_div(ticks, rq)
 w, r = now + q, ticks - q * rq
@@ -132,59 +202,150 @@ redis.call('SET', key, tat, 'PX', {{template "ttl.arg" "reset"}})
 reset = gcra_div(debt + n * wq + rq - 1, rq)
 {{- end}}
 
-{{- define "gcra.keep"}}wq = wq, rq = rq, debt = debt{{end}}
+{{- define "gcra.keep"}}wq = wq, rq = rq, debt = debt, ext = ext{{end}}
 {{- define "gcra.restore" -}}
-local wq, rq, debt, w, r = p.wq, p.rq, p.debt, 0, 0
+local wq, rq, debt, w, r, ext = p.wq, p.rq, p.debt, 0, 0, p.ext
+{{- end}}
+
+{{/* gcra.hold keeps the record of a reservation of n tokens at now (the
+Reserve variant of allow.lua; its id is the last ARGV), before the TAT
+takes them as AllowN's would: the bucket's main sequence is its TAT when
+it had no reservation outstanding. Its presence tells allow.lua that the
+kind keeps the record in its meter. */}}
+{{- define "gcra.hold" -}}
+if not ext then
+  ext = {mw = w, mr = r, cw = 0, cr = 0, rest = ''}
+end
+local xw, xr = ext.mw, ext.mr
+if xw < now then
+  xw, xr = now, 0
+end
+ext.rest = ext.rest .. '|' .. ARGV[#ARGV] .. string.format(' %d %d %d %d %d', xw, xr, ext.cw, ext.cr, n)
 {{- end}}
 
 {{/* gcra.value declares tat, the TAT (w, r) as the bucket's STRING holds
 it. */}}
 {{- define "gcra.value" -}}
 local tat
-if r == 0 then
+if ext then
+  tat = string.format('%d %d %d %d %d %d', w, r, ext.mw, ext.mr, ext.cw, ext.cr) .. ext.rest
+elseif r == 0 then
   tat = string.format('%d', w)
 else
   tat = string.format('%d %d', w, r)
 end
 {{- end}}
 
-{{/* gcra.give_back returns n tokens taken earlier (undo.lua): the TAT (w,
-r, read by gcra.state) moves back by n * wq ticks, whatever the time, and
-keeps the key's expiry. The caller has checked that the bucket exists. */}}
-{{- define "gcra.give_back" -}}
-local ticks = n * wq
-local q = gcra_div(ticks, rq)
-w, r = w - q, r - (ticks - q * rq)
-if r < 0 then
-  w, r = w - 1, r + rq
-end
-{{template "gcra.value"}}
-redis.call('SET', key, tat, 'KEEPTTL')
-{{- end}}
-
 {{/* gcra.owe adds n tokens taken at the time at without Redis
-(writeback.lua): their cost is added to the TAT (w, r) as of at,
-max(TAT, at) + n * wq ticks, however far ahead of now that leaves it (a
-full bucket then counts as full until time catches up; see gcra.read).
-Tokens owed in stamp order move the TAT as the bucket that allowed them
-moved its own. The caller writes the TAT. */}}
+(writeback.lua, and a settle's extra): their cost is added to the TAT (w,
+r) as of at, max(TAT, at) + n * wq ticks, however far ahead of now that
+leaves it (a full bucket then counts as full until time catches up; see
+gcra.read), in parts of at most most tokens, so that every sum stays below
+2^53 (n may be many buckets' worth). Tokens owed in stamp order move the
+TAT as the bucket that allowed them moved its own. They are plain events
+of the main sequence (ext); a bucket full at at forgets its reservations
+(see gcra.record). The caller writes the TAT. */}}
 {{- define "gcra.owe" -}}
+if ext and (w < at or (w == at and r == 0)) then
+  ext = nil
+end
 if w < at then
   w, r = at, 0
 end
-local ticks = r + n * wq
-local q = gcra_div(ticks, rq)
-w, r = w + q, ticks - q * rq
+local left = n
+while left > 0 do
+  local part = math.min(left, most)
+  local cost = part * wq
+  local ticks = r + cost
+  local q = gcra_div(ticks, rq)
+  w, r = w + q, ticks - q * rq
+  if ext then
+    {{template "gcra.main"}}
+  end
+  left = left - part
+end
 {{- end}}
 
-{{/* gcra.undo gives the call's tokens back (gcra.give_back). */}}
+{{/* gcra.undo settles the reservation whose id is ARGV[1] (undo.lua): n of
+its tokens go back (gcra.settle). A bucket without it (settled before, full
+since, lost by Redis) gives nothing back. */}}
 {{- define "gcra.undo" -}}
 local wq, rq = tonumber(ARGV[3]), tonumber(ARGV[4])
 {{template "gcra.div"}}
 {{template "gcra.state" "key"}}
-if redis.call('EXISTS', key) == 1 then
-  {{template "gcra.give_back"}}
-  back = n
+if ext then
+  {{template "gcra.settle"}}
+end
+{{- end}}
+
+{{/* gcra.settle gives back n of the tokens the outstanding reservation
+ARGV[1] took (n = 0 settles it at its cost), as gcra.go's bucket.settle
+does: the reservation joins the main sequence at its actual cost a = n_i -
+n, main = max(main, x_i + a*T + (C - C_i)), each later record j moves to
+x_j = max(x_j, x_i + a*T + (C_j - C_i)) and C_j + a*T, C to C + a*T; then
+the TAT is the main sequence's with the records left chained after it in
+order, never later than it was. The key keeps its expiry (the TAT moves
+back, if at all). Sets back, the tokens given back. The functions are
+this script's own: it is no decision. */}}
+{{- define "gcra.settle" -}}
+local function shift(aw, ar, bw, br, cw, cr, k)
+  local s = ar + br - cr + k
+  local q
+  if s >= 0 then
+    q = gcra_div(s, rq)
+  else
+    q = -gcra_div(rq - 1 - s, rq)
+  end
+  return aw + bw - cw + q, s - q * rq
+end
+local function later(aw, ar, bw, br)
+  if aw < bw or (aw == bw and ar < br) then
+    return bw, br
+  end
+  return aw, ar
+end
+local out, found = {}, nil
+for id, xw, xr, cw, cr, m in string.gmatch(ext.rest, '|([^ |]+) (%-?%d+) (%d+) (%-?%d+) (%d+) (%d+)') do
+  out[#out + 1] = {id = id, xw = tonumber(xw), xr = math.min(tonumber(xr), rq - 1), cw = tonumber(cw), cr = math.min(tonumber(cr), rq - 1), n = tonumber(m)}
+  if id == ARGV[1] then
+    found = #out
+  end
+end
+if found then
+  local o = table.remove(out, found)
+  back = math.min(n, o.n)
+  local cost = (o.n - back) * wq
+  ext.mw, ext.mr = later(ext.mw, ext.mr, shift(o.xw, o.xr, ext.cw, ext.cr, o.cw, o.cr, cost))
+  for j = found, #out do
+    local p = out[j]
+    p.xw, p.xr = later(p.xw, p.xr, shift(o.xw, o.xr, p.cw, p.cr, o.cw, o.cr, cost))
+    p.cw, p.cr = shift(p.cw, p.cr, 0, 0, 0, 0, cost)
+  end
+  ext.cw, ext.cr = shift(ext.cw, ext.cr, 0, 0, 0, 0, cost)
+  local tw, tr = ext.mw, ext.mr
+  if #out == 0 then
+    ext = nil
+  else
+    local p = out[1]
+    local xw, xr = p.xw, p.xr
+    for j = 2, #out do
+      local q = out[j]
+      xw, xr = later(q.xw, q.xr, shift(xw, xr, q.cw, q.cr, p.cw, p.cr, p.n * wq))
+      p = q
+    end
+    tw, tr = later(tw, tr, shift(xw, xr, ext.cw, ext.cr, p.cw, p.cr, p.n * wq))
+    local parts = {}
+    for j = 1, #out do
+      local q = out[j]
+      parts[j] = string.format('|%s %d %d %d %d %d', q.id, q.xw, q.xr, q.cw, q.cr, q.n)
+    end
+    ext.rest = table.concat(parts)
+  end
+  if tw < w or (tw == w and tr < r) then
+    w, r = tw, tr
+  end
+  {{template "gcra.value"}}
+  redis.call('SET', key, tat, 'KEEPTTL')
 end
 {{- end}}
 
@@ -195,6 +356,7 @@ local now, due = tonumber(ARGV[11]), tonumber(ARGV[12])
 local wq, rq = tonumber(ARGV[13]), tonumber(ARGV[14])
 {{template "gcra.div"}}
 {{template "gcra.state" "key"}}
+local most = gcra_div(4503599627370496, wq)
 for i = first, last, 2 do
   local at = tonumber(ARGV[i])
   if at >= due then

@@ -10,7 +10,10 @@
 --          the events, or lost them, or a settle took them back before),
 --          and it is deleted with the take back; nor when the pair's last
 --          Reset, KEYS[3], is not the one the record holds (a Reset cleared
---          the events since).
+--          the events since). Not for a kind that keeps the record in its
+--          meter (<kind>.hold: a GCRA bucket): its undo finds the record
+--          there by ARGV[1], and with ARGV[2] = 0 settles the reservation
+--          at its cost.
 -- KEYS[3]  with KEYS[2]: the time of the pair's last Reset.
 -- ARGV[1]  the call's member id (as allow.lua got it).
 -- ARGV[2]  n: the events the call recorded.
@@ -20,7 +23,8 @@
 --          has moved to another window they are no longer its current
 --          count, and nothing is taken back, as counter.go's local path
 --          does. For a quota: the start of the period the events went
---          into, likewise. For a bucket: wq and rq (see gcra.lua).
+--          into, likewise. For a bucket: wq and rq (see gcra.lua); its
+--          events are the reservation's ARGV[1] keeps in the bucket.
 -- ARGV[5]  a log's, only for a call of more than one event: the index of
 --          the first of its events to take back (its members are id:1 ..
 --          id:m), n of them from there.
@@ -32,6 +36,7 @@
 local key = KEYS[1]
 local n = tonumber(ARGV[2])
 local back = 0
+{{- if not (has "hold" .)}}
 if KEYS[2] then
   local reset_at = redis.call('GET', KEYS[2])
   if not reset_at then
@@ -42,6 +47,7 @@ if KEYS[2] then
     return 0
   end
 end
+{{- end}}
 {{kind "undo" .}}
 return back
 {{- end}}

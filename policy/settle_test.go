@@ -172,10 +172,9 @@ func TestWalkReserveCancelledByLaterDenials(t *testing.T) {
 }
 
 // TestWalkReserveErrors: a Cost outside 1..Rate and a rule that takes no
-// reservation fail the walk, naming the policy, and cancel what was
+// reservation (Concurrency) fail the walk, naming the policy, and cancel what was
 // reserved before.
 func TestWalkReserveErrors(t *testing.T) {
-	gcra := ratelimit.Rule{Name: "bucket", Kind: ratelimit.GCRA, Limit: ratelimit.PerMinute(10)}
 	for name, l := range backends(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
@@ -187,7 +186,6 @@ func TestWalkReserveErrors(t *testing.T) {
 			}{
 				{"cost 0", policy.Entry{Rule: daily, Key: "alice", Reserve: true}, ratelimit.ErrInvalidN},
 				{"cost over the rate", policy.Entry{Rule: daily, Key: "alice", Reserve: true, Cost: 301}, ratelimit.ErrInvalidN},
-				{"gcra", policy.Entry{Rule: gcra, Key: "alice", Reserve: true, Cost: 1}, ratelimit.ErrInvalidRule},
 				{"concurrency", policy.Entry{Rule: slots, Key: "alice", Reserve: true, Cost: 1}, ratelimit.ErrInvalidRule},
 			} {
 				out, err := policy.Walk(ctx, l, []policy.Entry{first, c.entry}, nil)

@@ -21,9 +21,17 @@ func realBackends(t testing.TB) []conformance.Backend {
 	return []conformance.Backend{
 		{Name: "redis", New: func(t testing.TB, opts ratelimit.Options) *ratelimit.Limiter {
 			return testkit.NewLimiter(t, testkit.NewClient(t, server.Addr()), testkit.Isolated(opts))
+		}, Two: func(t testing.TB, opts, other ratelimit.Options) (*ratelimit.Limiter, *ratelimit.Limiter) {
+			opts = testkit.Isolated(opts)
+			other.KeyPrefix = opts.KeyPrefix
+			return testkit.NewLimiter(t, testkit.NewClient(t, server.Addr()), opts), testkit.NewLimiter(t, testkit.NewClient(t, server.Addr()), other)
 		}},
 		{Name: "cluster", New: func(t testing.TB, opts ratelimit.Options) *ratelimit.Limiter {
 			return testkit.NewLimiter(t, testkit.NewClient(t, cluster.Addrs()...), testkit.Isolated(opts))
+		}, Two: func(t testing.TB, opts, other ratelimit.Options) (*ratelimit.Limiter, *ratelimit.Limiter) {
+			opts = testkit.Isolated(opts)
+			other.KeyPrefix = opts.KeyPrefix
+			return testkit.NewLimiter(t, testkit.NewClient(t, cluster.Addrs()...), opts), testkit.NewLimiter(t, testkit.NewClient(t, cluster.Addrs()...), other)
 		}},
 	}
 }

@@ -49,11 +49,11 @@ const knownResetGiveBack = false
 
 // reserveKinds are the kinds of rule Reserve takes (Concurrency never
 // does: a slot is Acquire's). A Reserve under a rule of another kind is
-// ErrInvalidRule, on every side. A GCRA bucket joins with one line here,
-// once it gives tokens back exactly: the model replays a bucket's records
-// as any other kind's.
+// ErrInvalidRule, on every side. The model replays a bucket's records as
+// any other kind's.
 var reserveKinds = map[ratelimit.Kind]bool{
 	ratelimit.SlidingLog:    true, // exact and approximate
+	ratelimit.GCRA:          true,
 	ratelimit.CalendarQuota: true,
 	ratelimit.FixedWindow:   true,
 }

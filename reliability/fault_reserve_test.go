@@ -290,11 +290,16 @@ func TestFaultSettleReplyLost(t *testing.T) {
 			}
 			// Redis ran it (and the other limiters' write-back loops
 			// may have sent theirs again meanwhile, their replies lost
-			// too).
-			if got := redisCount(t, srv, opts.KeyPrefix, p.rule, "k"); got != want {
-				t.Fatalf("%s: Redis holds %d events after %s whose reply was lost, want %d: it ran once\n%s",
-					p.rule.Name, got, what, want, logs.String())
-			}
+			// too); once: a call admission control shed under the
+			// lost replies' timeouts is sent by the write-back instead.
+			testkit.Eventually(t, p.rule.Name+": "+what+" run on Redis", func() bool {
+				got := redisCount(t, srv, opts.KeyPrefix, p.rule, "k")
+				if got > want {
+					t.Fatalf("%s: Redis holds %d events after %s whose reply was lost, want %d: it ran more than once\n%s",
+						p.rule.Name, got, what, want, logs.String())
+				}
+				return got == want
+			})
 		}
 		calls := scriptCalls(t, srv)
 		proxy.DropReplies(false)

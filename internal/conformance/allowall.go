@@ -3,7 +3,9 @@ package conformance
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/testkit"
@@ -74,5 +76,56 @@ func AllowAll(t *testing.T, backends []Backend) {
 				t.Errorf("ip remaining %d after the failed request, want 2", got)
 			}
 		})
+		t.Run(b.Name+"/gcra", func(t *testing.T) { allowAllGCRA(t, b) })
+	}
+}
+
+// allowAllGCRA: a GCRA pair taken back after another call of its pair,
+// made later (here from OnDecision, between the pair's decision and the
+// denial), frees what the pair took and no more: the bucket counts the
+// other call alone, as if the request had never come. Moving the TAT back
+// instead would free the other call's token too. An allowed request's
+// GCRA pairs count as AllowN's.
+func allowAllGCRA(t *testing.T, b Backend) {
+	ctx := context.Background()
+	bucket := gcra("all-gcra", 10, 10*sec, 10) // one token a second, ten at once
+	deny := sliding("all-deny", 1, time.Minute)
+	other := sliding("all-other", 100, time.Minute)
+	clk := testkit.NewClock()
+	opts := testkit.Options(clk)
+	var l *ratelimit.Limiter
+	var between atomic.Bool
+	var during ratelimit.Result
+	var duringErr error
+	opts.OnDecision = func(d ratelimit.Decision) {
+		if d.Rule.Name == bucket.Name && d.N == 10 && between.CompareAndSwap(true, false) {
+			clk.Set(testkit.Epoch().Add(5 * sec))
+			during, duringErr = l.Allow(ctx, bucket, "k")
+		}
+	}
+	l = b.New(t, opts)
+	if r, err := l.Allow(ctx, deny, "d"); err != nil || !r.Allowed {
+		t.Fatalf("filling the denying rule: %+v, %v", r, err)
+	}
+	between.Store(true)
+	rs, err := l.AllowAll(ctx, []ratelimit.Check{{Rule: bucket, Key: "k", N: 10}, {Rule: deny, Key: "d"}})
+	if err != nil || len(rs) != 2 || !rs[0].Allowed || rs[1].Allowed {
+		t.Fatalf("request: %+v, %v; want the bucket's pair allowed, then a denial", rs, err)
+	}
+	if want := ok(10, 4, 6*sec); duringErr != nil || during != want {
+		t.Fatalf("the call between: %+v, %v; want %+v", during, duringErr, want)
+	}
+	// Burst - 1: the call at 5s holds its token, the request none.
+	if r, err := l.Peek(ctx, bucket, "k"); err != nil || r != ok(10, 9, sec) {
+		t.Fatalf("after the request was denied: %+v, %v; want %+v", r, err, ok(10, 9, sec))
+	}
+	// Allowed: the pair counts as AllowN(3) would, now and later.
+	rs, err = l.AllowAll(ctx, []ratelimit.Check{{Rule: bucket, Key: "k", N: 3}, {Rule: other, Key: "o"}})
+	if err != nil || len(rs) != 2 || rs[0] != ok(10, 6, 4*sec) || !rs[1].Allowed {
+		t.Fatalf("allowed request: %+v, %v; want the bucket at %+v", rs, err, ok(10, 6, 4*sec))
+	}
+	clk.Set(testkit.Epoch().Add(7 * sec))
+	if r, err := l.Peek(ctx, bucket, "k"); err != nil || r != ok(10, 8, 2*sec) {
+		t.Fatalf("after the allowed request: %+v, %v; want %+v", r, err, ok(10, 8, 2*sec))
 	}
 }

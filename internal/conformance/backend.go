@@ -20,6 +20,11 @@ type Backend struct {
 	// New returns a limiter on a fresh, empty store (or a key space of
 	// its own), closed at cleanup.
 	New func(t testing.TB, opts ratelimit.Options) *ratelimit.Limiter
+	// Two, when not nil, returns two limiters on one fresh store (or key
+	// space), made with opts and other (whose KeyPrefix it ignores), as two
+	// processes of one fleet: what one records, the other's calls count.
+	// The local limiter has none.
+	Two func(t testing.TB, opts, other ratelimit.Options) (*ratelimit.Limiter, *ratelimit.Limiter)
 }
 
 // Local is the local-only limiter (no Redis).
@@ -34,6 +39,9 @@ func Miniredis() Backend {
 	return Backend{Name: "miniredis", New: func(t testing.TB, opts ratelimit.Options) *ratelimit.Limiter {
 		mr := miniredis.RunT(t)
 		return testkit.NewLimiter(t, testkit.NewClient(t, mr.Addr()), opts)
+	}, Two: func(t testing.TB, opts, other ratelimit.Options) (*ratelimit.Limiter, *ratelimit.Limiter) {
+		mr := miniredis.RunT(t)
+		return testkit.NewLimiter(t, testkit.NewClient(t, mr.Addr()), opts), testkit.NewLimiter(t, testkit.NewClient(t, mr.Addr()), other)
 	}}
 }
 
@@ -62,6 +70,8 @@ func Run(t *testing.T, backends ...Backend) {
 		{"Reserve", Reserve},
 		{"ReserveHammer", ReserveHammer},
 		{"Prefetch", Prefetch},
+		{"ReserveAgainstModel", ReserveAgainstModel},
+		{"ReserveAtExactnessBound", ReserveAtExactnessBound},
 	} {
 		t.Run(s.name, func(t *testing.T) { s.run(t, backends) })
 	}

@@ -17,7 +17,9 @@ func dryRun(r ratelimit.Rule) ratelimit.Rule      { r.DryRun = true; return r }
 // reserveCases are the behaviour cases of Reserve and a Reservation's
 // Settle and Cancel, for every kind that takes reservations: after a
 // settle, each kind counts what it would had the Reserve asked for actual
-// (less), or had the extra been asked for at the settle's time (more).
+// (less), or had the extra been asked for at the settle's time (more). A
+// GCRA bucket's times are those of the model: the TAT over the events in
+// arrival order, each reservation at what it settled for.
 var reserveCases = []behaviourCase{
 	{
 		name: "sliding log: settle for less, equal and more; twice; debt and its end",
@@ -181,11 +183,99 @@ var reserveCases = []behaviourCase{
 		},
 	},
 	{
-		name: "a GCRA or Concurrency rule takes no reservation",
-		rule: gcra("bucket-res", 10, sec, 5),
+		// The example: moving the TAT back by what the
+		// reservation gave back would undo the call at 5s with it.
+		name: "gcra: settle for less after a later call, equal and more; twice; debt and its end",
+		rule: gcra("bucket-r", 10, 10*sec, 10), // one token a second, ten at once
+		steps: []step{
+			{at: 0, do: reserve, res: 1, n: 10, want: ok(10, 0, 10*sec)},
+			{at: 5 * sec, want: ok(10, 4, 6*sec)},
+			// As if the Reserve had asked for 4 at 0: drained by 5s,
+			// the call at 5s alone is in the bucket.
+			{at: 5 * sec, do: settle, res: 1, n: 4},
+			{at: 5 * sec, do: peek, want: ok(10, 9, sec)},
+			{at: 5 * sec, do: settle, res: 1, n: 2, err: ratelimit.ErrSettled},
+			{at: 5 * sec, do: reserve, res: 2, n: 3, want: ok(10, 6, 4*sec)},
+			{at: 6 * sec, do: settle, res: 2, n: 3},
+			{at: 6 * sec, do: peek, want: ok(10, 7, 3*sec)},
+			{at: 6 * sec, do: reserve, res: 3, n: 2, want: ok(10, 5, 5*sec)},
+			// 18 more than reserved, at 7s: the TAT is 29s, 12 tokens
+			// past an empty bucket, and calls wait until it has room
+			// again: until it has refilled to one token.
+			{at: 7 * sec, do: settle, res: 3, n: 20},
+			{at: 7 * sec, want: no(10, 0, 13*sec, 22*sec)},
+			{at: 20*sec - us, want: no(10, 0, us, 9*sec+us)},
+			{at: 20 * sec, want: ok(10, 0, 10*sec)},
+		},
+	},
+	{
+		name: "gcra: a cancel after a later call frees what the reservation took, and no more",
+		rule: gcra("bucket-c", 10, 10*sec, 10),
+		steps: []step{
+			{at: 0, do: reserve, res: 1, n: 10, want: ok(10, 0, 10*sec)},
+			{at: 5 * sec, want: ok(10, 4, 6*sec)},
+			{at: 5 * sec, do: cancel, res: 1},
+			// Burst - 1: the call at 5s holds its token.
+			{at: 5 * sec, do: peek, want: ok(10, 9, sec)},
+			{at: 5 * sec, n: 9, want: ok(10, 0, 10*sec)},
+			{at: 5 * sec, want: no(10, 0, sec, 10*sec)},
+			{at: 5 * sec, do: cancel, res: 1, err: ratelimit.ErrSettled},
+			{at: 5 * sec, do: peek, want: no(10, 0, sec, 10*sec)},
+		},
+	},
+	{
+		name: "gcra: a reservation never settled drains as AllowN; settled once the bucket was full, it gives nothing back",
+		rule: gcra("bucket-n", 10, 10*sec, 10),
+		steps: []step{
+			{at: 0, do: reserve, res: 1, n: 4, want: ok(10, 6, 4*sec)},
+			{at: 0, key: "allowN", n: 4, want: ok(10, 6, 4*sec)},
+			{at: 2 * sec, want: ok(10, 7, 3*sec)},
+			{at: 2 * sec, key: "allowN", want: ok(10, 7, 3*sec)},
+			{at: 3 * sec, do: peek, want: ok(10, 8, 2*sec)},
+			{at: 3 * sec, key: "allowN", do: peek, want: ok(10, 8, 2*sec)},
+			{at: 5 * sec, do: peek, want: ok(10, 10, 0)},
+			{at: 5 * sec, want: ok(10, 9, sec)},
+			{at: 5 * sec, do: cancel, res: 1},
+			{at: 5 * sec, do: peek, want: ok(10, 9, sec)},
+		},
+	},
+	{
+		// Each settle is exact whatever the order: B (the middle one)
+		// first, then A, then C, with calls and drained stretches between.
+		name: "gcra: several outstanding reservations settled out of order",
+		rule: gcra("bucket-o", 10, 10*sec, 10),
+		steps: []step{
+			{at: 0, do: reserve, res: 1, n: 6, want: ok(10, 4, 6*sec)},
+			{at: sec, do: reserve, res: 2, n: 3, want: ok(10, 2, 8*sec)},
+			{at: 4 * sec, want: ok(10, 4, 6*sec)},
+			{at: 8 * sec, do: reserve, res: 3, n: 4, want: ok(10, 4, 6*sec)},
+			{at: 9 * sec, want: ok(10, 4, 6*sec)},
+			{at: 9 * sec, do: settle, res: 2, n: 1},
+			{at: 9 * sec, do: peek, want: ok(10, 6, 4*sec)},
+			{at: 10 * sec, do: cancel, res: 1},
+			{at: 10 * sec, do: peek, want: ok(10, 7, 3*sec)},
+			{at: 10 * sec, do: settle, res: 3, n: 2},
+			{at: 10 * sec, do: peek, want: ok(10, 9, sec)},
+			{at: 10 * sec, n: 6, want: ok(10, 3, 7*sec)},
+			{at: 10 * sec, want: ok(10, 2, 8*sec)},
+		},
+	},
+	{
+		name: "gcra: what a reserve and a settle take is bounded by the Burst",
+		rule: gcra("bucket-b", 10, sec, 5),
+		steps: []step{
+			{at: 0, do: reserve, res: 1, n: 6, err: ratelimit.ErrInvalidN},
+			{at: 0, do: reserve, res: 1, n: 1, want: ok(5, 4, 100*ms)},
+			{at: 0, do: settle, res: 1, n: 5*ratelimit.MaxSettleFactor + 1, err: ratelimit.ErrInvalidN},
+			{at: 0, do: settle, res: 1, n: 5 * ratelimit.MaxSettleFactor},
+			{at: 0, do: peek, want: no(5, 0, 7600*ms, 8*sec)},
+		},
+	},
+	{
+		name: "a Concurrency rule takes no reservation",
+		rule: slots,
 		steps: []step{
 			{at: 0, do: reserve, res: 1, n: 1, err: ratelimit.ErrInvalidRule},
-			{at: 0, do: reserve, res: 1, n: 1, rule: &slots, err: ratelimit.ErrInvalidRule},
 			{at: 0, do: cancel, res: 1, err: ratelimit.ErrNoReservation},
 		},
 	},

@@ -1,0 +1,259 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
+)
+
+// gcraModel is the exact GCRA of a sequence of events, for
+// ReserveAgainstModel: the TAT over the events in arrival order, each
+// reservation at what it settled for (or reserved, while it stands), TAT =
+// max(TAT, t) + m·T, in exact rationals. It knows nothing of how the
+// library keeps reservations.
+type gcraModel struct {
+	t      *big.Rat // the emission interval, in µs
+	burst  int64
+	events []modelEvent
+}
+
+type modelEvent struct {
+	at int64 // µs since testkit.Epoch
+	m  int64
+}
+
+func (g *gcraModel) tat() *big.Rat {
+	var tat *big.Rat
+	for _, e := range g.events {
+		at := new(big.Rat).SetInt64(e.at)
+		if tat == nil || tat.Cmp(at) < 0 {
+			tat = at
+		}
+		tat = new(big.Rat).Add(tat, new(big.Rat).Mul(g.t, new(big.Rat).SetInt64(e.m)))
+	}
+	return tat
+}
+
+// ceil returns ceil(x) for x >= 0.
+func ceil(x *big.Rat) int64 {
+	q, m := new(big.Int).DivMod(x.Num(), x.Denom(), new(big.Int))
+	if m.Sign() != 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	return q.Int64()
+}
+
+// decide is what a call for n events (peek: one, recording nothing) at now
+// answers, and records it when it is allowed and not a peek.
+func (g *gcraModel) decide(now, n int64, peek bool) ratelimit.Result {
+	tat := g.tat()
+	ahead := new(big.Rat)
+	if tat != nil && tat.Cmp(new(big.Rat).SetInt64(now)) > 0 {
+		ahead.Sub(tat, new(big.Rat).SetInt64(now))
+	}
+	used := ceil(new(big.Rat).Quo(ahead, g.t))
+	asked := n
+	if peek {
+		asked = 1
+	}
+	res := ratelimit.Result{Limit: int(g.burst), Remaining: int(max(0, g.burst-used))}
+	if used+asked > g.burst {
+		retry := new(big.Rat).Add(ahead, new(big.Rat).Mul(g.t, new(big.Rat).SetInt64(asked-g.burst)))
+		res.RetryAfter = time.Duration(max(1, ceil(retry))) * time.Microsecond
+		res.ResetAfter = time.Duration(ceil(ahead)) * time.Microsecond
+		return res
+	}
+	res.Allowed = true
+	if !peek {
+		g.events = append(g.events, modelEvent{at: now, m: n})
+		ahead.Add(ahead, new(big.Rat).Mul(g.t, new(big.Rat).SetInt64(n)))
+		res.Remaining -= int(n)
+	}
+	res.ResetAfter = time.Duration(ceil(ahead)) * time.Microsecond
+	return res
+}
+
+// ReserveAgainstModel runs random sequences of AllowN, Peek, Reserve,
+// Settle (for less, as much and more) and Cancel on GCRA buckets of
+// random sizes and emission intervals (whole µs and not), at random times,
+// and compares every Result with the exact model (gcraModel): exactly the
+// same, on every backend. Where the backend has Two, a second limiter on
+// the same store, which makes no call of its own (its own count is empty),
+// peeks after every step: the store's state alone must be the model's. A
+// failure prints the seed and the steps.
+func ReserveAgainstModel(t *testing.T, backends []Backend) {
+	for _, b := range backends {
+		t.Run(b.Name, func(t *testing.T) {
+			for seed := uint64(1); seed <= 40; seed++ {
+				rng := rand.New(rand.NewPCG(seed, 29))
+				rate := 1 + rng.IntN(12)
+				window := []time.Duration{time.Second, 7 * time.Second, 1000003 * time.Microsecond, time.Minute}[rng.IntN(4)]
+				burst := 1 + rng.IntN(16)
+				runReserveModel(t, b, gcra(fmt.Sprintf("model-%d", seed), rate, window, burst), seed, 60)
+			}
+		})
+	}
+}
+
+// ReserveAtExactnessBound runs ReserveAgainstModel's sequences on buckets
+// at the largest size the rule check admits (Burst × Window/gcd just below
+// 2^52 ticks, a full bucket up to 2^50µs), with reservations and settles
+// (up to MaxSettleFactor × Burst) near the Burst: every number a
+// reservation's record or a settle computes must stay exact as a double in
+// Lua (see gcra.go's reserved), and every Result must be the model's.
+func ReserveAtExactnessBound(t *testing.T, backends []Backend) {
+	for _, b := range backends {
+		t.Run(b.Name, func(t *testing.T) {
+			for i, c := range []struct {
+				rate   int
+				window time.Duration
+			}{
+				{7, (1<<30 + 1) * time.Microsecond},               // T = 153391689⅐µs
+				{1<<31 - 1, (1<<21 - 1) * time.Microsecond},       // 2^31-1 is prime: rq = Rate
+				{1_000_003, 3 * time.Second},                      // a prime rate per second
+				{999_983, (1<<52/999_983 - 1) * time.Microsecond}, // Burst 1 admits the largest wq
+			} {
+				g := new(big.Int).GCD(nil, nil, big.NewInt(c.window.Microseconds()), big.NewInt(int64(c.rate))).Int64()
+				wq, rq := c.window.Microseconds()/g, int64(c.rate)/g
+				burst := min(int64(1<<31-1), (1<<52)/wq)
+				for burst > 1 && burst*wq/rq > 1<<50 {
+					burst /= 2
+				}
+				runReserveModel(t, b, gcra(fmt.Sprintf("bound-%d", i), c.rate, c.window, int(burst)), uint64(i+1), 80)
+			}
+		})
+	}
+}
+
+// runReserveModel runs one random sequence of steps calls on rule (a GCRA
+// rule) under the seed, on b, against the model (see ReserveAgainstModel).
+func runReserveModel(t *testing.T, b Backend, rule ratelimit.Rule, seed uint64, steps int) {
+	t.Helper()
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(seed, 31))
+	rate, window, burst := rule.Limit.Rate, rule.Limit.Window, rule.Limit.Burst
+	g := &gcraModel{t: big.NewRat(window.Microseconds(), int64(rate)), burst: int64(burst)}
+	emit := float64(window.Microseconds()) / float64(rate)
+	// The most a settle may charge: MaxSettleFactor × Burst, and no more
+	// than the tokens refilled in 2^50µs (see MaxSettleFactor).
+	most := min(ratelimit.MaxSettleFactor*int64(burst), new(big.Int).Quo(new(big.Int).Mul(big.NewInt(1<<50), big.NewInt(int64(rate))), big.NewInt(window.Microseconds())).Int64())
+	clk := testkit.NewClock()
+	var l, other *ratelimit.Limiter
+	if b.Two != nil {
+		// The other's shield is off: it would answer from a rejection it
+		// cached before a give-back it cannot see (see
+		// Reservation.Settle).
+		peeker := testkit.Options(clk)
+		peeker.ShieldMax = -1
+		l, other = b.Two(t, testkit.Options(clk), peeker)
+	} else {
+		l = b.New(t, testkit.Options(clk))
+	}
+	type held struct {
+		r     *ratelimit.Reservation
+		event int // its index among the model's events
+	}
+	var open []held
+	var log []string
+	now := int64(0)
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("seed %d (%d per %v, burst %d): %s; steps:\n%s", seed, rate, window, burst, fmt.Sprintf(format, args...), strings.Join(log, "\n"))
+	}
+	for range steps {
+		switch rng.IntN(3) {
+		case 0:
+			// Up to a full bucket's refill, while the clock stays within
+			// 35 years of the epoch (as TestGCRAAtItsExactnessBound).
+			if now < 1<<50 {
+				now += int64(rng.Float64() * emit * float64(1+rng.IntN(burst+2)))
+			}
+		case 1:
+			now += int64(emit) * int64(rng.IntN(3))
+		}
+		clk.Set(testkit.Epoch().Add(time.Duration(now) * time.Microsecond))
+		n := 1 + rng.IntN(burst)
+		switch rng.IntN(4) {
+		case 0:
+			n = burst - rng.IntN(min(burst, 3)) // near the Burst
+		case 1:
+			n = 1 + rng.IntN(burst/8+1) // small: several outstanding at once
+		}
+		switch op := rng.IntN(10); {
+		case op < 3 || op < 5 && len(open) == 0:
+			want := g.decide(now, int64(n), false)
+			r, res, err := l.Reserve(ctx, rule, "k", n)
+			log = append(log, fmt.Sprintf("%dµs: Reserve(%d) = %+v, %v", now, n, res, err))
+			if err != nil || res != want || (r != nil) != want.Allowed {
+				fail("Reserve(%d) at %dµs = %+v, %v; model %+v", n, now, res, err, want)
+			}
+			if r != nil {
+				open = append(open, held{r: r, event: len(g.events) - 1})
+			}
+		case op < 5:
+			i := rng.IntN(len(open))
+			h := open[i]
+			open = append(open[:i], open[i+1:]...)
+			reserved := int64(h.r.Reserved())
+			var actual int64
+			switch rng.IntN(5) {
+			case 0:
+				actual = 0
+			case 1:
+				actual = rng.Int64N(reserved + 1)
+			case 2:
+				actual = reserved
+			case 3:
+				actual = min(most, reserved+rng.Int64N(int64(burst)*2+1))
+			default:
+				actual = most // the most a settle may charge
+				if tat := g.tat(); tat != nil && tat.Cmp(big.NewRat(now+1<<50, 1)) > 0 {
+					actual = reserved // a debt of decades already: more would pile past what Durations hold
+				}
+			}
+			if h.event%7 == 3 {
+				if err := h.r.Settle(ctx, int(most)+1); !errors.Is(err, ratelimit.ErrInvalidN) {
+					fail("Settle(%d), one more than the most = %v; want ErrInvalidN", most+1, err)
+				}
+			}
+			err := h.r.Settle(ctx, int(actual))
+			log = append(log, fmt.Sprintf("%dµs: Settle(%d of %d, event %d) = %v", now, actual, reserved, h.event, err))
+			if err != nil {
+				fail("Settle(%d) = %v", actual, err)
+			}
+			if actual <= reserved {
+				g.events[h.event].m = actual
+			} else {
+				g.events = append(g.events, modelEvent{at: now, m: actual - reserved})
+			}
+		case op < 9:
+			want := g.decide(now, int64(n), false)
+			res, err := l.AllowN(ctx, rule, "k", n)
+			log = append(log, fmt.Sprintf("%dµs: AllowN(%d) = %+v, %v", now, n, res, err))
+			if err != nil || res != want {
+				fail("AllowN(%d) at %dµs = %+v, %v; model %+v", n, now, res, err, want)
+			}
+		default:
+			want := g.decide(now, 1, true)
+			res, err := l.Peek(ctx, rule, "k")
+			log = append(log, fmt.Sprintf("%dµs: Peek = %+v, %v", now, res, err))
+			if err != nil || res != want {
+				fail("Peek at %dµs = %+v, %v; model %+v", now, res, err, want)
+			}
+		}
+		if other != nil {
+			want := g.decide(now, 1, true)
+			if res, err := other.Peek(ctx, rule, "k"); err != nil || res != want {
+				fail("the other limiter's Peek at %dµs = %+v, %v; model %+v", now, res, err, want)
+			}
+		}
+	}
+}
