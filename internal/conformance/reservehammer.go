@@ -15,10 +15,7 @@ import (
 )
 
 // reserveHammerKinds are the rules of every kind that takes reservations,
-// each allowing exactly capacity events at one instant. A GCRA bucket
-// joins with one line once it gives tokens back exactly:
-//
-//	{"gcra/", ratelimit.Rule{Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 1, Window: time.Hour, Burst: capacity}}},
+// each allowing exactly capacity events at one instant.
 func reserveHammerKinds(capacity int) []struct {
 	name string
 	rule ratelimit.Rule
@@ -31,6 +28,7 @@ func reserveHammerKinds(capacity int) []struct {
 		{"approximate/", ratelimit.Rule{Limit: ratelimit.PerMinute(capacity), Approximate: true}},
 		{"quota/", ratelimit.Rule{Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: capacity, Period: ratelimit.Day}}},
 		{"fixed/", ratelimit.Rule{Kind: ratelimit.FixedWindow, Limit: ratelimit.Limit{Rate: capacity, Window: time.Hour}}},
+		{"gcra/", ratelimit.Rule{Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 1, Window: time.Hour, Burst: capacity}}},
 	}
 }
 
