@@ -44,6 +44,9 @@ func everyContender() []contender {
 	var all []contender
 	for _, bc := range cases(defaultWindow) {
 		for _, c := range bc.contenders {
+			if bc.id == "R" && c.name != floorContender.name {
+				continue // their ops take other costs: TestReserveContenders
+			}
 			if !seen[c.name] {
 				seen[c.name] = true
 				all = append(all, c)
@@ -185,5 +188,40 @@ func TestSpikePhase(t *testing.T) {
 		if v := tg.judge(results{}); v.state == "VOID" || v.state == "SKIPPED" {
 			t.Errorf("%s: %s (%s)", tg.text, v.state, v.text)
 		}
+	}
+}
+
+// TestReserveContenders runs case R's adapters under 3 per minute (their
+// rule holds 3 ops at the reserved cost): AllowN and a settle at the
+// reserved cost allow 3 ops, a settle for half the cost 5 (the fifth fits
+// whole before it gives half back), one for 1.5
+// times it 2.
+func TestReserveContenders(t *testing.T) {
+	e := testRedis(t)
+	ctx := context.Background()
+	for _, cw := range []struct {
+		c    contender
+		want int
+	}{{oursAllowN, 3}, {oursSettleEqual, 3}, {oursSettleLess, 5}, {oursSettleMore, 2}} {
+		c, want := cw.c, cw.want
+		t.Run(c.name, func(t *testing.T) {
+			if err := flushAll(ctx, e.admin); err != nil {
+				t.Fatal(err)
+			}
+			l, closeFn, err := c.open(e.addr, spec{name: "t", rate: 3, window: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closeFn()
+			for i := range want + 1 {
+				got, err := l.Allow(ctx, "k")
+				if err != nil {
+					t.Fatalf("op %d: %v", i+1, err)
+				}
+				if got != (i < want) {
+					t.Fatalf("op %d: allowed %v, want %v", i+1, got, i < want)
+				}
+			}
+		})
 	}
 }

@@ -37,13 +37,15 @@ func (o *oursN) Allow(ctx context.Context, key string) (bool, error) {
 }
 
 // oursNContender is ours under case R: AllowN(reserveN), or with reserve
-// a Reserve settled at settle.
+// a Reserve settled at settle, under the spec's rate times reserveN (an
+// op at the reserved cost takes what an Allow takes under the spec).
 func oursNContender(reserve bool, settle int) contender {
 	name := fmt.Sprintf("ratelimit AllowN(%d)", reserveN)
 	if reserve {
 		name = fmt.Sprintf("ratelimit Reserve(%d)+Settle(%d)", reserveN, settle)
 	}
 	return contender{name: name, remote: true, open: func(addr string, s spec) (limiter, func(), error) {
+		s.rate *= reserveN // an op of AllowN(reserveN) takes what a call of Allow takes under s
 		l, stop, err := openOurs(addr, s)
 		if err != nil {
 			return nil, nil, err
