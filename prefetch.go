@@ -333,6 +333,14 @@ func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey
 	if p.penalize {
 		keys = append(keys, ks.penalty)
 	}
+	if want > 0 && !l.redisAlone(conn, k, p, now) {
+		// Redis' log alone would not count what this process' decision
+		// on Redis counts: no slot now (askFor: none for Prefetch), and
+		// the pair's calls go to Redis, which counts it.
+		if want = 0; back.id == "" {
+			return 0, 0, true
+		}
+	}
 	instances := int64(1)
 	if l.set.fleet != nil {
 		instances = max(1, l.set.fleet.Load())
@@ -354,6 +362,25 @@ func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey
 		return 0, 0, false
 	}
 	return reply[0], reply[1], true
+}
+
+// redisAlone reports whether Redis' log alone holds what a decision on
+// Redis for k at now counts, as grant.lua counts nothing else: this
+// process owes Redis none of the pair's events (decided without Redis, the
+// write-back has not brought them yet), and the fleet's reserve is empty
+// (no other instance may hold such decisions, and Redis did not lose its
+// data less than a window ago; see Limiter.reserve). A decision on Redis
+// counts those on top of Redis' count (see hold); a grant made without
+// them could take slots that are not free, after an outage.
+func (l *Limiter) redisAlone(conn *redisConn, k lkey, p *plan, now int64) bool {
+	if reserve, lost := l.reserve(conn, p.rate, p.window); reserve > 0 || lost {
+		return false
+	}
+	sh, h := l.local.atPlan(&k, p)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	_, owed := sh.owedOf(&k, h, p, now)
+	return owed == 0
 }
 
 // giveGrantsBack sends what grants owe Redis (the write-back's loop calls
