@@ -167,7 +167,7 @@ func (l *Limiter) prefetched(ctx context.Context, conn *redisConn, r *Rule, p *p
 	switch {
 	case err != nil:
 	case res.Banned:
-		g.leftover(k) // a ban stops this process' admits at once (what it left goes back with the next request)
+		l.retire(g, k) // a ban stops this process' admits at once
 	case res.Allowed:
 		g.cur += n
 	}
@@ -253,18 +253,25 @@ func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *grant, p *plan
 	if !ok || got == 0 {
 		return
 	}
-	if b, ok := g.leftover(k); ok {
-		if g.pending.id != "" { // a Reset or a ban closed a grant in between
-			l.prefetch.backs.add(g.pending, maxOwedSettles)
-			l.kickWriteBack()
-		}
-		g.pending = b
-	}
+	l.retire(g, k)
 	g.id, g.slots, g.used, g.until, g.count = id, got, 0, sent+p.prefetch, count
 	l.prefetch.grants.Add(1)
 	l.prefetch.granted.Add(uint64(got))
 	if l.closed.Load() {
 		l.giveBackLater(g, k) // Close gave back what it found already
+	}
+}
+
+// retire closes g's grant: what it left unused goes back with the pair's
+// next request, and what was to go back with it already (a ban closed a
+// grant in between) through the write-back's loop. The caller holds g.mu.
+func (l *Limiter) retire(g *grant, k lkey) {
+	if b, ok := g.leftover(k); ok {
+		if g.pending.id != "" {
+			l.prefetch.backs.add(g.pending, maxOwedSettles)
+			l.kickWriteBack()
+		}
+		g.pending = b
 	}
 }
 
