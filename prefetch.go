@@ -216,6 +216,9 @@ func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *p
 		g.mu.Unlock()
 		return false
 	}
+	if at >= g.until {
+		l.retire(g, k) // what the lapsed grant left goes back with this request
+	}
 	g.asking = make(chan struct{})
 	back := g.pending
 	g.pending = grantBack{}
