@@ -290,6 +290,7 @@ func TestPrefetchFleetLoad(t *testing.T) {
 	stopped := redisNow(t, srv)
 	ran := scriptCalls(t, srv) - scripts0
 	sum, _ := f.stats()
+	pfCheckClose(t, f, stopped) // first: the sweeps below take seconds
 
 	rate := rule.Limit.Rate
 	allowed := len(ld.allowed)
@@ -325,7 +326,6 @@ func TestPrefetchFleetLoad(t *testing.T) {
 	if sum.grants == 0 || sum.used == 0 {
 		t.Errorf("no slot was used: %v", sum)
 	}
-	pfCheckClose(t, f, stopped)
 }
 
 // pfCheckClose closes the fleet, whose load stopped at Redis' time stopped
