@@ -231,15 +231,27 @@ type pfFleetNew func(limiters int) (lims []*ratelimit.Limiter, paths []*ratelimi
 // pfTally counts what the runs did.
 type pfTally struct {
 	calls, allowed, fromSlots, rejected, under, banned, voided, sequences int
+	underBy                                                               [8]int // by the rejection's path
 	grants, granted, used, returned                                       uint64
 }
 
 func (t *pfTally) String() string {
 	return fmt.Sprintf("%d sequences, %d calls: %d allowed (%d from slots), %d rejected (%d of a banned key); "+
-		"the model would have allowed %d of the rejected (%.1f%% of the calls); %d slots granted before a Reset used after it; "+
+		"the model would have allowed %d of the rejected (%.1f%% of the calls; %s); %d slots granted before a Reset used after it; "+
 		"%d grants of %d slots, %d used, %d returned",
 		t.sequences, t.calls, t.allowed, t.fromSlots, t.rejected, t.banned, t.under, 100*float64(t.under)/float64(max(t.calls, 1)),
-		t.voided, t.grants, t.granted, t.used, t.returned)
+		t.underPaths(), t.voided, t.grants, t.granted, t.used, t.returned)
+}
+
+// underPaths says where the under-admitted calls were rejected.
+func (t *pfTally) underPaths() string {
+	var parts []string
+	for p, n := range t.underBy {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%d on %v", n, ratelimit.Path(p)))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // runPFDiff runs seq on a fresh fleet of limiters and checks every row
@@ -319,6 +331,9 @@ func runPFDiff(newFleet pfFleetNew, limiters int, seq []pfStep, tally *pfTally) 
 					tally.rejected++
 					tally.banned += b2i(row.banned)
 					tally.under += b2i(row.under)
+					if row.under {
+						tally.underBy[row.path]++
+					}
 				}
 				break
 			}
