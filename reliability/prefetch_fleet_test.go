@@ -514,19 +514,23 @@ func pfKill(t *testing.T, args []string) {
 	go func() { loaded <- f.drive(rule, callers, pause, stop) }()
 
 	time.Sleep(1200*time.Millisecond + time.Duration(rng.Int64N(int64(time.Second))))
-	// Mid-grant: while a Limiter holds at least 5 slots it has not used
-	// (the window fills within some 100ms of each second, in grants of
-	// tens of slots used within a millisecond or two).
-	inHand := func() uint64 {
-		most := uint64(0)
-		for _, l := range f.lims {
+	// Mid-grant: right after a Limiter was granted slots, while it holds
+	// at least 3 it has not used (given back or not: Stats cannot tell).
+	grants := make([]uint64, len(f.lims))
+	fresh := func() bool {
+		found := false
+		for i, l := range f.lims {
 			s := l.Stats()
-			most = max(most, s.PrefetchSlotsGranted-s.PrefetchSlotsUsed-s.PrefetchSlotsReturned)
+			if s.PrefetchGrants > grants[i] && s.PrefetchSlotsGranted-s.PrefetchSlotsUsed-s.PrefetchSlotsReturned >= 3 {
+				found = true
+			}
+			grants[i] = s.PrefetchGrants
 		}
-		return most
+		return found
 	}
+	fresh()
 	waited := time.Now()
-	for inHand() < 5 && time.Since(waited) < 3*time.Second {
+	for !fresh() && time.Since(waited) < 3*time.Second {
 	}
 	k := fault{kind: "kill", start: time.Now()}
 	srv.Kill()
@@ -554,7 +558,7 @@ func pfKill(t *testing.T, args []string) {
 	}
 	sum, _ := f.stats()
 	t.Logf("from slots per second %v", fromSlots)
-	t.Logf("%d × %d callers: %d calls, %d allowed, %d errors, %d Degraded; killed at +%v (%v after a grant), restarted at +%v; %d allowed from slots in hand while Redis was down",
+	t.Logf("%d × %d callers: %d calls, %d allowed, %d errors, %d Degraded; killed at +%v (%v after the test began to wait for a fresh grant), restarted at +%v; %d allowed from slots in hand while Redis was down",
 		pfInstances, callers, ld.calls, len(ld.allowed), ld.errs, ld.degraded, k.start.Sub(ld.start).Round(time.Millisecond),
 		k.start.Sub(waited).Round(time.Microsecond), k.end.Sub(ld.start).Round(time.Millisecond), inSlots)
 	t.Logf("allowed per second %v; by instance %v", perSec, by)
