@@ -302,8 +302,7 @@ func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *grant, p *plan
 	g.asking = nil
 	if ok && got == 0 {
 		g.full = sent + p.prefetch
-		sm := int64(l.set.ShieldMax / time.Microsecond)
-		g.noSlot = none != nil && !p.penalize && sm >= 0
+		g.noSlot = none != nil && !p.penalize && l.set.ShieldMax >= 0
 		if g.noSlot {
 			// No slot frees before retryAt (but for give-backs and
 			// Resets, which the hot-key shield does not wait for
@@ -311,7 +310,7 @@ func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *grant, p *plan
 			// Options.ShieldMax.
 			at := l.localNow()
 			g.retryAt, g.resetAt, g.wanted = at+none[0], at+none[1], want
-			if sm > 0 {
+			if sm := int64(l.set.ShieldMax / time.Microsecond); sm > 0 {
 				g.full = max(g.full, min(g.retryAt, at+sm))
 			} else {
 				g.full = max(g.full, g.retryAt)
