@@ -257,8 +257,8 @@ func (ld *pfLoad) perWindow(w time.Duration) (total []int, by [][pfInstances]int
 //
 // The callers pause 1ms between calls, as request handlers do: goroutines
 // answered in-process that never block starve the ones that read Redis'
-// replies (docs: FACTS). It measures a crowd on two cores: scripts/test runs
-// it without the race detector.
+// replies (see TestRecoveryFleetWindows). It measures a crowd on two
+// cores: scripts/test runs it without the race detector.
 func TestPrefetchFleetLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drives four limiters for 10 seconds")
