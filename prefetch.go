@@ -23,6 +23,14 @@ import (
 // The price is under-admission: slots a process took and did not use count
 // until they are given back (with its next request for the pair, when its
 // grant lapses on a cold pair, or at Close), or a Window after their stamp.
+//
+// When Redis has no slot for a request, the next waits until one frees (as
+// Redis' reply says, within Options.ShieldMax), or Prefetch at least, and
+// meanwhile the pair's calls are rejected in-process (under a rule without
+// a penalty, the shield on), as the hot-key shield answers a full key: the
+// slots that free are left to that request, one script for many of them,
+// where calls sent to Redis would take them one by one. While its calls
+// keep coming the pair stays hot.
 
 // maxPrefetch bounds Rule.Prefetch: the log's expiry, ttl.lua's second
 // past the window from every call, must outlive a grant's stamps.
@@ -77,6 +85,16 @@ type grant struct {
 	until int64  // µs, the process' clock: usable while it reads less
 	count int64  // the log's count at the grant, before its slots
 	full  int64  // µs: Redis had no slot to grant; none is asked for before this
+
+	// When Redis last had no slot for a request, under a rule without a
+	// penalty: until full the pair's calls without a slot are rejected
+	// in-process (see reject), as a rejection of one event at the
+	// request's time answers them, a slot freed at retryAt, the log empty
+	// at resetAt (µs, the process' clock); the last was rejected at
+	// knocked; wanted is what the request asked for, what the pair still
+	// wants while its calls keep coming (see fromGrant).
+	noSlot                            bool
+	retryAt, resetAt, knocked, wanted int64
 
 	// The pair's allowed events in the current Prefetch-long bucket of
 	// the process' clock and in the one before it.
@@ -157,8 +175,8 @@ func (g *grant) drop(k lkey) []grantBack {
 // Redis (see onRedis), after asking for a grant when the pair is hot.
 func (l *Limiter) prefetched(ctx context.Context, conn *redisConn, r *Rule, p *plan, k lkey, n, now int64, res *Result) (Path, error) {
 	g := l.prefetch.pair(k, p)
-	if l.fromGrant(ctx, conn, g, p, k, n, now, res) {
-		return PathPrefetch, nil
+	if path := l.fromGrant(ctx, conn, g, p, k, n, now, res); path != PathNone {
+		return path, nil
 	}
 	path, err := l.onRedis(ctx, conn, r, p, k, n, false, nil, now, res)
 	g.mu.Lock()
@@ -167,7 +185,7 @@ func (l *Limiter) prefetched(ctx context.Context, conn *redisConn, r *Rule, p *p
 	switch {
 	case err != nil:
 	case res.Banned:
-		g.leftover(k) // a ban stops this process' admits at once (what it left goes back with the next request)
+		l.retire(g, k) // a ban stops this process' admits at once
 	case res.Allowed:
 		g.cur += n
 	}
@@ -177,18 +195,28 @@ func (l *Limiter) prefetched(ctx context.Context, conn *redisConn, r *Rule, p *p
 // fromGrant allows the call from g when it holds n slots, waiting for a
 // request on its way (within Options.Timeout), or asking for a grant of its
 // own when the pair is hot: at least two allowed events in the last
-// Prefetch. It reports whether it allowed the call into res. now is the
-// call's time; a slot's use is judged at the clock's reading after any
-// wait, so that it is never later than the grant's end.
-func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *plan, k lkey, n, now int64, res *Result) bool {
+// Prefetch, or a call rejected in-process in the last Prefetch (it then
+// asks for what the request Redis had no slot for asked). Until the next
+// request after one Redis had no slot for, it rejects the call in-process
+// under a rule without a penalty (see reject). It returns the path of what
+// it decided into res, or PathNone. now is the call's time; a slot's use is
+// judged at the clock's reading after any wait, so that it is never later
+// than the grant's end.
+func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *plan, k lkey, n, now int64, res *Result) Path {
 	at := now
 	var deadline time.Time
 	g.mu.Lock()
+	if g.p.rate != p.rate || g.p.window != p.window || g.p.prefetch != p.prefetch || g.p.penalize != p.penalize {
+		// The rule changed under its name: the grant was made, and its
+		// Results are reported, under the old one.
+		l.giveBackLater(g, k)
+		g.p = *p
+	}
 	g.roll(now)
 	for {
 		if g.has(at, n) {
 			l.useGrant(conn, g, k, n, at, res)
-			return true
+			return PathPrefetch
 		}
 		ch := g.asking
 		if ch == nil {
@@ -199,22 +227,27 @@ func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *p
 			deadline = time.Now().Add(l.set.Timeout)
 		}
 		if !l.awaitGrant(ctx, ch, deadline) {
-			return false
+			return PathNone
 		}
 		at = l.localNow()
 		g.mu.Lock()
 	}
 	want := g.demand()
-	if at < g.full { // no slot was free a moment ago: Redis (or the shield) decides
-		g.mu.Unlock()
-		return false
+	if at < g.full { // no slot was free a moment ago
+		return g.reject(p, at, res)
+	}
+	if want < 2 && g.noSlot && at < g.knocked+p.prefetch {
+		want = max(g.wanted, 2) // the calls kept coming while Redis had no slot
 	}
 	if want < 2 { // cold: what a lapsed grant left goes back
 		if at >= g.until {
 			l.giveBackLater(g, k)
 		}
 		g.mu.Unlock()
-		return false
+		return PathNone
+	}
+	if at >= g.until {
+		l.retire(g, k) // what the lapsed grant left goes back with this request
 	}
 	g.asking = make(chan struct{})
 	var backs []grantBack
@@ -229,10 +262,36 @@ func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *p
 	g.mu.Lock()
 	if g.has(at, n) {
 		l.useGrant(conn, g, k, n, at, res)
-		return true
+		return PathPrefetch
+	}
+	if at < g.full {
+		return g.reject(p, at, res)
 	}
 	g.mu.Unlock()
-	return false
+	return PathNone
+}
+
+// reject rejects a call at at in-process into res, and returns
+// PathShield, when Redis had no slot for the pair's last request, under a
+// rule without a penalty and with the hot-key shield on (Options.ShieldMax
+// not negative), until the pair's next request (see askFor): so
+// that the slots that free meanwhile are left to that request, one script
+// for many of them, instead of going one by one to calls sent to Redis,
+// two scripts each (see crowd.go), which the fleet's instances would race
+// for. It answers what a rejection of one event at the request's time
+// answers, its RetryAfter no earlier than the next request. Otherwise
+// (under a penalty a rejection counts a violation; a request not made
+// asks nothing of Redis) Redis or the shield decides: it returns PathNone.
+// Either way it unlocks g.
+func (g *grant) reject(p *plan, at int64, res *Result) Path {
+	defer g.mu.Unlock()
+	if !g.noSlot {
+		return PathNone
+	}
+	g.knocked = at
+	*res = Result{Limit: int(p.rate), RetryAfter: time.Duration(max(g.full, g.retryAt)-at) * time.Microsecond,
+		ResetAfter: time.Duration(max(0, g.resetAt-at)) * time.Microsecond}
+	return PathShield
 }
 
 // demand is the pair's allowed events in the last Prefetch, its rate: a
@@ -246,29 +305,51 @@ func (g *grant) demand() int64 { return max(g.prev, g.cur) }
 func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *grant, p *plan, k lkey, want, now int64, backs []grantBack) {
 	id := l.member(l.seq.Add(1)) + "g"
 	sent := l.localNow()
-	got, count, ok := l.askGrant(ctx, conn, p, k, want, id, backs, now)
+	got, count, none, ok := l.askGrant(ctx, conn, p, k, want, id, backs, now)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	close(g.asking)
 	g.asking = nil
 	if ok && got == 0 {
 		g.full = sent + p.prefetch
+		g.noSlot = none != nil && !p.penalize && l.set.ShieldMax >= 0
+		if g.noSlot {
+			// No slot frees before retryAt (but for give-backs and
+			// Resets, which the hot-key shield does not wait for
+			// either): the next request waits for it, within
+			// Options.ShieldMax.
+			at := l.localNow()
+			g.retryAt, g.resetAt, g.wanted = at+none[0], at+none[1], want
+			if sm := int64(l.set.ShieldMax / time.Microsecond); sm > 0 {
+				g.full = max(g.full, min(g.retryAt, at+sm))
+			} else {
+				g.full = max(g.full, g.retryAt)
+			}
+		}
 	}
 	if !ok || got == 0 {
 		return
 	}
-	if b, ok := g.leftover(k); ok {
-		if g.pending.id != "" { // a Reset or a ban closed a grant in between
-			l.prefetch.backs.add(g.pending, maxOwedSettles)
-			l.kickWriteBack()
-		}
-		g.pending = b
-	}
+	g.noSlot, g.wanted = false, 0
+	l.retire(g, k)
 	g.id, g.slots, g.used, g.until, g.count = id, got, 0, sent+p.prefetch, count
 	l.prefetch.grants.Add(1)
 	l.prefetch.granted.Add(uint64(got))
 	if l.closed.Load() {
 		l.giveBackLater(g, k) // Close gave back what it found already
+	}
+}
+
+// retire closes g's grant: what it left unused goes back with the pair's
+// next request, and what was to go back with it already (a ban closed a
+// grant in between) through the write-back's loop. The caller holds g.mu.
+func (l *Limiter) retire(g *grant, k lkey) {
+	if b, ok := g.leftover(k); ok {
+		if g.pending.id != "" {
+			l.prefetch.backs.add(g.pending, maxOwedSettles)
+			l.kickWriteBack()
+		}
+		g.pending = b
 	}
 }
 
@@ -332,12 +413,22 @@ func (l *Limiter) awaitGrant(ctx context.Context, ch <-chan struct{}, deadline t
 
 // askGrant asks Redis for want slots of k's log at now under id, giving
 // back backs, and returns the slots granted and the log's count before
-// them; ok is false when Redis could not be asked (backs are then owed).
-func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey, want int64, id string, backs []grantBack, now int64) (got, count int64, ok bool) {
+// them, and when Redis had no slot for them (want > 0, got 0) the retry
+// and reset of a rejection of one event (µs from its reply); ok is false
+// when Redis could not be asked (backs are then owed).
+func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey, want int64, id string, backs []grantBack, now int64) (got, count int64, none []int64, ok bool) {
 	ks := redisKeys(l.set.KeyPrefix, k)
 	keys := []string{ks.meter(p.alg)}
 	if p.penalize {
 		keys = append(keys, ks.penalty)
+	}
+	if want > 0 && !l.redisAlone(conn, k, p, now) {
+		// Redis' log alone would not count what this process' decision
+		// on Redis counts: no slot now (askFor: none for Prefetch), and
+		// the pair's calls go to Redis, which counts it.
+		if want = 0; len(backs) == 0 {
+			return 0, 0, nil, true
+		}
 	}
 	instances := int64(1)
 	if l.set.fleet != nil {
@@ -361,10 +452,32 @@ func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey
 			l.prefetch.backs.add(b, maxOwedSettles) // giving back twice removes nothing more
 		}
 	}
-	if !sent || len(reply) != 3 {
-		return 0, 0, false
+	switch {
+	case !sent || len(reply) < 3:
+		return 0, 0, nil, false
+	case len(reply) == 5:
+		none = reply[3:]
 	}
-	return reply[0], reply[1], true
+	return reply[0], reply[1], none, true
+}
+
+// redisAlone reports whether Redis' log alone holds what a decision on
+// Redis for k at now counts, as grant.lua counts nothing else: this
+// process owes Redis none of the pair's events (decided without Redis, the
+// write-back has not brought them yet), and the fleet's reserve is empty
+// (no other instance may hold such decisions, and Redis did not lose its
+// data less than a window ago; see Limiter.reserve). A decision on Redis
+// counts those on top of Redis' count (see hold); a grant made without
+// them could take slots that are not free, after an outage.
+func (l *Limiter) redisAlone(conn *redisConn, k lkey, p *plan, now int64) bool {
+	if reserve, lost := l.reserve(conn, p.rate, p.window); reserve > 0 || lost {
+		return false
+	}
+	sh, h := l.local.atPlan(&k, p)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	_, owed := sh.owedOf(&k, h, p, now)
+	return owed == 0
 }
 
 // giveGrantsBack sends what grants owe Redis (the write-back's loop calls
@@ -408,6 +521,7 @@ func (l *Limiter) voidGrant(k lkey) {
 	if g, ok := l.prefetch.pairs.Peek(k); ok {
 		g.mu.Lock()
 		g.drop(k)
+		g.full, g.noSlot, g.wanted = 0, false, 0 // the log is empty
 		g.mu.Unlock()
 	}
 }

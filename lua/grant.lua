@@ -28,7 +28,10 @@
 --          slots it did not use.
 --
 -- Returns {granted, count, now}: the slots granted, the events the log
--- counted before them, and the time they were granted at.
+-- counted before them, and the time they were granted at; and when no
+-- slot was free for a request of some, {0, count, now, retry, reset}: µs
+-- until the first slot frees and until the log is empty, what a rejection
+-- of one event answers (sliding.retry, sliding.reset).
 {{- define "grant" -}}
 {{template "now" "ARGV[1]"}}
 local key = KEYS[1]
@@ -58,8 +61,14 @@ end
 redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - keep))
 local count = redis.call('ZCOUNT', key, string.format('(%d', now - window), '+inf')
 local free = rate - count
-if free <= 0 or g <= 0 then
+if g <= 0 then
   return {0, count, now}
+end
+if free <= 0 then
+  local owed, asked, retry, reset = 0, 1
+  {{template "sliding.retry"}}
+  {{template "sliding.reset"}}
+  return {0, count, now, retry, reset}
 end
 g = math.min(g, free, math.max(1, math.floor(free / instances)))
 local at = string.format('%d', now + prefetch)

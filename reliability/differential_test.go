@@ -36,6 +36,11 @@ import (
 //     and more), Cancel and settles twice among the calls, over the rules
 //     of every kind that takes reservations, approximate counters
 //     included (diffreserve_test.go). As in mode forward, all must agree.
+//   - mode prefetch (TestDifferentialPrefetch, diffprefetch_test.go): two
+//     or three Limiters on one redis-server and one fake clock, over rules
+//     with Prefetch and the same rules without; every call the fleet
+//     allows must fit the exact log of the calls it allowed before (it may
+//     under-admit, which is counted, never over-admit).
 //
 // A failure prints the seed and the shortest failing sequence found (steps
 // dropped and clock moves merged while the failure remains, each candidate

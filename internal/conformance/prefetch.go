@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -28,46 +29,69 @@ var hot = ratelimit.Rule{Name: "hot", Limit: ratelimit.Limit{Rate: 10, Window: s
 // window from the slot's stamp, the grant's time plus Prefetch.
 func okAt(remaining int, reset time.Duration) R { return ok(10, remaining, reset) }
 
+// fillBySlots are the steps of a pair that takes slots, uses them
+// in-process, asks for the next when they run low and, the log full,
+// finds none: its calls are then rejected in-process.
+var fillBySlots = []prefetchStep{
+	{at: 0, want: okAt(9, sec), path: ratelimit.PathRedis},
+	{at: 0, want: okAt(8, sec), path: ratelimit.PathRedis},
+	// Two events in the last 20ms: the third call asks for 2 + 1
+	// slots, stamped at 20ms, and takes one. Remaining is the
+	// log's count at the grant less what this process used of it.
+	{at: 0, want: okAt(7, sec+20*ms), path: ratelimit.PathPrefetch},
+	// Redis counts the grant's three slots.
+	{at: 0, do: peek, want: okAt(5, sec+20*ms), path: ratelimit.PathRedis},
+	{at: ms, want: okAt(6, sec+19*ms), path: ratelimit.PathPrefetch},
+	// The grant's last slot, under a quarter of the demand (5)
+	// left: this call asks for the next 5 (all that is free,
+	// stamped 22ms) before it returns.
+	{at: 2 * ms, want: okAt(5, sec+18*ms), path: ratelimit.PathPrefetch},
+	{at: 2 * ms, n: 2, want: okAt(3, sec+20*ms), path: ratelimit.PathPrefetch},
+	{at: 2 * ms, do: peek, want: no(10, 0, 998*ms, sec+20*ms), path: ratelimit.PathRedis},
+	{at: 3 * ms, want: okAt(2, sec+19*ms), path: ratelimit.PathPrefetch},
+	// The grant lapses at 22ms with 2 slots unused. A new
+	// Prefetch-long bucket: the demand is the last one's (8); the
+	// next call gives the 2 back with its request, and gets them.
+	{at: 22 * ms, want: okAt(1, sec+20*ms), path: ratelimit.PathPrefetch},
+	// Its last slot: the request it makes finds no slot. No grant
+	// is asked for until one frees (1s, when the events at 0
+	// leave), and meanwhile the pair's calls are rejected
+	// in-process, as a rejection of one event at the request's
+	// time answers them: the slots that free are left to the next
+	// request, instead of going one by one to calls sent to Redis.
+	{at: 22 * ms, want: okAt(0, sec+20*ms), path: ratelimit.PathPrefetch},
+	{at: 22 * ms, do: peek, want: no(10, 0, 978*ms, sec+20*ms), path: ratelimit.PathRedis},
+	{at: 23 * ms, want: no(10, 0, 977*ms, sec+19*ms), path: ratelimit.PathShield},
+}
+
 var prefetchCases = []struct {
 	name  string
 	steps []prefetchStep
 }{
 	{
 		name: "a cold pair asks Redis; a hot one takes slots, uses them in-process, asks for the next when they run low and gives back what lapsed, never over the Rate",
-		steps: []prefetchStep{
-			{at: 0, want: okAt(9, sec), path: ratelimit.PathRedis},
-			{at: 0, want: okAt(8, sec), path: ratelimit.PathRedis},
-			// Two events in the last 20ms: the third call asks for 2 + 1
-			// slots, stamped at 20ms, and takes one. Remaining is the
-			// log's count at the grant less what this process used of it.
-			{at: 0, want: okAt(7, sec+20*ms), path: ratelimit.PathPrefetch},
-			// Redis counts the grant's three slots.
-			{at: 0, do: peek, want: okAt(5, sec+20*ms), path: ratelimit.PathRedis},
-			{at: ms, want: okAt(6, sec+19*ms), path: ratelimit.PathPrefetch},
-			// The grant's last slot, under a quarter of the demand (5)
-			// left: this call asks for the next 5 (all that is free,
-			// stamped 22ms) before it returns.
-			{at: 2 * ms, want: okAt(5, sec+18*ms), path: ratelimit.PathPrefetch},
-			{at: 2 * ms, n: 2, want: okAt(3, sec+20*ms), path: ratelimit.PathPrefetch},
-			{at: 2 * ms, do: peek, want: no(10, 0, 998*ms, sec+20*ms), path: ratelimit.PathRedis},
-			{at: 3 * ms, want: okAt(2, sec+19*ms), path: ratelimit.PathPrefetch},
-			// The grant lapses at 22ms with 2 slots unused. A new
-			// Prefetch-long bucket: the demand is the last one's (8); the
-			// next call gives the 2 back with its request, and gets them.
-			{at: 22 * ms, want: okAt(1, sec+20*ms), path: ratelimit.PathPrefetch},
-			// Its last slot: the call asks for more, and Redis has none.
-			{at: 22 * ms, want: okAt(0, sec+20*ms), path: ratelimit.PathPrefetch},
-			{at: 22 * ms, do: peek, want: no(10, 0, 978*ms, sec+20*ms), path: ratelimit.PathRedis},
-			// No grant is asked for until 42ms: the shield answers with
-			// the Peek's rejection.
-			{at: 23 * ms, want: no(10, 0, 977*ms, sec+19*ms), path: ratelimit.PathShield},
+		steps: append(slices.Clone(fillBySlots),
 			// A window after the first events only those two have left:
 			// the slots count a window from their stamps, 20ms to 42ms,
 			// later than the calls that used them (the price of the
 			// bound). The pair is cold again: Redis decides.
-			{at: sec, want: okAt(1, sec), path: ratelimit.PathRedis},
-			{at: sec + 42*ms, want: okAt(8, sec), path: ratelimit.PathRedis},
-		},
+			prefetchStep{at: sec, want: okAt(1, sec), path: ratelimit.PathRedis},
+			prefetchStep{at: sec + 42*ms, want: okAt(8, sec), path: ratelimit.PathRedis},
+		),
+	},
+	{
+		name: "a pair Redis had no slot for, whose calls keep coming, asks again when a slot frees",
+		steps: append(slices.Clone(fillBySlots),
+			// Rejected in-process: the request waits for 1s.
+			prefetchStep{at: 990 * ms, want: no(10, 0, 10*ms, 52*ms), path: ratelimit.PathShield},
+			// A call rejected in the last Prefetch: the pair is still
+			// hot. The events at 0 left: 2 slots (stamped 1.02s).
+			prefetchStep{at: sec, want: okAt(1, sec+20*ms), path: ratelimit.PathPrefetch},
+			// The last one: the request it makes finds none free,
+			// until the oldest slot (stamped 20ms) leaves at 1.02s.
+			prefetchStep{at: sec, want: okAt(0, sec+20*ms), path: ratelimit.PathPrefetch},
+			prefetchStep{at: sec, want: no(10, 0, 20*ms, sec+20*ms), path: ratelimit.PathShield},
+		),
 	},
 	{
 		name: "a Reset voids the process' slots",

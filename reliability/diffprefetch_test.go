@@ -1,0 +1,510 @@
+package reliability_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
+	"github.com/redis/rueidis"
+)
+
+// The differential test's prefetch mode (issue 30): seeded random
+// sequences of Allow, AllowN, Peek, Reset and clock moves on two or three
+// Limiters on one redis-server, sharing one fake clock, over rules with
+// Prefetch (and the same rules without it: the same logs, decided on
+// Redis), with several calls at one instant so that pairs get hot and take
+// slots. A prefetching fleet under-admits what it holds unused; it never
+// admits what the exact log would not. So the model is the exact log of
+// the calls the fleet actually allowed, at their times, and at every
+// allowed call of n events at t:
+//
+//	(the events allowed in (t - Window, t]) + n <= Rate
+//
+// which, the clock only moving forward, is the containment criterion on
+// the fake clock: no Window-long interval holds more than Rate allowed
+// events. A rejected call the model would have allowed is an
+// under-admission: counted and logged, never a failure; so are rejections
+// of a banned key (the model knows no penalty). No call errs or comes back
+// Degraded.
+//
+// A Reset empties the pair's log at once: the model forgets what it held.
+// It voids the resetting Limiter's slots at once, and the other Limiters'
+// when their grants end (docs/prefetch.md, "Reset"): a call another
+// Limiter allows from a slot granted before the Reset, less than Prefetch
+// after it, is such a use, counted and left out of the model (Redis' log
+// no longer holds it either); one Prefetch or more after the Reset, or on
+// the resetting Limiter, it fails the test. (A slot's grant time is its
+// Result's: ResetAfter is the Window from the slot's stamp, the grant's
+// request time plus Prefetch; a Reset is always followed by a clock move,
+// so that a grant's time tells before from after.)
+//
+// A failure prints the seed and the shortest failing sequence found. The
+// write-back loop gives back lapsed slots in the background, so a replay
+// may differ from the run in timing; what is checked holds whatever it.
+// The sequences and their length are -diff.n and -diff.steps, as in the
+// other modes.
+
+// pfDiffPenalty is the ladder of the penalised rule with Prefetch.
+var pfDiffPenalty = &ratelimit.Penalty{WarnAfter: 2, BanAfter: 4, BanFor: 150 * time.Millisecond, Memory: time.Second}
+
+// pfDiffRules are the rules the sequences draw: each name once with
+// Prefetch and once without (the same log, decided on Redis).
+var pfDiffRules = func() []ratelimit.Rule {
+	var out []ratelimit.Rule
+	for _, r := range []ratelimit.Rule{
+		{Name: "p", Limit: ratelimit.Limit{Rate: 5, Window: 100 * time.Millisecond}, Prefetch: 10 * time.Millisecond},
+		{Name: "q", Limit: ratelimit.Limit{Rate: 12, Window: time.Second}, Prefetch: 60 * time.Millisecond},
+		{Name: "s", Limit: ratelimit.Limit{Rate: 3, Window: 30 * time.Millisecond}, Prefetch: 3 * time.Millisecond},
+		{Name: "b:pen", Limit: ratelimit.Limit{Rate: 8, Window: 200 * time.Millisecond}, Prefetch: 20 * time.Millisecond, Penalty: pfDiffPenalty},
+	} {
+		plain := r
+		plain.Prefetch = 0
+		out = append(out, r, plain)
+	}
+	return out
+}()
+
+var pfDiffKeys = []string{"k", "k2"}
+
+type pfKind int
+
+const (
+	pfAllow pfKind = iota
+	pfAllowN
+	pfPeek
+	pfReset
+	pfAdvance
+)
+
+// pfStep is one step: a call on Limiter inst, or a move of the clock by d.
+type pfStep struct {
+	kind pfKind
+	inst int
+	rule int // index into pfDiffRules
+	key  int
+	n    int
+	d    time.Duration
+}
+
+func (s pfStep) String() string {
+	if s.kind == pfAdvance {
+		return fmt.Sprintf("clock %+v", s.d)
+	}
+	r := pfDiffRules[s.rule]
+	desc := fmt.Sprintf("%q %d/%v", r.Name, r.Limit.Rate, r.Limit.Window)
+	if r.Prefetch > 0 {
+		desc += fmt.Sprintf(" prefetch %v", r.Prefetch)
+	}
+	if r.Penalty != nil {
+		desc += "+penalty"
+	}
+	call := map[pfKind]string{pfAllow: "Allow", pfAllowN: "AllowN", pfPeek: "Peek", pfReset: "Reset"}[s.kind]
+	if s.kind == pfAllowN {
+		return fmt.Sprintf("L%d.%s(%s, %q, %d)", s.inst, call, desc, pfDiffKeys[s.key], s.n)
+	}
+	return fmt.Sprintf("L%d.%s(%s, %q)", s.inst, call, desc, pfDiffKeys[s.key])
+}
+
+// genPFSequence draws a sequence for a fleet of limiters: mostly calls,
+// several at one instant, on one or two of the rules' names (with Prefetch
+// three times in four) and mostly one key, so that pairs get hot; clock
+// moves of a few µs, of up to twice a Prefetch, to a grant's end or a
+// window's (from an earlier call, and 1µs either side), and jumps.
+func genPFSequence(rng *rand.Rand, steps, limiters int) []pfStep {
+	var seq []pfStep
+	var now time.Duration
+	var callTimes []time.Duration
+	names := len(pfDiffRules) / 2
+	focus := []int{rng.IntN(names)}
+	if rng.IntN(2) == 0 {
+		focus = append(focus, rng.IntN(names))
+	}
+	move := func(d time.Duration) {
+		d = max(d, time.Microsecond)
+		now += d
+		seq = append(seq, pfStep{kind: pfAdvance, d: d})
+	}
+	for len(seq) < steps {
+		if rng.IntN(6) == 0 {
+			r := pfDiffRules[2*focus[rng.IntN(len(focus))]]
+			p := max(r.Prefetch, time.Millisecond)
+			var d time.Duration
+			switch x := rng.IntN(20); {
+			case x < 6:
+				d = time.Duration(1+rng.IntN(5)) * time.Microsecond
+			case x < 11:
+				d = time.Duration(rng.Int64N(int64(2 * p)))
+			case x < 14 && len(callTimes) > 0:
+				d = callTimes[rng.IntN(len(callTimes))] + p + time.Duration(rng.IntN(3)-1)*time.Microsecond - now
+			case x < 19 && len(callTimes) > 0:
+				d = callTimes[rng.IntN(len(callTimes))] + r.Limit.Window + time.Duration(rng.IntN(3)-1)*time.Microsecond - now
+			default:
+				d = time.Duration(rng.Int64N(int64(1500 * time.Millisecond)))
+			}
+			move(d)
+			continue
+		}
+		s := pfStep{inst: rng.IntN(limiters), rule: 2*focus[rng.IntN(len(focus))] + b2i(rng.IntN(4) == 0), key: b2i(rng.IntN(6) == 0)}
+		switch x := rng.IntN(100); {
+		case x < 62:
+			s.kind = pfAllow
+		case x < 84:
+			s.kind = pfAllowN
+			s.n = 1 + rng.IntN(min(3, pfDiffRules[s.rule].Limit.Rate))
+		case x < 97:
+			s.kind = pfPeek
+		default:
+			s.kind = pfReset
+		}
+		callTimes = append(callTimes, now)
+		seq = append(seq, s)
+		if s.kind == pfReset {
+			move(time.Duration(1+rng.IntN(3)) * time.Microsecond)
+		}
+	}
+	return seq
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// pfRow is one step of a run and, for a call, what it answered.
+type pfRow struct {
+	i    int
+	step pfStep
+	now  time.Duration // since testkit.Epoch
+	res  ratelimit.Result
+	err  error
+	path ratelimit.Path
+	// what the check made of it
+	under, voided, banned bool
+	fail                  string
+}
+
+func (r pfRow) String() string {
+	if r.step.kind == pfAdvance {
+		if r.fail != "" {
+			return fmt.Sprintf("%3d  FAIL: %s", r.i, r.fail)
+		}
+		return fmt.Sprintf("%3d  %v  (now epoch%+v)", r.i, r.step, r.now)
+	}
+	s := fmt.Sprintf("%3d  %v", r.i, r.step)
+	switch {
+	case r.err != nil:
+		s += fmt.Sprintf("\n       error %v", r.err)
+	case r.step.kind != pfReset:
+		s += fmt.Sprintf("\n       allowed=%v remaining=%d retry=%v reset=%v on %v", r.res.Allowed, r.res.Remaining, r.res.RetryAfter, r.res.ResetAfter, r.path)
+		if r.res.Banned {
+			s += " banned"
+		}
+		if r.res.Degraded {
+			s += " DEGRADED"
+		}
+	}
+	if r.under {
+		s += "  (under-admitted: the model allows it)"
+	}
+	if r.voided {
+		s += "  (a slot granted before a Reset)"
+	}
+	if r.fail != "" {
+		s += "\n       FAIL: " + r.fail
+	}
+	return s
+}
+
+// pfFleetNew makes the Limiters of one run: a key prefix of their own on
+// one client, one fake clock.
+type pfFleetNew func(limiters int) (lims []*ratelimit.Limiter, paths []*ratelimit.Path, clk interface{ Set(time.Time) }, done func())
+
+// pfTally counts what the runs did.
+type pfTally struct {
+	calls, allowed, fromSlots, rejected, under, banned, voided, sequences int
+	underBy                                                               [8]int // by the rejection's path
+	grants, granted, used, returned                                       uint64
+}
+
+func (t *pfTally) String() string {
+	return fmt.Sprintf("%d sequences, %d calls: %d allowed (%d from slots), %d rejected (%d of a banned key); "+
+		"the model would have allowed %d of the rejected (%.1f%% of the calls; %s); %d slots granted before a Reset used after it; "+
+		"%d grants of %d slots, %d used, %d returned",
+		t.sequences, t.calls, t.allowed, t.fromSlots, t.rejected, t.banned, t.under, 100*float64(t.under)/float64(max(t.calls, 1)),
+		t.underPaths(), t.voided, t.grants, t.granted, t.used, t.returned)
+}
+
+// underPaths says where the under-admitted calls were rejected.
+func (t *pfTally) underPaths() string {
+	var parts []string
+	for p, n := range t.underBy {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%d on %v", n, ratelimit.Path(p)))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// runPFDiff runs seq on a fresh fleet of limiters and checks every row
+// (see the top of the file); tally, when not nil, counts what it did.
+func runPFDiff(newFleet pfFleetNew, limiters int, seq []pfStep, tally *pfTally) []pfRow {
+	lims, paths, clk, done := newFleet(limiters)
+	closed := false
+	defer func() {
+		if !closed {
+			done()
+		}
+	}()
+	ctx := context.Background()
+	now := testkit.Epoch()
+	type event struct{ at, n int64 }
+	logs := map[[2]string][]event{}
+	resets := map[[2]string]struct {
+		at   int64
+		inst int
+	}{}
+	rows := make([]pfRow, 0, len(seq))
+	for i, s := range seq {
+		row := pfRow{i: i, step: s}
+		if s.kind == pfAdvance {
+			now = now.Add(s.d)
+			row.now = now.Sub(testkit.Epoch())
+			rows = append(rows, row)
+			continue
+		}
+		row.now = now.Sub(testkit.Epoch())
+		clk.Set(now)
+		l, r, key := lims[s.inst], pfDiffRules[s.rule], pfDiffKeys[s.key]
+		*paths[s.inst] = ratelimit.PathNone
+		n := 1
+		switch s.kind {
+		case pfAllow:
+			row.res, row.err = l.Allow(ctx, r, key)
+		case pfAllowN:
+			n = s.n
+			row.res, row.err = l.AllowN(ctx, r, key, n)
+		case pfPeek:
+			row.res, row.err = l.Peek(ctx, r, key)
+		case pfReset:
+			row.err = l.Reset(ctx, r, key)
+		}
+		row.path = *paths[s.inst]
+		t := now.UnixMicro()
+		pair := [2]string{r.Name, key}
+		w, rate := r.Limit.Window.Microseconds(), int64(r.Limit.Rate)
+		switch {
+		case row.err != nil:
+			row.fail = "an error"
+		case row.res.Degraded:
+			row.fail = "Degraded on a healthy Redis"
+		case s.kind == pfReset:
+			delete(logs, pair)
+			resets[pair] = struct {
+				at   int64
+				inst int
+			}{t, s.inst}
+		case s.kind == pfPeek:
+		default:
+			count := int64(0)
+			for _, e := range logs[pair] {
+				if e.at > t-w {
+					count += e.n
+				}
+			}
+			fits := count+int64(n) <= rate
+			if tally != nil {
+				tally.calls++
+			}
+			if !row.res.Allowed {
+				row.banned = row.res.Banned
+				row.under = fits && !row.banned
+				if tally != nil {
+					tally.rejected++
+					tally.banned += b2i(row.banned)
+					tally.under += b2i(row.under)
+					if row.under {
+						tally.underBy[row.path]++
+					}
+				}
+				break
+			}
+			if tally != nil {
+				tally.allowed++
+				tally.fromSlots += b2i(row.path == ratelimit.PathPrefetch)
+			}
+			if rs, ok := resets[pair]; ok && row.path == ratelimit.PathPrefetch {
+				// The slot's grant was requested at until - Prefetch.
+				until := t + (row.res.ResetAfter - r.Limit.Window).Microseconds()
+				if sent := until - r.Prefetch.Microseconds(); sent <= rs.at {
+					row.voided = true
+					if tally != nil {
+						tally.voided++
+					}
+					switch {
+					case rs.inst == s.inst:
+						row.fail = fmt.Sprintf("allowed from a slot granted at epoch%+v, before this Limiter's own Reset at epoch%+v", time.Duration(sent-testkit.Epoch().UnixMicro())*time.Microsecond, time.Duration(rs.at-testkit.Epoch().UnixMicro())*time.Microsecond)
+					case t >= rs.at+r.Prefetch.Microseconds():
+						row.fail = fmt.Sprintf("allowed from a slot granted before another Limiter's Reset, %v after it: Prefetch or more", time.Duration(t-rs.at)*time.Microsecond)
+					}
+					break
+				}
+			}
+			if !fits {
+				row.fail = fmt.Sprintf("allowed %d where the fleet's allowed calls hold %d in the window: more than Rate %d", n, count, rate)
+			}
+			logs[pair] = append(logs[pair], event{t, int64(n)})
+		}
+		rows = append(rows, row)
+	}
+	// Close gives back what the grants hold: every slot granted was used
+	// or returned, but those a Reset voided (Redis' log no longer held
+	// them).
+	done()
+	closed = true
+	reset := false
+	for _, s := range seq {
+		reset = reset || s.kind == pfReset
+	}
+	for i, l := range lims {
+		st := l.Stats()
+		if !reset && st.PrefetchSlotsGranted != st.PrefetchSlotsUsed+st.PrefetchSlotsReturned {
+			rows = append(rows, pfRow{i: len(rows), step: pfStep{kind: pfAdvance}, now: rows[len(rows)-1].now,
+				fail: fmt.Sprintf("after Close L%d's Stats count %d slots granted, %d used, %d returned", i, st.PrefetchSlotsGranted, st.PrefetchSlotsUsed, st.PrefetchSlotsReturned)})
+		}
+		if tally != nil {
+			tally.grants += st.PrefetchGrants
+			tally.granted += st.PrefetchSlotsGranted
+			tally.used += st.PrefetchSlotsUsed
+			tally.returned += st.PrefetchSlotsReturned
+		}
+	}
+	if tally != nil {
+		tally.sequences++
+	}
+	return rows
+}
+
+// firstPFFail returns the index of the first failing row, or -1.
+func firstPFFail(rows []pfRow) int {
+	for i, r := range rows {
+		if r.fail != "" {
+			return i
+		}
+	}
+	return -1
+}
+
+// shrinkPF makes a failing sequence as short as it can while it still
+// fails on a fresh fleet (dropping steps, merging clock moves).
+func shrinkPF(newFleet pfFleetNew, limiters int, seq []pfStep) []pfStep {
+	at := firstPFFail(runPFDiff(newFleet, limiters, seq, nil))
+	if at < 0 {
+		return seq
+	}
+	seq = append([]pfStep(nil), seq[:at+1]...)
+	try := func(cand []pfStep) bool {
+		if at := firstPFFail(runPFDiff(newFleet, limiters, cand, nil)); at >= 0 {
+			seq = cand[:at+1]
+			return true
+		}
+		return false
+	}
+	for changed := true; changed; {
+		changed = false
+		for i := len(seq) - 1; i >= 0; i-- {
+			if i >= len(seq) {
+				continue
+			}
+			if try(append(append([]pfStep(nil), seq[:i]...), seq[i+1:]...)) {
+				changed = true
+				continue
+			}
+			if i+1 < len(seq) && seq[i].kind == pfAdvance && seq[i+1].kind == pfAdvance {
+				merged := pfStep{kind: pfAdvance, d: seq[i].d + seq[i+1].d}
+				if try(append(append(append([]pfStep(nil), seq[:i]...), merged), seq[i+2:]...)) {
+					changed = true
+				}
+			}
+		}
+	}
+	return seq
+}
+
+// TestDifferentialPrefetch runs the prefetch mode (see the top of the
+// file) on redis-server.
+func TestDifferentialPrefetch(t *testing.T) {
+	if !testkit.HaveRedis(t) {
+		t.Skip("needs redis-server")
+	}
+	server := redistest.Start(t, redistest.Options{})
+	client := testkit.NewClient(t, server.Addr())
+	runs := atomic.Int64{}
+	newFleet := func(limiters int) ([]*ratelimit.Limiter, []*ratelimit.Path, interface{ Set(time.Time) }, func()) {
+		return pfDiffFleet(t, client, fmt.Sprintf("dpf%d:", runs.Add(1)), limiters)
+	}
+	seed := *diffSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	start := time.Now()
+	var tally pfTally
+	for i := 0; i < *diffN; i++ {
+		s := seed + uint64(i)
+		rng := rand.New(rand.NewPCG(s, 0x9f))
+		limiters := 2 + rng.IntN(2)
+		seq := genPFSequence(rng, *diffSteps, limiters)
+		rows := runPFDiff(newFleet, limiters, seq, &tally)
+		if firstPFFail(rows) < 0 {
+			continue
+		}
+		small := shrinkPF(newFleet, limiters, seq)
+		t.Fatalf("a prefetching fleet of %d left the exact log's bound (sequence %d, seed %d: replay with -run 'TestDifferentialPrefetch' -diff.seed=%d -diff.n=1)\n"+
+			"as run:\n%s\nshortest failing sequence found (%d of %d steps), run on a fresh fleet from epoch:\n%s",
+			limiters, i, s, s, formatPFRows(rows[:firstPFFail(rows)+1]), len(small), len(seq), formatPFRows(runPFDiff(newFleet, limiters, small, nil)))
+	}
+	t.Logf("prefetch mode: %v; in %v (first seed %d, %d steps each)", &tally, time.Since(start).Round(time.Millisecond), seed, *diffSteps)
+	if tally.fromSlots == 0 {
+		t.Errorf("no call was allowed from slots: the sequences never made a pair hot")
+	}
+}
+
+// pfDiffFleet makes limiters Limiters on client under prefix, on one fake
+// clock, each reporting its decisions' path.
+func pfDiffFleet(t *testing.T, client rueidis.Client, prefix string, limiters int) ([]*ratelimit.Limiter, []*ratelimit.Path, interface{ Set(time.Time) }, func()) {
+	clk := testkit.NewClock()
+	var lims []*ratelimit.Limiter
+	var paths []*ratelimit.Path
+	for range limiters {
+		path := new(ratelimit.Path)
+		opts := testkit.Options(clk)
+		opts.KeyPrefix = prefix
+		opts.OnDecision = func(d ratelimit.Decision) { *path = d.Path }
+		l, err := ratelimit.New(client, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lims, paths = append(lims, l), append(paths, path)
+	}
+	return lims, paths, clk, func() {
+		for _, l := range lims {
+			l.Close()
+		}
+	}
+}
+
+func formatPFRows(rows []pfRow) string {
+	lines := make([]string, len(rows))
+	for i, r := range rows {
+		lines[i] = r.String()
+	}
+	return strings.Join(lines, "\n")
+}
