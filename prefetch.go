@@ -422,20 +422,24 @@ func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey
 	if p.penalize {
 		keys = append(keys, ks.penalty)
 	}
-	if want > 0 && !l.redisAlone(conn, k, p, now) {
-		// Redis' log alone would not count what this process' decision
-		// on Redis counts: no slot now (askFor: none for Prefetch), and
-		// the pair's calls go to Redis, which counts it.
-		if want = 0; len(backs) == 0 {
-			return 0, 0, nil, true
+	var extra int64
+	if want > 0 {
+		var ok bool
+		if extra, ok = l.alsoCounted(conn, k, p, now); !ok {
+			// Redis lost its data less than a window ago: no slot now
+			// (askFor: none for Prefetch), and the pair's calls go to
+			// Redis, which counts what the fleet may owe it.
+			if want = 0; len(backs) == 0 {
+				return 0, 0, nil, true
+			}
 		}
 	}
 	instances := int64(1)
 	if l.set.fleet != nil {
 		instances = max(1, l.set.fleet.Load())
 	}
-	args := make([]string, 0, 7+3*len(backs))
-	args = append(args, l.clockArg(now, false), itoa(p.window), itoa(p.rate), itoa(want), itoa(p.prefetch), itoa(instances), id)
+	args := make([]string, 0, 8+3*len(backs))
+	args = append(args, l.clockArg(now, false), itoa(p.window), itoa(p.rate), itoa(want), itoa(p.prefetch), itoa(instances), id, itoa(extra))
 	for _, b := range backs {
 		args = append(args, b.id, itoa(b.from), itoa(b.to))
 	}
@@ -461,23 +465,24 @@ func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey
 	return reply[0], reply[1], none, true
 }
 
-// redisAlone reports whether Redis' log alone holds what a decision on
-// Redis for k at now counts, as grant.lua counts nothing else: this
-// process owes Redis none of the pair's events (decided without Redis, the
-// write-back has not brought them yet), and the fleet's reserve is empty
-// (no other instance may hold such decisions, and Redis did not lose its
-// data less than a window ago; see Limiter.reserve). A decision on Redis
-// counts those on top of Redis' count (see hold); a grant made without
-// them could take slots that are not free, after an outage.
-func (l *Limiter) redisAlone(conn *redisConn, k lkey, p *plan, now int64) bool {
-	if reserve, lost := l.reserve(conn, p.rate, p.window); reserve > 0 || lost {
-		return false
+// alsoCounted returns what a decision on Redis for k at now counts on top
+// of Redis' log, as grant.lua must count it too: this process' events of
+// the pair decided without Redis that the write-back has not brought yet,
+// and the fleet's reserve for other instances' (see Limiter.reserve and
+// hold). It reports false when Redis lost its data less than a window ago
+// (the reserve is then the fleet's whole share, not a count of events):
+// no grant then. Without it, a grant after an outage took slots that were
+// not free.
+func (l *Limiter) alsoCounted(conn *redisConn, k lkey, p *plan, now int64) (int64, bool) {
+	reserve, lost := l.reserve(conn, p.rate, p.window)
+	if lost {
+		return 0, false
 	}
 	sh, h := l.local.atPlan(&k, p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	_, owed := sh.owedOf(&k, h, p, now)
-	return owed == 0
+	return reserve + owed, true
 }
 
 // giveGrantsBack sends what grants owe Redis (the write-back's loop calls

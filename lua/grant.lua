@@ -23,7 +23,10 @@
 -- ARGV[6]  the live instances: a grant is at most what is free divided by
 --          them (at least 1), so that no instance holds more than its part.
 -- ARGV[7]  the member id of this grant's slots: id:1 .. id:g.
--- ARGV[8..] triples of what the process gives back of its earlier grants
+-- ARGV[8]  what the log does not hold and a decision counts on top of it
+--          (the process' events not written back yet, the fleet's
+--          reserve: see allow.lua's owed).
+-- ARGV[9..] triples of what the process gives back of its earlier grants
 --          of the pair: a grant's member id, and the first and last of its
 --          slots it did not use.
 --
@@ -37,7 +40,7 @@
 local key = KEYS[1]
 local window, rate, g = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local prefetch, instances, id = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
-for j = 8, #ARGV, 3 do
+for j = 9, #ARGV, 3 do
   local last, from, to = ARGV[j], tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2])
   local batch = {}
   for i = from, to do
@@ -59,13 +62,13 @@ if stamp then
   keep = 2 * window
 end
 redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - keep))
-local count = redis.call('ZCOUNT', key, string.format('(%d', now - window), '+inf')
+local count = redis.call('ZCOUNT', key, string.format('(%d', now - window), '+inf') + tonumber(ARGV[8])
 local free = rate - count
 if g <= 0 then
   return {0, count, now}
 end
 if free <= 0 then
-  local owed, asked, retry, reset = 0, 1
+  local owed, asked, retry, reset = tonumber(ARGV[8]), 1
   {{template "sliding.retry"}}
   {{template "sliding.reset"}}
   return {0, count, now, retry, reset}
