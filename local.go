@@ -419,6 +419,15 @@ func (s *localStore) unreserveFor(k lkey, p *plan, at, d int64, member string, r
 	return forgot
 }
 
+// unmirror takes back n events recorded for k at at (slots of a grant the
+// process gives back unused, see prefetch.go).
+func (s *localStore) unmirror(k lkey, p *plan, at, n int64) {
+	sh, h := s.at(&k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	p.unreserve(sh, &k, h, at, n, 0, false)
+}
+
 // backDone notes that n events a settle gave back for k (see
 // unreserveFor) are given back on Redis too, or never will be.
 func (s *localStore) backDone(k lkey, n int64) {

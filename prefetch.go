@@ -79,12 +79,13 @@ type prefetcher struct {
 type grant struct {
 	mu    sync.Mutex
 	p     plan
-	id    string // the member id of the slots: id:1 .. id:slots ("": none)
-	slots int64  // granted
-	used  int64  // used: id:1 .. id:used
-	until int64  // µs, the process' clock: usable while it reads less
-	count int64  // the log's count at the grant, before its slots
-	full  int64  // µs: Redis had no slot to grant; none is asked for before this
+	local *localStore // the process' own count, where a grant's slots are mirrored
+	id    string      // the member id of the slots: id:1 .. id:slots ("": none)
+	slots int64       // granted
+	used  int64       // used: id:1 .. id:used
+	until int64       // µs, the process' clock: usable while it reads less
+	count int64       // the log's count at the grant, before its slots
+	full  int64       // µs: Redis had no slot to grant; none is asked for before this
 
 	// When Redis last had no slot for a request, under a rule without a
 	// penalty: until full the pair's calls without a slot are rejected
@@ -113,8 +114,9 @@ type grantBack struct {
 	from, to int64
 }
 
-// pair returns k's grant, made for p when there is none.
-func (f *prefetcher) pair(k lkey, p *plan) *grant {
+// pair returns k's grant, made for p (in the process' store local) when
+// there is none.
+func (f *prefetcher) pair(k lkey, p *plan, local *localStore) *grant {
 	f.once.Do(func() {
 		f.pairs, _ = lru.NewWithEvict[lkey, *grant](maxPrefetchPairs, func(k lkey, g *grant) {
 			g.mu.Lock()
@@ -127,7 +129,7 @@ func (f *prefetcher) pair(k lkey, p *plan) *grant {
 	if g, ok := f.pairs.Peek(k); ok {
 		return g
 	}
-	g := &grant{p: *p}
+	g := &grant{p: *p, local: local}
 	if prev, found, _ := f.pairs.PeekOrAdd(k, g); found {
 		return prev
 	}
@@ -153,7 +155,11 @@ func (g *grant) has(now, n int64) bool {
 func (g *grant) leftover(k lkey) (grantBack, bool) {
 	b := grantBack{k: k, p: g.p, id: g.id, from: g.used + 1, to: g.slots}
 	g.id, g.slots, g.used = "", 0, 0
-	return b, b.id != "" && b.from <= b.to
+	unused := b.id != "" && b.from <= b.to
+	if unused {
+		g.local.unmirror(k, &g.p, g.until, b.to-b.from+1)
+	}
+	return b, unused
 }
 
 // drop closes the grant and returns what it owes Redis: what it and the
@@ -174,7 +180,7 @@ func (g *grant) drop(k lkey) []grantBack {
 // Prefetch: from the pair's grant when it holds the slots, otherwise on
 // Redis (see onRedis), after asking for a grant when the pair is hot.
 func (l *Limiter) prefetched(ctx context.Context, conn *redisConn, r *Rule, p *plan, k lkey, n, now int64, res *Result) (Path, error) {
-	g := l.prefetch.pair(k, p)
+	g := l.prefetch.pair(k, p, l.local)
 	if path := l.fromGrant(ctx, conn, g, p, k, n, now, res); path != PathNone {
 		return path, nil
 	}
@@ -333,6 +339,12 @@ func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *grant, p *plan
 	g.noSlot, g.wanted = false, 0
 	l.retire(g, k)
 	g.id, g.slots, g.used, g.until, g.count = id, got, 0, sent+p.prefetch, count
+	// The process' own count holds the grant's slots, stamped as Redis
+	// stamped them (its end): one entry for the grant instead of one a use,
+	// and no earlier than any use, so that the degraded share counts them
+	// a window after their uses at least. What goes back unused leaves it
+	// (leftover).
+	l.local.addEvents(k, p, g.until, got, "", false)
 	l.prefetch.grants.Add(1)
 	l.prefetch.granted.Add(uint64(got))
 	if l.closed.Load() {
@@ -365,8 +377,9 @@ func (l *Limiter) giveBackLater(g *grant, k lkey) {
 	}
 }
 
-// useGrant allows the call for n events at now from g into res, mirrors it
-// in this process' own count (as a decision Redis made), and unlocks g.
+// useGrant allows the call for n events at now from g into res (the
+// process' own count holds the grant's slots already: see askFor), and
+// unlocks g.
 // Remaining is the log's count at the grant, less what this process used of
 // it since; ResetAfter when the slot's stamp leaves the window. When the
 // grant runs low (less than a quarter of the pair's demand left, or an
@@ -389,7 +402,6 @@ func (l *Limiter) useGrant(conn *redisConn, g *grant, k lkey, n, now int64, res 
 	}
 	g.mu.Unlock()
 	l.prefetch.used.Add(uint64(n))
-	l.local.addEvents(k, &p, now, n, "", false)
 	if refresh {
 		ctx, cancel := context.WithTimeout(context.Background(), l.set.Timeout)
 		defer cancel()
