@@ -482,13 +482,25 @@ var (
 // finds a failure on fresh state: it drops steps one at a time and merges
 // neighbouring clock moves, until neither changes anything.
 func shrink(newPair func() (diffPair, func()), seq []diffStep, check diffCheck) []diffStep {
-	at := check(runDiff(newPair, seq))
+	return shrinkSteps(seq, func(cand []diffStep) int { return check(runDiff(newPair, cand)) },
+		func(a, b diffStep) (diffStep, bool) {
+			return diffStep{kind: diffAdvance, d: a.d + b.d}, a.kind == diffAdvance && b.kind == diffAdvance
+		})
+}
+
+// shrinkSteps is the shrinking of every differential test: failAt runs a
+// sequence on fresh state and returns its first failing step (-1: none);
+// merge joins two neighbouring steps into one when they are clock moves.
+// It drops steps one at a time and merges neighbours, cutting the sequence
+// after its failure, until neither changes anything.
+func shrinkSteps[S any](seq []S, failAt func([]S) int, merge func(a, b S) (S, bool)) []S {
+	at := failAt(seq)
 	if at < 0 {
 		return seq
 	}
-	seq = append([]diffStep(nil), seq[:at+1]...)
-	try := func(cand []diffStep) bool {
-		if at := check(runDiff(newPair, cand)); at >= 0 {
+	seq = append([]S(nil), seq[:at+1]...)
+	try := func(cand []S) bool {
+		if at := failAt(cand); at >= 0 {
 			seq = cand[:at+1]
 			return true
 		}
@@ -500,14 +512,12 @@ func shrink(newPair func() (diffPair, func()), seq []diffStep, check diffCheck) 
 			if i >= len(seq) {
 				continue
 			}
-			if try(append(append([]diffStep(nil), seq[:i]...), seq[i+1:]...)) {
+			if try(append(append([]S(nil), seq[:i]...), seq[i+1:]...)) {
 				changed = true
 				continue
 			}
-			if i+1 < len(seq) && seq[i].kind == diffAdvance && seq[i+1].kind == diffAdvance {
-				merged := diffStep{kind: diffAdvance, d: seq[i].d + seq[i+1].d}
-				cand := append(append(append([]diffStep(nil), seq[:i]...), merged), seq[i+2:]...)
-				if try(cand) {
+			if i+1 < len(seq) {
+				if merged, ok := merge(seq[i], seq[i+1]); ok && try(append(append(append([]S(nil), seq[:i]...), merged), seq[i+2:]...)) {
 					changed = true
 				}
 			}

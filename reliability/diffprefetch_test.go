@@ -404,39 +404,13 @@ func firstPFFail(rows []pfRow) int {
 }
 
 // shrinkPF makes a failing sequence as short as it can while it still
-// fails on a fresh fleet (dropping steps, merging clock moves).
+// fails on a fresh fleet (dropping steps, merging clock moves; see
+// shrinkSteps).
 func shrinkPF(newFleet pfFleetNew, limiters int, seq []pfStep) []pfStep {
-	at := firstPFFail(runPFDiff(newFleet, limiters, seq, nil))
-	if at < 0 {
-		return seq
-	}
-	seq = append([]pfStep(nil), seq[:at+1]...)
-	try := func(cand []pfStep) bool {
-		if at := firstPFFail(runPFDiff(newFleet, limiters, cand, nil)); at >= 0 {
-			seq = cand[:at+1]
-			return true
-		}
-		return false
-	}
-	for changed := true; changed; {
-		changed = false
-		for i := len(seq) - 1; i >= 0; i-- {
-			if i >= len(seq) {
-				continue
-			}
-			if try(append(append([]pfStep(nil), seq[:i]...), seq[i+1:]...)) {
-				changed = true
-				continue
-			}
-			if i+1 < len(seq) && seq[i].kind == pfAdvance && seq[i+1].kind == pfAdvance {
-				merged := pfStep{kind: pfAdvance, d: seq[i].d + seq[i+1].d}
-				if try(append(append(append([]pfStep(nil), seq[:i]...), merged), seq[i+2:]...)) {
-					changed = true
-				}
-			}
-		}
-	}
-	return seq
+	return shrinkSteps(seq, func(cand []pfStep) int { return firstPFFail(runPFDiff(newFleet, limiters, cand, nil)) },
+		func(a, b pfStep) (pfStep, bool) {
+			return pfStep{kind: pfAdvance, d: a.d + b.d}, a.kind == pfAdvance && b.kind == pfAdvance
+		})
 }
 
 // TestDifferentialPrefetch runs the prefetch mode (see the top of the
