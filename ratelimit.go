@@ -707,6 +707,7 @@ func (l *Limiter) Close() {
 		l.returnGrants()
 		close(l.done)
 		l.workers.Wait()
+		l.returnGrants() // what the write-back's loop had taken of them when it stopped, and owed again
 		l.logDroppedAtClose()
 		l.deadlines.Stop()
 		if conn := l.conn.Load(); conn != nil && l.owned {
