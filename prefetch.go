@@ -40,8 +40,15 @@ const maxPrefetch = 500 * time.Millisecond
 // recently used one's unused slots are given back when it is dropped.
 const maxPrefetchPairs = 4096
 
-// grantScript is lua/grant.lua.
-var grantScript = script.New(script.AddsState, compose("grant", script.Variant{}))
+// composeGrant returns lua/grant.lua composed for kind (the name of its
+// pieces in lua/), or nil when the kind has no grant pieces: it takes no
+// Prefetch.
+func composeGrant(kind string) *script.Script {
+	if !luaPieces.Has(kind, "take") {
+		return nil
+	}
+	return script.New(script.AddsState, compose("grant", allowVariant(kind, false)))
+}
 
 // setPrefetch checks r.Prefetch and sets p's; it returns what is wrong, or
 // "".
@@ -49,12 +56,15 @@ func (p *plan) setPrefetch(r *Rule) string {
 	if r.Prefetch == 0 {
 		return ""
 	}
-	bound := min(r.Limit.Window/10, maxPrefetch)
+	bound := maxPrefetch // a calendar quota's period is a day at least
+	if r.Limit.Window > 0 {
+		bound = min(r.Limit.Window/10, maxPrefetch)
+	}
 	switch {
 	case r.Prefetch < 0:
 		return fmt.Sprintf("Prefetch %v is negative", r.Prefetch)
-	case p.alg != algSliding:
-		return "Prefetch is for the exact sliding log only"
+	case p.alg.redis.scripts().grant == nil:
+		return fmt.Sprintf("Prefetch is not for a %s rule", p.alg.rules.name())
 	case r.Prefetch < time.Microsecond:
 		return fmt.Sprintf("Prefetch %v is shorter than 1µs", r.Prefetch)
 	case r.Prefetch > bound:
@@ -84,7 +94,10 @@ type grant struct {
 	slots int64       // granted
 	used  int64       // used: id:1 .. id:used
 	until int64       // µs, the process' clock: usable while it reads less
-	count int64       // the log's count at the grant, before its slots
+	count int64       // the meter's count at the grant, before its slots
+	at    int64       // where the slots went (lua/grant.lua: a window's or period's index)
+	mark  int64       // the pair's last Reset when they were granted
+	empty int64       // µs, the process' clock: the meter is empty then if nothing else comes
 	full  int64       // µs: Redis had no slot to grant; none is asked for before this
 
 	// When Redis last had no slot for a request, under a rule without a
@@ -106,12 +119,13 @@ type grant struct {
 }
 
 // grantBack is what a process gives back of a grant: slots from .. to of
-// id in k's log.
+// id in k's meter, which went where at says, under the Reset mark.
 type grantBack struct {
 	k        lkey
 	p        plan
 	id       string
 	from, to int64
+	at, mark int64
 }
 
 // pair returns k's grant, made for p (in the process' store local) when
@@ -136,6 +150,14 @@ func (f *prefetcher) pair(k lkey, p *plan, local *localStore) *grant {
 	return g
 }
 
+// sameLimit reports whether q limits as p does: a grant made under p
+// stands under q (a quota's period may differ: a grant's slots end with
+// the period they were taken in).
+func (p *plan) sameLimit(q *plan) bool {
+	return p.alg == q.alg && p.rate == q.rate && p.window == q.window && p.prefetch == q.prefetch &&
+		p.penalize == q.penalize && p.emit == q.emit && p.period == q.period && p.loc == q.loc
+}
+
 // roll moves the rate's buckets to now's.
 func (g *grant) roll(now int64) {
 	switch b := floorDiv(now, g.p.prefetch); {
@@ -153,11 +175,11 @@ func (g *grant) has(now, n int64) bool {
 
 // leftover closes the grant and returns what of it is unused, if any.
 func (g *grant) leftover(k lkey) (grantBack, bool) {
-	b := grantBack{k: k, p: g.p, id: g.id, from: g.used + 1, to: g.slots}
+	b := grantBack{k: k, p: g.p, id: g.id, from: g.used + 1, to: g.slots, at: g.at, mark: g.mark}
 	g.id, g.slots, g.used = "", 0, 0
 	unused := b.id != "" && b.from <= b.to
 	if unused {
-		g.local.unmirror(k, &g.p, g.until, b.to-b.from+1)
+		g.local.unmirror(k, &g.p, g.until-1, b.to-b.from+1)
 	}
 	return b, unused
 }
@@ -212,7 +234,7 @@ func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *p
 	at := now
 	var deadline time.Time
 	g.mu.Lock()
-	if g.p.rate != p.rate || g.p.window != p.window || g.p.prefetch != p.prefetch || g.p.penalize != p.penalize {
+	if !g.p.sameLimit(p) {
 		// The rule changed under its name: the grant was made, and its
 		// Results are reported, under the old one.
 		l.giveBackLater(g, k)
@@ -311,7 +333,8 @@ func (g *grant) demand() int64 { return max(g.prev, g.cur) }
 func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *grant, p *plan, k lkey, want, now int64, backs []grantBack) {
 	id := l.member(l.seq.Add(1)) + "g"
 	sent := l.localNow()
-	got, count, none, ok := l.askGrant(ctx, conn, p, k, want, id, backs, now)
+	rep, ok := l.askGrant(ctx, conn, p, k, want, id, backs, now)
+	got, none := rep.got, rep.none
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	close(g.asking)
@@ -338,13 +361,14 @@ func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *grant, p *plan
 	}
 	g.noSlot, g.wanted = false, 0
 	l.retire(g, k)
-	g.id, g.slots, g.used, g.until, g.count = id, got, 0, sent+p.prefetch, count
-	// The process' own count holds the grant's slots, stamped as Redis
-	// stamped them (its end): one entry for the grant instead of one a use,
-	// and no earlier than any use, so that the degraded share counts them
-	// a window after their uses at least. What goes back unused leaves it
-	// (leftover).
-	l.local.addEvents(k, p, g.until, got, "", false)
+	g.p, g.id, g.slots, g.used, g.until, g.count = *p, id, got, 0, sent+rep.usable, rep.count
+	g.at, g.mark, g.empty = rep.at, rep.mark, sent+rep.empty
+	// The process' own count holds the grant's slots, stamped at the
+	// grant's last instant: one entry for the grant instead of one a use,
+	// no earlier than any use (so that the degraded share counts them a
+	// window after their uses at least), and in the window or period
+	// Redis took them in. What goes back unused leaves it (leftover).
+	l.local.addEvents(k, p, g.until-1, got, "", false)
 	l.prefetch.grants.Add(1)
 	l.prefetch.granted.Add(uint64(got))
 	if l.closed.Load() {
@@ -379,18 +403,19 @@ func (l *Limiter) giveBackLater(g *grant, k lkey) {
 
 // useGrant allows the call for n events at now from g into res (the
 // process' own count holds the grant's slots already: see askFor), and
-// unlocks g.
-// Remaining is the log's count at the grant, less what this process used of
-// it since; ResetAfter when the slot's stamp leaves the window. When the
-// grant runs low (less than a quarter of the pair's demand left, or an
-// eighth of its Prefetch), this call asks for the next before it returns (it is allowed
-// already), so that the pair's other calls need not wait for it.
+// unlocks g. Remaining is the meter's count at the grant, less what this
+// process used of it since; ResetAfter is when the meter is empty if
+// nothing else comes (a log: when the slots' stamp leaves the window).
+// When the grant runs low (less than a quarter of the pair's demand left,
+// or an eighth of its Prefetch), this call asks for the next before it
+// returns (it is allowed already), so that the pair's other calls need not
+// wait for it.
 func (l *Limiter) useGrant(conn *redisConn, g *grant, k lkey, n, now int64, res *Result) {
 	g.used += n
 	g.cur += n
 	p := g.p
 	*res = Result{Allowed: true, Limit: int(p.rate), Remaining: int(max(0, p.rate-g.count-g.used)),
-		ResetAfter: time.Duration(p.window+g.until-now) * time.Microsecond}
+		ResetAfter: time.Duration(g.empty-now) * time.Microsecond}
 	want := g.demand()
 	refresh := g.asking == nil && now >= g.full && (4*(g.slots-g.used) < want || 8*(g.until-now) < p.prefetch)
 	var backs []grantBack
@@ -423,14 +448,22 @@ func (l *Limiter) awaitGrant(ctx context.Context, ch <-chan struct{}, deadline t
 	return false
 }
 
-// askGrant asks Redis for want slots of k's log at now under id, giving
-// back backs, and returns the slots granted and the log's count before
-// them, and when Redis had no slot for them (want > 0, got 0) the retry
-// and reset of a rejection of one event (µs from its reply); ok is false
-// when Redis could not be asked (backs are then owed).
-func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey, want int64, id string, backs []grantBack, now int64) (got, count int64, none []int64, ok bool) {
+// grantReply is what Redis answered a request for slots (lua/grant.lua):
+// the slots granted, the meter's count before them, µs from the grant they
+// may be used, where they went and the pair's last Reset (for their
+// give-back), and µs from the grant until the meter is empty; and when Redis had no slot for them (want > 0, got 0) the
+// retry and reset of a rejection of one event (µs from its reply).
+type grantReply struct {
+	got, count, usable, at, mark, empty int64
+	none                                []int64
+}
+
+// askGrant asks Redis for want slots of k's meter at now under id, giving
+// back backs, and returns its reply; ok is false when Redis could not be
+// asked (backs are then owed).
+func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey, want int64, id string, backs []grantBack, now int64) (rep grantReply, ok bool) {
 	ks := redisKeys(l.set.KeyPrefix, k)
-	keys := []string{ks.meter(p.alg)}
+	keys := []string{ks.meter(p.alg), ks.reset}
 	if p.penalize {
 		keys = append(keys, ks.penalty)
 	}
@@ -442,7 +475,7 @@ func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey
 			// (askFor: none for Prefetch), and the pair's calls go to
 			// Redis, which counts what the fleet may owe it.
 			if want = 0; len(backs) == 0 {
-				return 0, 0, nil, true
+				return grantReply{}, true
 			}
 		}
 	}
@@ -450,14 +483,24 @@ func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey
 	if l.set.fleet != nil {
 		instances = max(1, l.set.fleet.Load())
 	}
+	second, fifth, member := p.alg.redis.args(*p)
+	fifthArg := id
+	if !member {
+		fifthArg = itoa(fifth)
+	}
 	args := make([]string, 0, 8+3*len(backs))
-	args = append(args, l.clockArg(now, false), itoa(p.window), itoa(p.rate), itoa(want), itoa(p.prefetch), itoa(instances), id, itoa(extra))
+	args = append(args, l.clockArg(now, p.alg.rules.timed()), itoa(second), itoa(p.rate), itoa(want), fifthArg,
+		itoa(p.prefetch), itoa(instances), itoa(extra))
 	for _, b := range backs {
-		args = append(args, b.id, itoa(b.from), itoa(b.to))
+		if member { // the log's slots are its members: id:from .. id:to
+			args = append(args, b.id, itoa(b.from), itoa(b.to))
+		} else {
+			args = append(args, itoa(b.mark), itoa(b.at), itoa(b.to-b.from+1))
+		}
 	}
 	var reply []int64
 	s, err := l.send(ctx, conn, keys[0], subject{"rule", k.rule}, false, func(ctx context.Context, c rueidis.Client) (err error) {
-		reply, err = grantScript.Exec(ctx, c, keys, args).AsIntSlice()
+		reply, err = p.alg.redis.scripts().grant.Exec(ctx, c, keys, args).AsIntSlice()
 		return err
 	})
 	sent := err == nil && s.path == PathRedis
@@ -470,11 +513,14 @@ func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey
 	}
 	switch {
 	case !sent || len(reply) < 3:
-		return 0, 0, nil, false
+		return grantReply{}, false
 	case len(reply) == 5:
-		none = reply[3:]
+		rep.none = reply[3:]
+	case len(reply) == 7:
+		rep.usable, rep.at, rep.mark, rep.empty = reply[3], reply[4], reply[5], reply[6]
 	}
-	return reply[0], reply[1], none, true
+	rep.got, rep.count = reply[0], reply[1]
+	return rep, true
 }
 
 // alsoCounted returns what a decision on Redis for k at now counts on top

@@ -8,8 +8,8 @@ import (
 	"github.com/ratelimit-go/ratelimit"
 )
 
-// TestPrefetchBounds: Prefetch is at most min(Window / 10, 500ms), for the
-// exact sliding log only.
+// TestPrefetchBounds: Prefetch is at most min(Window / 10, 500ms) (500ms
+// for a calendar quota), for every kind but GCRA and concurrency.
 func TestPrefetchBounds(t *testing.T) {
 	log := func(window, prefetch time.Duration) ratelimit.Rule {
 		return ratelimit.Rule{Name: "r", Limit: ratelimit.Limit{Rate: 10, Window: window}, Prefetch: prefetch}
@@ -26,9 +26,13 @@ func TestPrefetchBounds(t *testing.T) {
 		{"more than 500ms", log(time.Hour, 501*time.Millisecond), false},
 		{"negative", log(time.Second, -time.Millisecond), false},
 		{"under a µs", log(time.Second, time.Nanosecond), false},
-		{"approximate", func() ratelimit.Rule { r := log(time.Second, 10*time.Millisecond); r.Approximate = true; return r }(), false},
+		{"approximate", func() ratelimit.Rule { r := log(time.Second, 10*time.Millisecond); r.Approximate = true; return r }(), true},
 		{"gcra", ratelimit.Rule{Name: "r", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 10, Window: time.Second}, Prefetch: 10 * time.Millisecond}, false},
-		{"fixed window", ratelimit.Rule{Name: "r", Kind: ratelimit.FixedWindow, Limit: ratelimit.Limit{Rate: 10, Window: time.Second}, Prefetch: 10 * time.Millisecond}, false},
+		{"fixed window", ratelimit.Rule{Name: "r", Kind: ratelimit.FixedWindow, Limit: ratelimit.Limit{Rate: 10, Window: time.Second}, Prefetch: 10 * time.Millisecond}, true},
+		{"fixed window, more than a tenth", ratelimit.Rule{Name: "r", Kind: ratelimit.FixedWindow, Limit: ratelimit.Limit{Rate: 10, Window: time.Second}, Prefetch: 101 * time.Millisecond}, false},
+		{"quota", ratelimit.Rule{Name: "r", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: 10, Period: ratelimit.Day}, Prefetch: 500 * time.Millisecond}, true},
+		{"quota, more than 500ms", ratelimit.Rule{Name: "r", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: 10, Period: ratelimit.Day}, Prefetch: 501 * time.Millisecond}, false},
+		{"concurrency", ratelimit.Rule{Name: "r", Kind: ratelimit.Concurrency, Limit: ratelimit.Limit{Rate: 10}, Prefetch: 10 * time.Millisecond}, false},
 	} {
 		err := c.rule.Validate()
 		if c.ok != (err == nil) || (err != nil && !errors.Is(err, ratelimit.ErrInvalidRule)) {

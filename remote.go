@@ -54,6 +54,7 @@ type kindScripts struct {
 	reserve   [2]*script.Script // allow.lua's Reserve variant, likewise (see reserve.go)
 	undo      *script.Script    // undo.lua
 	writeBack *script.Script    // writeback.lua
+	grant     *script.Script    // grant.lua (see prefetch.go); nil for a kind without its pieces
 }
 
 // composeKind returns the entries composed for a rule of kind (the name of
@@ -73,6 +74,7 @@ func composeKind(kind string) *kindScripts {
 		// The write-back records log events as allow.lua does, and adds
 		// to the other meters through their own pieces.
 		writeBack: script.New(script.AddsState, compose("writeback", script.Variant{Kind: kind})),
+		grant:     composeGrant(kind),
 	}
 }
 

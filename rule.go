@@ -56,7 +56,8 @@ type Rule struct {
 	// at most Prefetch of its recent rate of allowed calls, each slot
 	// usable until Prefetch after the process asked for it, never over the
 	// limit (see docs/prefetch.md). Zero: every call is decided on Redis.
-	// At most min(Window / 10, 500ms); for the exact sliding log only.
+	// At most min(Window / 10, 500ms) (500ms for a CalendarQuota); every
+	// kind but GCRA and Concurrency takes it.
 	Prefetch time.Duration
 }
 

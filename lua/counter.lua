@@ -100,8 +100,15 @@ redis.call('PEXPIRE', key, {{template "ttl.arg" "2 * window"}})
 into (ARGV[3]) while it still counts: the current one, or the one before
 it, weighted. */}}
 {{- define "counter.undo" -}}
+{{template "counter.give" "tonumber(ARGV[3])"}}
+{{- end}}
+
+{{/* counter.give takes n events back from the fixed window whose index is
+the Lua expression given as the piece's argument (see counter.undo), and
+sets back to how many. */}}
+{{- define "counter.give" -}}
 {{template "counter.state" "key"}}
-local win = tonumber(ARGV[3])
+local win = {{.}}
 if w == win then
   back = math.min(c, n)
   if back > 0 then
@@ -112,6 +119,33 @@ elseif w == win + 1 then
   if back > 0 then
     redis.call('HSET', key, 'p', string.format('%d', p - back))
   end
+end
+{{- end}}
+
+{{/* counter.free, counter.take and counter.giveback are the counter's
+pieces of grant.lua. The slots are events of now's fixed window, counted
+as a decision counts them (the estimate), and usable until that window
+ends: each use happens in the window that holds it, as a decision's
+event does. A give-back takes back as counter.undo does, and only while
+the pair's last Reset is the one the grant saw. */}}
+{{- define "counter.free" -}}
+{{template "counter.read"}}
+{{template "counter.count"}}
+count = count + owed
+free = rate - count
+{{- end}}
+
+{{- define "counter.take" -}}
+c = c + g
+redis.call('HSET', key, 'w', string.format('%d', w), 'c', string.format('%d', c), 'p', string.format('%d', p))
+redis.call('PEXPIRE', key, {{template "ttl.arg" "2 * window"}})
+usable, at, empty = math.min(prefetch, (w + 1) * window - now), w, (w + 2) * window - now
+{{- end}}
+
+{{- define "counter.giveback" -}}
+if back_id == mark then
+  local n, back = tonumber(back_n), 0
+  {{template "counter.give" "tonumber(back_at)"}}
 end
 {{- end}}
 

@@ -83,12 +83,43 @@ of allow.lua's reply (see algorithm.windowed and undo.lua). */}}
 {{/* fixed.undo takes the events back from the window they went into
 (ARGV[3]) only: once the counter has moved on they no longer count. */}}
 {{- define "fixed.undo" -}}
+{{template "fixed.give" "tonumber(ARGV[3])"}}
+{{- end}}
+
+{{/* fixed.give takes n events back from the window whose index is the Lua
+expression given as the piece's argument, and sets back to how many. */}}
+{{- define "fixed.give" -}}
 {{template "fixed.state" "key"}}
-if w == tonumber(ARGV[3]) then
+if w == {{.}} then
   back = math.min(c, n)
   if back > 0 then
     redis.call('SET', key, string.format('%d %d', w, c - back), 'KEEPTTL')
   end
+end
+{{- end}}
+
+{{/* fixed.free, fixed.take and fixed.giveback are the counter's pieces of
+grant.lua. The slots are events of now's window, counted as a decision
+counts them, and usable until it ends: each use happens in the window that
+counts it. A give-back takes back from that window only, and only while
+the pair's last Reset is the one the grant saw. */}}
+{{- define "fixed.free" -}}
+{{template "fixed.read"}}
+count = c + owed
+free = rate - count
+{{- end}}
+
+{{- define "fixed.take" -}}
+c = c + g
+local ends = (w + 1) * window - now
+redis.call('SET', key, string.format('%d %d', w, c), 'PX', {{template "ttl.arg" "ends"}})
+usable, at, empty = math.min(prefetch, ends), w, ends
+{{- end}}
+
+{{- define "fixed.giveback" -}}
+if back_id == mark then
+  local n, back = tonumber(back_n), 0
+  {{template "fixed.give" "tonumber(back_at)"}}
 end
 {{- end}}
 

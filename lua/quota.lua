@@ -110,6 +110,31 @@ local start = tonumber(ARGV[3])
 {{template "quota.take_back"}}
 {{- end}}
 
+{{/* quota.free, quota.take and quota.giveback are the quota's pieces of
+grant.lua. The slots are events of now's period, counted as a decision
+counts them, and usable until it ends: each use happens in the period that
+counts it. A give-back takes back from that period only (quota.undo), and
+only while the pair's last Reset is the one the grant saw. */}}
+{{- define "quota.free" -}}
+{{template "quota.read"}}
+count = c + owed
+free = rate - count
+{{- end}}
+
+{{- define "quota.take" -}}
+c = c + g
+redis.call('SET', key, string.format('%d %d', start, c), 'PX', {{template "ttl.arg" "finish - now"}})
+usable, at, empty = math.min(prefetch, finish - now), start, finish - now
+{{- end}}
+
+{{- define "quota.giveback" -}}
+if back_id == mark then
+  local n, back, start = tonumber(back_n), 0, tonumber(back_at)
+  {{template "quota.state" "key"}}
+  {{template "quota.take_back"}}
+end
+{{- end}}
+
 {{/* quota.writeback adds the events of the writer's period. */}}
 {{- define "quota.writeback" -}}
 local now, start, finish = tonumber(ARGV[11]), tonumber(ARGV[13]), tonumber(ARGV[14])

@@ -157,3 +157,49 @@ for i = last + 1, #ARGV, 3 do
   record(key, ARGV[i], window, tonumber(ARGV[i + 1]), ARGV[i + 2])
 end
 {{- end}}
+
+{{/* sliding.free, sliding.take and sliding.giveback are the log's pieces
+of grant.lua. The log counts what it holds stamped after now - window,
+future stamps of other grants included, and the slots granted are stamped
+now + prefetch: every use of them happens before the grant's end (sent
+before now, plus prefetch), so none is stamped earlier than its use, and
+the log counts each at least a window after it. Its expiry (ttl.lua's
+second beyond the window, refreshed by every call) outlives the stamps:
+prefetch is at most 500 ms. A give-back removes a grant's unused members;
+after a Reset they are gone already, and removing nothing changes
+nothing. */}}
+{{- define "sliding.free" -}}
+local keep = window
+if stamp then
+  keep = 2 * window
+end
+redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - keep))
+count = redis.call('ZCOUNT', key, string.format('(%d', now - window), '+inf') + owed
+free = rate - count
+{{- end}}
+
+{{- define "sliding.take" -}}
+local score = string.format('%d', now + prefetch)
+local batch = {}
+for i = 1, g do
+  batch[#batch + 1] = score
+  batch[#batch + 1] = id .. string.format(':%d', i)
+  if #batch >= 2000 or i == g then
+    redis.call('ZADD', key, unpack(batch))
+    batch = {}
+  end
+end
+redis.call('PEXPIRE', key, {{template "ttl.arg" "window + prefetch"}})
+empty = window + prefetch
+{{- end}}
+
+{{- define "sliding.giveback" -}}
+local batch, to = {}, tonumber(back_n)
+for i = tonumber(back_at), to do
+  batch[#batch + 1] = back_id .. string.format(':%d', i)
+  if #batch >= 2000 or i == to then
+    redis.call('ZREM', key, unpack(batch))
+    batch = {}
+  end
+end
+{{- end}}

@@ -64,8 +64,17 @@ var fillBySlots = []prefetchStep{
 	{at: 23 * ms, want: no(10, 0, 977*ms, sec+19*ms), path: ratelimit.PathShield},
 }
 
+// hotFixed is hot's fixed window: 10 per second, windows aligned to the
+// Unix epoch; testkit.Epoch is 123.456ms into one, which ends 876.544ms
+// after it.
+var hotFixed = ratelimit.Rule{Name: "hot", Kind: ratelimit.FixedWindow, Limit: ratelimit.Limit{Rate: 10, Window: sec}, Prefetch: 20 * ms}
+
+// fixedEnd is the end of the window testkit.Epoch is in, from it.
+const fixedEnd = 876544 * time.Microsecond
+
 var prefetchCases = []struct {
 	name  string
+	rule  ratelimit.Rule // hot when zero
 	steps []prefetchStep
 }{
 	{
@@ -105,6 +114,42 @@ var prefetchCases = []struct {
 			{at: ms, want: okAt(9, sec+20*ms), path: ratelimit.PathPrefetch},
 		},
 	},
+	{
+		name: "a fixed window's slots are events of its window: a grant, its uses, a give-back, and no slot past the window's end",
+		rule: hotFixed,
+		steps: []prefetchStep{
+			{at: 0, want: ok(10, 9, fixedEnd), path: ratelimit.PathRedis},
+			{at: 0, want: ok(10, 8, fixedEnd), path: ratelimit.PathRedis},
+			// Hot: the third call asks for 2 + 1 slots of the window and
+			// takes one; Remaining is the count at the grant less what
+			// this process used.
+			{at: 0, want: ok(10, 7, fixedEnd), path: ratelimit.PathPrefetch},
+			{at: 0, do: peek, want: ok(10, 5, fixedEnd), path: ratelimit.PathRedis},
+			{at: ms, want: ok(10, 6, fixedEnd-ms), path: ratelimit.PathPrefetch},
+			// The grant lapses at 20ms, one slot unused: it counts until
+			// the next request gives it back (the price of the bound).
+			{at: 21 * ms, do: peek, want: ok(10, 5, fixedEnd-21*ms), path: ratelimit.PathRedis},
+			// The demand is the last 20ms' 4 events: the request gives
+			// the slot back and asks for 4 + 1 of the 6 free.
+			{at: 22 * ms, want: ok(10, 5, fixedEnd-22*ms), path: ratelimit.PathPrefetch},
+			{at: 22 * ms, do: peek, want: ok(10, 1, fixedEnd-22*ms), path: ratelimit.PathRedis},
+			{at: 23 * ms, want: ok(10, 4, fixedEnd-23*ms), path: ratelimit.PathPrefetch},
+		},
+	},
+	{
+		name: "a fixed window's slots are usable until their window ends",
+		rule: hotFixed,
+		steps: []prefetchStep{
+			{at: fixedEnd - 5*ms, want: ok(10, 9, 5*ms), path: ratelimit.PathRedis},
+			{at: fixedEnd - 5*ms, want: ok(10, 8, 5*ms), path: ratelimit.PathRedis},
+			// Three slots, usable for the 5ms left of their window.
+			{at: fixedEnd - 5*ms, want: ok(10, 7, 5*ms), path: ratelimit.PathPrefetch},
+			// The next window: the two left are not usable, and go back
+			// with the next request, which takes 3 + 1 of the new window.
+			{at: fixedEnd, want: ok(10, 9, sec), path: ratelimit.PathPrefetch},
+			{at: fixedEnd, do: peek, want: ok(10, 6, sec), path: ratelimit.PathRedis},
+		},
+	},
 }
 
 // Prefetch runs prefetchCases on every backend with Redis: a local-only
@@ -123,14 +168,18 @@ func Prefetch(t *testing.T, backends []Backend) {
 					opts := testkit.Options(clk)
 					opts.OnDecision = func(d ratelimit.Decision) { mu.Lock(); last = d.Path; mu.Unlock() }
 					l := b.New(t, opts)
-					runPrefetch(t, l, clk.Set, c.steps, func() ratelimit.Path { mu.Lock(); defer mu.Unlock(); return last })
+					rule := c.rule
+					if rule.Name == "" {
+						rule = hot
+					}
+					runPrefetch(t, l, rule, clk.Set, c.steps, func() ratelimit.Path { mu.Lock(); defer mu.Unlock(); return last })
 				})
 			}
 		})
 	}
 }
 
-func runPrefetch(t *testing.T, l *ratelimit.Limiter, setTime func(time.Time), steps []prefetchStep, path func() ratelimit.Path) {
+func runPrefetch(t *testing.T, l *ratelimit.Limiter, hot ratelimit.Rule, setTime func(time.Time), steps []prefetchStep, path func() ratelimit.Path) {
 	t.Helper()
 	ctx := context.Background()
 	for i, s := range steps {

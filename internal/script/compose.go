@@ -67,6 +67,9 @@ func MustParse(fsys fs.FS, pattern string) *Pieces {
 	return &Pieces{t: template.Must(t.ParseFS(fsys, pattern))}
 }
 
+// Has reports whether the pieces hold kind's piece, <kind>.piece.
+func (p *Pieces) Has(kind, piece string) bool { return p.t.Lookup(kind+"."+piece) != nil }
+
 // Compose returns the script of entry for v: the flat body, without its
 // blank lines, each line indented anew by the blocks it is in (a piece's
 // lines are indented as in its file, wherever it is put). No piece holds a
