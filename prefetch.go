@@ -488,15 +488,11 @@ func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey
 	if !member {
 		fifthArg = itoa(fifth)
 	}
-	args := make([]string, 0, 8+3*len(backs))
+	args := make([]string, 0, 9+5*len(backs))
 	args = append(args, l.clockArg(now, p.alg.rules.timed()), itoa(second), itoa(p.rate), itoa(want), fifthArg,
-		itoa(p.prefetch), itoa(instances), itoa(extra))
+		itoa(p.prefetch), itoa(instances), itoa(extra), id)
 	for _, b := range backs {
-		if member { // the log's slots are its members: id:from .. id:to
-			args = append(args, b.id, itoa(b.from), itoa(b.to))
-		} else {
-			args = append(args, itoa(b.mark), itoa(b.at), itoa(b.to-b.from+1))
-		}
+		args = append(args, b.id, itoa(b.from), itoa(b.to), itoa(b.mark), itoa(b.at))
 	}
 	var reply []int64
 	s, err := l.send(ctx, conn, keys[0], subject{"rule", k.rule}, false, func(ctx context.Context, c rueidis.Client) (err error) {

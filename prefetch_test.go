@@ -9,7 +9,7 @@ import (
 )
 
 // TestPrefetchBounds: Prefetch is at most min(Window / 10, 500ms) (500ms
-// for a calendar quota), for every kind but GCRA and concurrency.
+// for a calendar quota), for every kind but concurrency.
 func TestPrefetchBounds(t *testing.T) {
 	log := func(window, prefetch time.Duration) ratelimit.Rule {
 		return ratelimit.Rule{Name: "r", Limit: ratelimit.Limit{Rate: 10, Window: window}, Prefetch: prefetch}
@@ -27,7 +27,7 @@ func TestPrefetchBounds(t *testing.T) {
 		{"negative", log(time.Second, -time.Millisecond), false},
 		{"under a µs", log(time.Second, time.Nanosecond), false},
 		{"approximate", func() ratelimit.Rule { r := log(time.Second, 10*time.Millisecond); r.Approximate = true; return r }(), true},
-		{"gcra", ratelimit.Rule{Name: "r", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 10, Window: time.Second}, Prefetch: 10 * time.Millisecond}, false},
+		{"gcra", ratelimit.Rule{Name: "r", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 10, Window: time.Second}, Prefetch: 10 * time.Millisecond}, true},
 		{"fixed window", ratelimit.Rule{Name: "r", Kind: ratelimit.FixedWindow, Limit: ratelimit.Limit{Rate: 10, Window: time.Second}, Prefetch: 10 * time.Millisecond}, true},
 		{"fixed window, more than a tenth", ratelimit.Rule{Name: "r", Kind: ratelimit.FixedWindow, Limit: ratelimit.Limit{Rate: 10, Window: time.Second}, Prefetch: 101 * time.Millisecond}, false},
 		{"quota", ratelimit.Rule{Name: "r", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: 10, Period: ratelimit.Day}, Prefetch: 500 * time.Millisecond}, true},

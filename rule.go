@@ -57,7 +57,7 @@ type Rule struct {
 	// usable until Prefetch after the process asked for it, never over the
 	// limit (see docs/prefetch.md). Zero: every call is decided on Redis.
 	// At most min(Window / 10, 500ms) (500ms for a CalendarQuota); every
-	// kind but GCRA and Concurrency takes it.
+	// kind but Concurrency takes it.
 	Prefetch time.Duration
 }
 

@@ -143,8 +143,8 @@ usable, at, empty = math.min(prefetch, (w + 1) * window - now), w, (w + 2) * win
 {{- end}}
 
 {{- define "counter.giveback" -}}
-if back_id == mark then
-  local n, back = tonumber(back_n), 0
+if back_mark == mark then
+  local n, back = back_n, 0
   {{template "counter.give" "tonumber(back_at)"}}
 end
 {{- end}}

@@ -117,8 +117,8 @@ usable, at, empty = math.min(prefetch, ends), w, ends
 {{- end}}
 
 {{- define "fixed.giveback" -}}
-if back_id == mark then
-  local n, back = tonumber(back_n), 0
+if back_mark == mark then
+  local n, back = back_n, 0
   {{template "fixed.give" "tonumber(back_at)"}}
 end
 {{- end}}

@@ -182,6 +182,7 @@ if ext and debt == 0 then
   ext = nil
 end
 {{- if .Reserve}}
+local hold_id, hold_at = ARGV[#ARGV], now
 {{template "gcra.hold"}}
 {{- else}}
 if ext then
@@ -207,20 +208,21 @@ reset = gcra_div(debt + n * wq + rq - 1, rq)
 local wq, rq, debt, w, r, ext = p.wq, p.rq, p.debt, 0, 0, p.ext
 {{- end}}
 
-{{/* gcra.hold keeps the record of a reservation of n tokens at now (the
-Reserve variant of allow.lua; its id is the last ARGV), before the TAT
-takes them as AllowN's would: the bucket's main sequence is its TAT when
-it had no reservation outstanding. Its presence tells allow.lua that the
-kind keeps the record in its meter. */}}
+{{/* gcra.hold keeps the record of a reservation of n tokens at hold_at
+under the id hold_id (the Reserve variant of allow.lua: at now, its id
+the last ARGV; a grant: see gcra.take), before the TAT takes them as
+AllowN's would: the bucket's main sequence is its TAT when it had no
+reservation outstanding. Its presence tells allow.lua that the kind keeps
+the record in its meter. */}}
 {{- define "gcra.hold" -}}
 if not ext then
   ext = {mw = w, mr = r, cw = 0, cr = 0, rest = ''}
 end
 local xw, xr = ext.mw, ext.mr
-if xw < now then
-  xw, xr = now, 0
+if xw < hold_at then
+  xw, xr = hold_at, 0
 end
-ext.rest = ext.rest .. '|' .. ARGV[#ARGV] .. string.format(' %d %d %d %d %d', xw, xr, ext.cw, ext.cr, n)
+ext.rest = ext.rest .. '|' .. hold_id .. string.format(' %d %d %d %d %d', xw, xr, ext.cw, ext.cr, n)
 {{- end}}
 
 {{/* gcra.value declares tat, the TAT (w, r) as the bucket's STRING holds
@@ -272,14 +274,22 @@ since, lost by Redis) gives nothing back. */}}
 {{- define "gcra.undo" -}}
 local wq, rq = tonumber(ARGV[3]), tonumber(ARGV[4])
 {{template "gcra.div"}}
+{{template "gcra.give" "ARGV[1]"}}
+{{- end}}
+
+{{/* gcra.give settles the reservation whose id is the Lua expression
+given as the piece's argument, giving n of its tokens back, and writes the
+bucket (see gcra.undo). */}}
+{{- define "gcra.give" -}}
 {{template "gcra.state" "key"}}
 if ext then
+  local settle_id = {{.}}
   {{template "gcra.settle"}}
 end
 {{- end}}
 
 {{/* gcra.settle gives back n of the tokens the outstanding reservation
-ARGV[1] took (n = 0 settles it at its cost), as gcra.go's bucket.settle
+settle_id took (n = 0 settles it at its cost), as gcra.go's bucket.settle
 does: the reservation joins the main sequence at its actual cost a = n_i -
 n, main = max(main, x_i + a*T + (C - C_i)), each later record j moves to
 x_j = max(x_j, x_i + a*T + (C_j - C_i)) and C_j + a*T, C to C + a*T; then
@@ -307,7 +317,7 @@ end
 local out, found = {}, nil
 for id, xw, xr, cw, cr, m in string.gmatch(ext.rest, '|([^ |]+) (%-?%d+) (%d+) (%-?%d+) (%d+) (%d+)') do
   out[#out + 1] = {id = id, xw = tonumber(xw), xr = math.min(tonumber(xr), rq - 1), cw = tonumber(cw), cr = math.min(tonumber(cr), rq - 1), n = tonumber(m)}
-  if id == ARGV[1] then
+  if id == settle_id then
     found = #out
   end
 end
@@ -374,3 +384,51 @@ end
 
 {{/* gcra.prelude: the function the bucket's pieces call. */}}
 {{- define "gcra.prelude"}}{{template "gcra.div"}}{{end}}
+
+{{/* gcra.free, gcra.take and gcra.giveback are the bucket's pieces of
+grant.lua. A grant at now takes g tokens as events at now + prefetch would
+(its slots are used before then), and only if they fit at now (they may be
+used from now): the TAT becomes max(TAT, now + prefetch) + g * T, and the
+grant is made only if that TAT - T - now <= tau (debt + g * wq <= burst *
+wq for debt = max(the bucket's debt at now, prefetch * rq)). Every slot's
+use at s in [now, now + prefetch) then leaves the TAT no later than s +
+burst * T, and after at least as many T as events since, as an allowed
+call at s does: the GCRA's bound holds across any mix of grants and calls.
+The grant is a reservation at now + prefetch (gcra.hold), so that what a
+process gives back is exact: the bucket settles it at what was used
+(gcra.settle), as if the grant had taken only that; a bucket that filled
+since, or was Reset or lost, holds no record and gives nothing back. What
+a grant took for prefetch when the bucket had been emptier than that
+(max(TAT, now + prefetch)) stays taken: the price of the bound. */}}
+{{- define "gcra.free" -}}
+{{template "gcra.read"}}
+local held = debt
+if held then
+  held = math.max(held, prefetch * rq)
+  count = gcra_div(held + wq - 1, wq) + owed
+else
+  count = rate + owed
+end
+free = rate - count
+{{- end}}
+
+{{- define "gcra.take" -}}
+if ext and debt == 0 then
+  ext = nil
+end
+local n, hold_id, hold_at = g, id, now + prefetch
+{{template "gcra.hold"}}
+local ticks = held + g * wq
+local q = gcra_div(ticks, rq)
+w, r = now + q, ticks - q * rq
+local reset
+{{template "gcra.reset"}}
+{{template "gcra.value"}}
+redis.call('SET', key, tat, 'PX', {{template "ttl.arg" "reset"}})
+empty = reset
+{{- end}}
+
+{{- define "gcra.giveback" -}}
+local n, back = back_n, 0
+{{template "gcra.give" "back_id"}}
+{{- end}}

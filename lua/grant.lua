@@ -33,10 +33,12 @@
 -- ARGV[8]  what the meter does not hold and a decision counts on top of
 --          it (the process' events not written back yet, the fleet's
 --          reserve: see allow.lua's owed).
--- ARGV[9..] triples of what the process gives back of its earlier grants
---          of the pair (see the kind's giveback: a log's member id and the
---          first and last of its slots it did not use; for the others the
---          Reset the grant saw, where its slots went, and how many).
+-- ARGV[9]  this grant's id (a log's: its members are id:1 .. id:g).
+-- ARGV[10..] fives of what the process gives back of its earlier grants
+--          of the pair: a grant's id, the first and last of its slots it
+--          did not use, the pair's last Reset when it was granted, and
+--          where its slots went (the kind's giveback reads the locals
+--          back_id, back_from, back_to, back_n, back_mark and back_at).
 --
 -- Returns {granted, count, now, usable, at, mark, reset}: the slots
 -- granted, the events the meter counted before them, the time they were
@@ -54,10 +56,15 @@
 local key, tomb = KEYS[1], KEYS[2]
 local rate, g = tonumber(ARGV[3]), tonumber(ARGV[4])
 local prefetch, instances, owed = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local id = ARGV[9]
 {{kind "args" .}}
+{{- if has "prelude" .}}
+{{kind "prelude" .}}
+{{- end}}
 local mark = redis.call('GET', tomb) or '0'
-for j = 9, #ARGV, 3 do
-  local back_id, back_at, back_n = ARGV[j], ARGV[j + 1], ARGV[j + 2]
+for j = 10, #ARGV, 5 do
+  local back_id, back_from, back_to, back_mark, back_at = ARGV[j], tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), ARGV[j + 3], ARGV[j + 4]
+  local back_n = back_to - back_from + 1
   {{kind "giveback" .}}
 end
 if KEYS[3] then

@@ -128,8 +128,8 @@ usable, at, empty = math.min(prefetch, finish - now), start, finish - now
 {{- end}}
 
 {{- define "quota.giveback" -}}
-if back_id == mark then
-  local n, back, start = tonumber(back_n), 0, tonumber(back_at)
+if back_mark == mark then
+  local n, back, start = back_n, 0, tonumber(back_at)
   {{template "quota.state" "key"}}
   {{template "quota.take_back"}}
 end

@@ -194,10 +194,10 @@ empty = window + prefetch
 {{- end}}
 
 {{- define "sliding.giveback" -}}
-local batch, to = {}, tonumber(back_n)
-for i = tonumber(back_at), to do
+local batch = {}
+for i = back_from, back_to do
   batch[#batch + 1] = back_id .. string.format(':%d', i)
-  if #batch >= 2000 or i == to then
+  if #batch >= 2000 or i == back_to then
     redis.call('ZREM', key, unpack(batch))
     batch = {}
   end

@@ -150,7 +150,31 @@ var prefetchCases = []struct {
 			{at: fixedEnd, do: peek, want: ok(10, 6, sec), path: ratelimit.PathRedis},
 		},
 	},
+	{
+		name: "a bucket's grant takes its slots as events at the grant's time plus Prefetch, and settles at what was used",
+		rule: hotGCRA,
+		steps: []prefetchStep{
+			// T = 100ms, a burst of 10.
+			{at: 0, want: ok(10, 9, 100*ms), path: ratelimit.PathRedis},
+			{at: 0, want: ok(10, 8, 200*ms), path: ratelimit.PathRedis},
+			// Hot: 2 + 1 slots, taken as events at 20ms: the TAT
+			// (200ms, past 20ms) moves to 500ms.
+			{at: 0, want: ok(10, 7, 500*ms), path: ratelimit.PathPrefetch},
+			{at: 0, do: peek, want: ok(10, 5, 500*ms), path: ratelimit.PathRedis},
+			{at: ms, want: ok(10, 6, 499*ms), path: ratelimit.PathPrefetch},
+			// The grant lapses at 20ms, one slot unused: it counts until
+			// given back.
+			{at: 21 * ms, do: peek, want: ok(10, 5, 479*ms), path: ratelimit.PathRedis},
+			// The next request settles the grant at the 2 used (the TAT
+			// back to 400ms) and takes 4 + 1: the TAT 900ms.
+			{at: 22 * ms, want: ok(10, 5, 878*ms), path: ratelimit.PathPrefetch},
+			{at: 22 * ms, do: peek, want: ok(10, 1, 878*ms), path: ratelimit.PathRedis},
+		},
+	},
 }
+
+// hotGCRA is hot's bucket: 10 a second, a burst of 10.
+var hotGCRA = ratelimit.Rule{Name: "hot", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 10, Window: sec}, Prefetch: 20 * ms}
 
 // Prefetch runs prefetchCases on every backend with Redis: a local-only
 // limiter decides every call in-process, and Prefetch changes nothing.
