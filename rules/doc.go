@@ -11,7 +11,7 @@
 //	    window: 1m                 # sliding-log, approximate, gcra, concurrency, fixed-window (required there)
 //	    dry_run: false
 //	    degraded: local            # local | allow | deny (default: the limiter's)
-//	    prefetch: 20ms             # sliding-log only: hot keys decided in-process (default 0: off)
+//	    prefetch: 20ms             # hot keys decided in-process (default 0: off; not for concurrency)
 //	    penalty:                   # optional
 //	      warn_after: 2
 //	      ban_after: 4
