@@ -131,8 +131,6 @@ the pair's last Reset is the one the grant saw. */}}
 {{- define "counter.free" -}}
 {{template "counter.read"}}
 {{template "counter.count"}}
-count = count + owed
-free = rate - count
 {{- end}}
 
 {{- define "counter.take" -}}
@@ -143,10 +141,8 @@ usable, at, empty = math.min(prefetch, (w + 1) * window - now), w, (w + 2) * win
 {{- end}}
 
 {{- define "counter.giveback" -}}
-if back_mark == mark then
-  local n, back = back_n, 0
-  {{template "counter.give" "tonumber(back_at)"}}
-end
+local n, back = back_n, 0
+{{template "counter.give" "tonumber(back_at)"}}
 {{- end}}
 
 {{/* counter.writeback adds each window's events where the counter still

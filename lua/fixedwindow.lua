@@ -105,8 +105,7 @@ counts it. A give-back takes back from that window only, and only while
 the pair's last Reset is the one the grant saw. */}}
 {{- define "fixed.free" -}}
 {{template "fixed.read"}}
-count = c + owed
-free = rate - count
+count = c
 {{- end}}
 
 {{- define "fixed.take" -}}
@@ -117,10 +116,8 @@ usable, at, empty = math.min(prefetch, ends), w, ends
 {{- end}}
 
 {{- define "fixed.giveback" -}}
-if back_mark == mark then
-  local n, back = back_n, 0
-  {{template "fixed.give" "tonumber(back_at)"}}
-end
+local n, back = back_n, 0
+{{template "fixed.give" "tonumber(back_at)"}}
 {{- end}}
 
 {{/* fixed.writeback adds the events of the writer's window; those of an

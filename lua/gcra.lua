@@ -405,11 +405,10 @@ a grant took for prefetch when the bucket had been emptier than that
 local held = debt
 if held then
   held = math.max(held, prefetch * rq)
-  count = gcra_div(held + wq - 1, wq) + owed
+  count = gcra_div(held + wq - 1, wq)
 else
-  count = rate + owed
+  count = rate
 end
-free = rate - count
 {{- end}}
 
 {{- define "gcra.take" -}}

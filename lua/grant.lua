@@ -38,7 +38,9 @@
 --          of the pair: a grant's id, the first and last of its slots it
 --          did not use, the pair's last Reset when it was granted, and
 --          where its slots went (the kind's giveback reads the locals
---          back_id, back_from, back_to, back_n, back_mark and back_at).
+--          back_id, back_from, back_to, back_n and back_at). Nothing is
+--          given back after another Reset: the meter it was taken from is
+--          gone.
 --
 -- Returns {granted, count, now, usable, at, mark, reset}: the slots
 -- granted, the events the meter counted before them, the time they were
@@ -65,7 +67,9 @@ local mark = redis.call('GET', tomb) or '0'
 for j = 10, #ARGV, 5 do
   local back_id, back_from, back_to, back_mark, back_at = ARGV[j], tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), ARGV[j + 3], ARGV[j + 4]
   local back_n = back_to - back_from + 1
-  {{kind "giveback" .}}
+  if back_mark == mark then
+    {{kind "giveback" .}}
+  end
 end
 if KEYS[3] then
   local ban_end = tonumber(redis.call('HGET', KEYS[3], 'b')) or 0
@@ -73,8 +77,10 @@ if KEYS[3] then
     return {0, 0, now}
   end
 end
-local count, free = 0, 0
+local count = 0
 {{kind "free" .}}
+count = count + owed
+local free = rate - count
 if g <= 0 then
   return {0, count, now}
 end

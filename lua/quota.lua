@@ -117,8 +117,7 @@ counts it. A give-back takes back from that period only (quota.undo), and
 only while the pair's last Reset is the one the grant saw. */}}
 {{- define "quota.free" -}}
 {{template "quota.read"}}
-count = c + owed
-free = rate - count
+count = c
 {{- end}}
 
 {{- define "quota.take" -}}
@@ -128,11 +127,9 @@ usable, at, empty = math.min(prefetch, finish - now), start, finish - now
 {{- end}}
 
 {{- define "quota.giveback" -}}
-if back_mark == mark then
-  local n, back, start = back_n, 0, tonumber(back_at)
-  {{template "quota.state" "key"}}
-  {{template "quota.take_back"}}
-end
+local n, back, start = back_n, 0, tonumber(back_at)
+{{template "quota.state" "key"}}
+{{template "quota.take_back"}}
 {{- end}}
 
 {{/* quota.writeback adds the events of the writer's period. */}}

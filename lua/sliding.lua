@@ -108,17 +108,24 @@ nothing. */}}
 if n == 1 then
   redis.call('ZADD', key, now, id)
 else
-  local batch = {}
-  for i = 1, n do
-    batch[#batch + 1] = now
-    batch[#batch + 1] = id .. string.format(':%d', i)
-    if #batch >= 2000 or i == n then
-      redis.call('ZADD', key, unpack(batch))
-      batch = {}
-    end
-  end
+  local add_at, add_id, add_n = now, id, n
+  {{template "sliding.zadd"}}
 end
 redis.call('PEXPIRE', key, {{template "ttl.arg" "window"}})
+{{- end}}
+
+{{/* sliding.zadd adds add_n events at add_at under the members add_id:1
+.. add_id:add_n. */}}
+{{- define "sliding.zadd" -}}
+local batch = {}
+for i = 1, add_n do
+  batch[#batch + 1] = add_at
+  batch[#batch + 1] = add_id .. string.format(':%d', i)
+  if #batch >= 2000 or i == add_n then
+    redis.call('ZADD', key, unpack(batch))
+    batch = {}
+  end
+end
 {{- end}}
 
 {{/* sliding.undo removes the call's events, named by its member id (id
@@ -129,14 +136,21 @@ local from = tonumber(ARGV[5])
 if not from and n == 1 then
   back = redis.call('ZREM', key, ARGV[1])
 else
-  from = from or 1
-  local batch = {}
-  for i = from, from + n - 1 do
-    batch[#batch + 1] = ARGV[1] .. string.format(':%d', i)
-    if #batch >= 2000 or i == from + n - 1 then
-      back = back + redis.call('ZREM', key, unpack(batch))
-      batch = {}
-    end
+  local rm_id, rm_from = ARGV[1], from or 1
+  local rm_to = rm_from + n - 1
+  {{template "sliding.remove"}}
+end
+{{- end}}
+
+{{/* sliding.remove removes the members rm_id:rm_from .. rm_id:rm_to, and
+adds to back how many the log held. */}}
+{{- define "sliding.remove" -}}
+local batch = {}
+for i = rm_from, rm_to do
+  batch[#batch + 1] = rm_id .. string.format(':%d', i)
+  if #batch >= 2000 or i == rm_to then
+    back = back + redis.call('ZREM', key, unpack(batch))
+    batch = {}
   end
 end
 {{- end}}
@@ -174,32 +188,17 @@ if stamp then
   keep = 2 * window
 end
 redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - keep))
-count = redis.call('ZCOUNT', key, string.format('(%d', now - window), '+inf') + owed
-free = rate - count
+count = redis.call('ZCOUNT', key, string.format('(%d', now - window), '+inf')
 {{- end}}
 
 {{- define "sliding.take" -}}
-local score = string.format('%d', now + prefetch)
-local batch = {}
-for i = 1, g do
-  batch[#batch + 1] = score
-  batch[#batch + 1] = id .. string.format(':%d', i)
-  if #batch >= 2000 or i == g then
-    redis.call('ZADD', key, unpack(batch))
-    batch = {}
-  end
-end
+local add_at, add_id, add_n = string.format('%d', now + prefetch), id, g
+{{template "sliding.zadd"}}
 redis.call('PEXPIRE', key, {{template "ttl.arg" "window + prefetch"}})
 empty = window + prefetch
 {{- end}}
 
 {{- define "sliding.giveback" -}}
-local batch = {}
-for i = back_from, back_to do
-  batch[#batch + 1] = back_id .. string.format(':%d', i)
-  if #batch >= 2000 or i == back_to then
-    redis.call('ZREM', key, unpack(batch))
-    batch = {}
-  end
-end
+local back, rm_id, rm_from, rm_to = 0, back_id, back_from, back_to
+{{template "sliding.remove"}}
 {{- end}}
