@@ -173,15 +173,21 @@ func (g *grant) has(now, n int64) bool {
 	return g.id != "" && now < g.until && g.slots-g.used >= n
 }
 
-// leftover closes the grant and returns what of it is unused, if any.
+// leftover closes the grant and returns what of it goes back to Redis, if
+// anything: its unused slots, and a bucket's grant even when it was all
+// used, since it is a reservation (lua/gcra.lua's gcra.take) that Redis
+// keeps until it is settled.
 func (g *grant) leftover(k lkey) (grantBack, bool) {
 	b := grantBack{k: k, p: g.p, id: g.id, from: g.used + 1, to: g.slots, at: g.at, mark: g.mark}
 	g.id, g.slots, g.used = "", 0, 0
-	unused := b.id != "" && b.from <= b.to
+	if b.id == "" {
+		return b, false
+	}
+	unused := b.from <= b.to
 	if unused {
 		g.local.unmirror(k, &g.p, g.until-1, b.to-b.from+1)
 	}
-	return b, unused
+	return b, unused || b.p.keepsRecords()
 }
 
 // drop closes the grant and returns what it owes Redis: what it and the
@@ -363,6 +369,16 @@ func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *grant, p *plan
 	l.retire(g, k)
 	g.p, g.id, g.slots, g.used, g.until, g.count = *p, id, got, 0, sent+rep.usable, rep.count
 	g.at, g.mark, g.empty = rep.at, rep.mark, sent+rep.empty
+	if rep.pace > 0 {
+		// Redis granted less than was asked of a meter that frees room
+		// continuously: the next request waits, so that it finds more
+		// than the little freed since (lua/grant.lua), and meanwhile the
+		// calls these slots cannot take are rejected in-process as when
+		// Redis had no slot (see reject), RetryAfter at that request.
+		g.full = sent + rep.pace
+		g.noSlot = !p.penalize && l.set.ShieldMax >= 0
+		g.retryAt, g.resetAt, g.wanted = g.full, g.empty, want
+	}
 	// The process' own count holds the grant's slots, stamped at the
 	// grant's last instant: one entry for the grant instead of one a use,
 	// no earlier than any use (so that the degraded share counts them a
@@ -451,11 +467,12 @@ func (l *Limiter) awaitGrant(ctx context.Context, ch <-chan struct{}, deadline t
 // grantReply is what Redis answered a request for slots (lua/grant.lua):
 // the slots granted, the meter's count before them, µs from the grant they
 // may be used, where they went and the pair's last Reset (for their
-// give-back), and µs from the grant until the meter is empty; and when Redis had no slot for them (want > 0, got 0) the
+// give-back), µs from the grant until the meter is empty and until the next
+// request is worth making (see lua/grant.lua); and when Redis had no slot for them (want > 0, got 0) the
 // retry and reset of a rejection of one event (µs from its reply).
 type grantReply struct {
-	got, count, usable, at, mark, empty int64
-	none                                []int64
+	got, count, usable, at, mark, empty, pace int64
+	none                                      []int64
 }
 
 // askGrant asks Redis for want slots of k's meter at now under id, giving
@@ -512,8 +529,8 @@ func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey
 		return grantReply{}, false
 	case len(reply) == 5:
 		rep.none = reply[3:]
-	case len(reply) == 7:
-		rep.usable, rep.at, rep.mark, rep.empty = reply[3], reply[4], reply[5], reply[6]
+	case len(reply) == 8:
+		rep.usable, rep.at, rep.mark, rep.empty, rep.pace = reply[3], reply[4], reply[5], reply[6], reply[7]
 	}
 	rep.got, rep.count = reply[0], reply[1]
 	return rep, true

@@ -140,6 +140,12 @@ redis.call('PEXPIRE', key, {{template "ttl.arg" "2 * window"}})
 usable, at, empty = math.min(prefetch, (w + 1) * window - now), w, (w + 2) * window - now
 {{- end}}
 
+{{/* counter.pace: the estimate falls as the previous window's weight
+does; the next request waits prefetch (see grant.lua). */}}
+{{- define "counter.pace" -}}
+pace = prefetch
+{{- end}}
+
 {{- define "counter.giveback" -}}
 local n, back = back_n, 0
 {{template "counter.give" "tonumber(back_at)"}}

@@ -427,6 +427,14 @@ redis.call('SET', key, tat, 'PX', {{template "ttl.arg" "reset"}})
 empty = reset
 {{- end}}
 
+{{/* gcra.pace: a bucket that granted less than was asked refills at one
+token each T; the next request waits prefetch, and finds what refilled
+meanwhile (see grant.lua): waiting only until the tokens asked for are
+free had each of a fleet's instances ask every few ms for a few tokens. */}}
+{{- define "gcra.pace" -}}
+pace = prefetch
+{{- end}}
+
 {{- define "gcra.giveback" -}}
 local n, back = back_n, 0
 {{template "gcra.give" "back_id"}}

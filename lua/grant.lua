@@ -42,12 +42,17 @@
 --          given back after another Reset: the meter it was taken from is
 --          gone.
 --
--- Returns {granted, count, now, usable, at, mark, reset}: the slots
+-- Returns {granted, count, now, usable, at, mark, empty, pace}: the slots
 -- granted, the events the meter counted before them, the time they were
 -- granted at, µs from then they may be used, where they went (the kind's:
--- a window's or a period's index), the pair's last Reset, and µs from
--- then until the meter is empty if nothing else comes (an allowed call's
--- ResetAfter); {0, count, now, retry, reset}
+-- a window's or a period's index), the pair's last Reset, µs from then
+-- until the meter is empty if nothing else comes (an allowed call's
+-- ResetAfter), and µs from then before the next request is worth making
+-- (0: at once): a meter that frees room continuously (a bucket, an
+-- approximate counter; its <kind>.pace piece) sets it when it granted less
+-- than was asked, so that the next request finds more than the little
+-- freed since, instead of the fleet's instances each taking that little
+-- with a script; {0, count, now, retry, reset}
 -- when no slot was free for a request of some: µs until one frees and
 -- until the meter is empty, what a rejection of one event answers (the
 -- kind's retry and reset); {0, count, now} otherwise (nothing asked, or a
@@ -90,8 +95,14 @@ if free <= 0 then
   {{kind "reset" .}}
   return {0, count, now, retry, reset}
 end
+local want = g
 g = math.min(g, free, math.max(1, math.floor(free / instances)))
-local usable, at, empty = prefetch, 0, 0
+local usable, at, empty, pace = prefetch, 0, 0, 0
 {{kind "take" .}}
-return {g, count, now, usable, at, tonumber(mark), empty}
+{{- if has "pace" .}}
+if g < want then
+  {{kind "pace" .}}
+end
+{{- end}}
+return {g, count, now, usable, at, tonumber(mark), empty, pace}
 {{- end}}
