@@ -99,9 +99,9 @@ func pfKindLoad(t *testing.T, rule ratelimit.Rule, d time.Duration, meter string
 	ran := scriptCalls(t, srv) - scripts0
 	sum, _ := f.stats()
 
-	// Close gives back what the grants hold unused: after it, every slot
-	// granted was used or returned, and the meter holds used ones alone.
-	time.Sleep(100 * time.Millisecond) // the write-back's give-backs of what lapsed
+	// Close gives back what the grants hold unused, and what the
+	// write-back's loop had yet to give back: after it, every slot granted
+	// was used or returned, and the meter holds used ones alone.
 	f.close()
 	after, each := f.stats()
 	for i, s := range each {
