@@ -289,8 +289,7 @@ func runPFDiff(newFleet pfFleetNew, limiters int, seq []pfStep, tally *pfTally) 
 	}()
 	ctx := context.Background()
 	now := testkit.Epoch()
-	type event struct{ at, n int64 }
-	logs := map[[2]string][]event{}
+	logs := map[[2]string][]pfEvent{}
 	resets := map[[2]string]struct {
 		at   int64
 		inst int
@@ -336,7 +335,7 @@ func runPFDiff(newFleet pfFleetNew, limiters int, seq []pfStep, tally *pfTally) 
 		hk := heldKey{s.inst, pair}
 		grantAt, holds := held[hk]
 		usable := holds && t < pfUsableUntil(r, grantAt)
-		w, rate := r.Limit.Window.Microseconds(), int64(r.Limit.Rate)
+		rate := int64(r.Limit.Rate)
 		switch {
 		case row.err != nil:
 			row.fail = "an error"
@@ -351,12 +350,7 @@ func runPFDiff(newFleet pfFleetNew, limiters int, seq []pfStep, tally *pfTally) 
 			}{t, s.inst}
 		case s.kind == pfPeek:
 		default:
-			count := int64(0)
-			for _, e := range logs[pair] {
-				if pfCounts(r, e.at, t, w) {
-					count += e.n
-				}
-			}
+			count := pfModelCount(r, logs[pair], t)
 			fits := count+int64(n) <= rate
 			if tally != nil {
 				tally.calls++
@@ -387,7 +381,7 @@ func runPFDiff(newFleet pfFleetNew, limiters int, seq []pfStep, tally *pfTally) 
 				}
 				break
 			}
-			if rs, ok := resets[pair]; ok && row.path == ratelimit.PathPrefetch && r.Kind != ratelimit.SlidingLog {
+			if rs, ok := resets[pair]; ok && row.path == ratelimit.PathPrefetch && pfWindowed(r) {
 				// A slot of a window or period has no stamp of its own: a
 				// use is of a slot granted before another Limiter's Reset
 				// when the grant this Limiter held was, and still was
@@ -420,7 +414,7 @@ func runPFDiff(newFleet pfFleetNew, limiters int, seq []pfStep, tally *pfTally) 
 			if !fits {
 				row.fail = fmt.Sprintf("allowed %d where the fleet's allowed calls hold %d in the window: more than Rate %d", n, count, rate)
 			}
-			logs[pair] = append(logs[pair], event{t, int64(n)})
+			logs[pair] = append(logs[pair], pfEvent{t, int64(n)})
 		}
 		switch {
 		case row.res.Banned && r.Prefetch > 0 && s.kind != pfPeek:
