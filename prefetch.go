@@ -361,8 +361,18 @@ func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *grant, p *plan
 	}
 	g.noSlot, g.wanted = false, 0
 	l.retire(g, k)
-	g.p, g.id, g.slots, g.used, g.until, g.count = *p, id, got, 0, sent+rep.usable, rep.count
-	g.at, g.mark, g.empty = rep.at, rep.mark, sent+rep.empty
+	// Redis' usable and empty run from the time it took the slots at: its
+	// TIME, no earlier than sent; or, when the process sends its own time
+	// (Options.Clock, a quota's period), now, which is earlier than sent
+	// when the call waited for another's request before it asked: measured
+	// from sent, the grant would run past the slots' stamp, or past the end
+	// of the window or period they were taken in.
+	from := sent
+	if l.sendsNow(p.alg.rules.timed()) {
+		from = min(sent, now)
+	}
+	g.p, g.id, g.slots, g.used, g.until, g.count = *p, id, got, 0, from+rep.usable, rep.count
+	g.at, g.mark, g.empty = rep.at, rep.mark, from+rep.empty
 	// The process' own count holds the grant's slots, stamped at the
 	// grant's last instant: one entry for the grant instead of one a use,
 	// no earlier than any use (so that the degraded share counts them a
