@@ -95,6 +95,22 @@ func TestPrefetchUsableFromTheGrantsTime(t *testing.T) {
 			t.Errorf("allowed at the next window's start from a slot of the window before: 11 in a window of 10")
 		}
 	})
+	t.Run("calendar quota", func(t *testing.T) {
+		// A quota sends the call's time with the real clock too.
+		rule := ratelimit.Rule{Name: "r", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: 10, Period: ratelimit.Day}, Prefetch: 20 * time.Millisecond}
+		midnight := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC) // the end of Epoch's day
+		clk := &steppedClock{now: midnight.Add(-5 * time.Millisecond)}
+		a, b := twoOn(t, clk)
+		mustAllow(t, a, rule, 1, true)
+		mustAllow(t, a, rule, 1, true)
+		clk.arm(step)
+		mustAllow(t, a, rule, 1, true)
+		clk.set(midnight.Add(time.Millisecond))
+		mustAllow(t, b, rule, 10, true)
+		if r, _ := a.Allow(ctx, rule, "k"); r.Allowed {
+			t.Errorf("allowed in the next day from a slot of the day before: 11 in a day of 10")
+		}
+	})
 	t.Run("sliding log", func(t *testing.T) {
 		rule := ratelimit.Rule{Name: "r", Limit: ratelimit.Limit{Rate: 10, Window: time.Second}, Prefetch: 20 * time.Millisecond}
 		clk := &steppedClock{now: epoch}
