@@ -367,8 +367,18 @@ func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *grant, p *plan
 	}
 	g.noSlot, g.wanted = false, 0
 	l.retire(g, k)
-	g.p, g.id, g.slots, g.used, g.until, g.count = *p, id, got, 0, sent+rep.usable, rep.count
-	g.at, g.mark, g.empty = rep.at, rep.mark, sent+rep.empty
+	// Redis' usable and empty run from the time it took the slots at: its
+	// TIME, no earlier than sent; or, when the process sends its own time
+	// (Options.Clock, a quota's period), now, which is earlier than sent
+	// when the call waited for another's request before it asked: measured
+	// from sent, the grant would run past the slots' stamp, or past the end
+	// of the window or period they were taken in.
+	from := sent
+	if l.sendsNow(p.alg.rules.timed()) {
+		from = min(sent, now)
+	}
+	g.p, g.id, g.slots, g.used, g.until, g.count = *p, id, got, 0, from+rep.usable, rep.count
+	g.at, g.mark, g.empty = rep.at, rep.mark, from+rep.empty
 	if rep.pace > 0 {
 		// Redis granted less than was asked of a meter that frees room
 		// continuously: the next request waits, so that it finds more

@@ -73,6 +73,15 @@ var pfDiffRules = func() []ratelimit.Rule {
 
 var pfDiffKeys = []string{"k", "k2"}
 
+// pfRuleAt is the rule a step's index names: pfDiffRules, then
+// pfKindDiffRules (the kinds' mode, diffprefetchkinds_test.go).
+func pfRuleAt(i int) ratelimit.Rule {
+	if i < len(pfDiffRules) {
+		return pfDiffRules[i]
+	}
+	return pfKindDiffRules[i-len(pfDiffRules)]
+}
+
 type pfKind int
 
 const (
@@ -97,8 +106,14 @@ func (s pfStep) String() string {
 	if s.kind == pfAdvance {
 		return fmt.Sprintf("clock %+v", s.d)
 	}
-	r := pfDiffRules[s.rule]
+	r := pfRuleAt(s.rule)
 	desc := fmt.Sprintf("%q %d/%v", r.Name, r.Limit.Rate, r.Limit.Window)
+	switch {
+	case r.Kind == ratelimit.FixedWindow:
+		desc = "fixed " + desc
+	case r.Kind == ratelimit.CalendarQuota:
+		desc = fmt.Sprintf("quota %q %d a day", r.Name, r.Limit.Rate)
+	}
 	if r.Prefetch > 0 {
 		desc += fmt.Sprintf(" prefetch %v", r.Prefetch)
 	}
@@ -118,10 +133,18 @@ func (s pfStep) String() string {
 // moves of a few µs, of up to twice a Prefetch, to a grant's end or a
 // window's (from an earlier call, and 1µs either side), and jumps.
 func genPFSequence(rng *rand.Rand, steps, limiters int) []pfStep {
+	return genPFSequenceOf(rng, steps, limiters, 0, len(pfDiffRules))
+}
+
+// genPFSequenceOf draws genPFSequence's sequence from the rules
+// pfRuleAt(base .. base+rules-1), pairs of a rule with Prefetch and the
+// same without; a move to a window's end from an earlier call is, for a
+// fixed window or a quota, to the end of that call's window or period.
+func genPFSequenceOf(rng *rand.Rand, steps, limiters, base, rules int) []pfStep {
 	var seq []pfStep
 	var now time.Duration
 	var callTimes []time.Duration
-	names := len(pfDiffRules) / 2
+	names := rules / 2
 	focus := []int{rng.IntN(names)}
 	if rng.IntN(2) == 0 {
 		focus = append(focus, rng.IntN(names))
@@ -133,7 +156,7 @@ func genPFSequence(rng *rand.Rand, steps, limiters int) []pfStep {
 	}
 	for len(seq) < steps {
 		if rng.IntN(6) == 0 {
-			r := pfDiffRules[2*focus[rng.IntN(len(focus))]]
+			r := pfRuleAt(base + 2*focus[rng.IntN(len(focus))])
 			p := max(r.Prefetch, time.Millisecond)
 			var d time.Duration
 			switch x := rng.IntN(20); {
@@ -144,20 +167,20 @@ func genPFSequence(rng *rand.Rand, steps, limiters int) []pfStep {
 			case x < 14 && len(callTimes) > 0:
 				d = callTimes[rng.IntN(len(callTimes))] + p + time.Duration(rng.IntN(3)-1)*time.Microsecond - now
 			case x < 19 && len(callTimes) > 0:
-				d = callTimes[rng.IntN(len(callTimes))] + r.Limit.Window + time.Duration(rng.IntN(3)-1)*time.Microsecond - now
+				d = pfEdge(r, callTimes[rng.IntN(len(callTimes))]) + time.Duration(rng.IntN(3)-1)*time.Microsecond - now
 			default:
 				d = time.Duration(rng.Int64N(int64(1500 * time.Millisecond)))
 			}
 			move(d)
 			continue
 		}
-		s := pfStep{inst: rng.IntN(limiters), rule: 2*focus[rng.IntN(len(focus))] + b2i(rng.IntN(4) == 0), key: b2i(rng.IntN(6) == 0)}
+		s := pfStep{inst: rng.IntN(limiters), rule: base + 2*focus[rng.IntN(len(focus))] + b2i(rng.IntN(4) == 0), key: b2i(rng.IntN(6) == 0)}
 		switch x := rng.IntN(100); {
 		case x < 62:
 			s.kind = pfAllow
 		case x < 84:
 			s.kind = pfAllowN
-			s.n = 1 + rng.IntN(min(3, pfDiffRules[s.rule].Limit.Rate))
+			s.n = 1 + rng.IntN(min(3, pfRuleAt(s.rule).Limit.Rate))
 		case x < 97:
 			s.kind = pfPeek
 		default:
@@ -266,12 +289,19 @@ func runPFDiff(newFleet pfFleetNew, limiters int, seq []pfStep, tally *pfTally) 
 	}()
 	ctx := context.Background()
 	now := testkit.Epoch()
-	type event struct{ at, n int64 }
-	logs := map[[2]string][]event{}
+	logs := map[[2]string][]pfEvent{}
 	resets := map[[2]string]struct {
 		at   int64
 		inst int
 	}{}
+	// held is when each Limiter's grant of a pair was made (the step whose
+	// call raised its PrefetchGrants: a grant is only asked for by a call
+	// of its pair), until a ban or its own Reset closed it.
+	type heldKey struct {
+		inst int
+		pair [2]string
+	}
+	held := map[heldKey]int64{}
 	rows := make([]pfRow, 0, len(seq))
 	for i, s := range seq {
 		row := pfRow{i: i, step: s}
@@ -283,8 +313,9 @@ func runPFDiff(newFleet pfFleetNew, limiters int, seq []pfStep, tally *pfTally) 
 		}
 		row.now = now.Sub(testkit.Epoch())
 		clk.Set(now)
-		l, r, key := lims[s.inst], pfDiffRules[s.rule], pfDiffKeys[s.key]
+		l, r, key := lims[s.inst], pfRuleAt(s.rule), pfDiffKeys[s.key]
 		*paths[s.inst] = ratelimit.PathNone
+		grants0 := l.Stats().PrefetchGrants
 		n := 1
 		switch s.kind {
 		case pfAllow:
@@ -298,9 +329,13 @@ func runPFDiff(newFleet pfFleetNew, limiters int, seq []pfStep, tally *pfTally) 
 			row.err = l.Reset(ctx, r, key)
 		}
 		row.path = *paths[s.inst]
+		fresh := l.Stats().PrefetchGrants > grants0 // a grant of the pair at this step
 		t := now.UnixMicro()
 		pair := [2]string{r.Name, key}
-		w, rate := r.Limit.Window.Microseconds(), int64(r.Limit.Rate)
+		hk := heldKey{s.inst, pair}
+		grantAt, holds := held[hk]
+		usable := holds && t < pfUsableUntil(r, grantAt)
+		rate := int64(r.Limit.Rate)
 		switch {
 		case row.err != nil:
 			row.fail = "an error"
@@ -308,18 +343,14 @@ func runPFDiff(newFleet pfFleetNew, limiters int, seq []pfStep, tally *pfTally) 
 			row.fail = "Degraded on a healthy Redis"
 		case s.kind == pfReset:
 			delete(logs, pair)
+			delete(held, hk) // the Limiter's own Reset voids its slots
 			resets[pair] = struct {
 				at   int64
 				inst int
 			}{t, s.inst}
 		case s.kind == pfPeek:
 		default:
-			count := int64(0)
-			for _, e := range logs[pair] {
-				if e.at > t-w {
-					count += e.n
-				}
-			}
+			count := pfModelCount(r, logs[pair], t)
 			fits := count+int64(n) <= rate
 			if tally != nil {
 				tally.calls++
@@ -341,7 +372,29 @@ func runPFDiff(newFleet pfFleetNew, limiters int, seq []pfStep, tally *pfTally) 
 				tally.allowed++
 				tally.fromSlots += b2i(row.path == ratelimit.PathPrefetch)
 			}
-			if rs, ok := resets[pair]; ok && row.path == ratelimit.PathPrefetch {
+			if row.path == ratelimit.PathPrefetch && !fresh && !usable {
+				if holds {
+					row.fail = fmt.Sprintf("allowed from a slot, but this Limiter's grant of the pair (at epoch%+v) was usable until epoch%+v, and it made none since",
+						time.Duration(grantAt-testkit.Epoch().UnixMicro())*time.Microsecond, time.Duration(pfUsableUntil(r, grantAt)-testkit.Epoch().UnixMicro())*time.Microsecond)
+				} else {
+					row.fail = "allowed from a slot, but this Limiter holds no grant of the pair (none made, or a ban or its own Reset closed it)"
+				}
+				break
+			}
+			if rs, ok := resets[pair]; ok && row.path == ratelimit.PathPrefetch && pfWindowed(r) {
+				// A slot of a window or period has no stamp of its own: a
+				// use is of a slot granted before another Limiter's Reset
+				// when the grant this Limiter held was, and still was
+				// usable (when this step made a grant too, the use may be
+				// of either: counted as voided, the model the laxer).
+				if rs.inst != s.inst && usable && grantAt <= rs.at {
+					row.voided = true
+					if tally != nil {
+						tally.voided++
+					}
+					break
+				}
+			} else if ok && row.path == ratelimit.PathPrefetch {
 				// The slot's grant was requested at until - Prefetch.
 				until := t + (row.res.ResetAfter - r.Limit.Window).Microseconds()
 				if sent := until - r.Prefetch.Microseconds(); sent <= rs.at {
@@ -361,7 +414,17 @@ func runPFDiff(newFleet pfFleetNew, limiters int, seq []pfStep, tally *pfTally) 
 			if !fits {
 				row.fail = fmt.Sprintf("allowed %d where the fleet's allowed calls hold %d in the window: more than Rate %d", n, count, rate)
 			}
-			logs[pair] = append(logs[pair], event{t, int64(n)})
+			logs[pair] = append(logs[pair], pfEvent{t, int64(n)})
+		}
+		switch {
+		case row.res.Banned && r.Prefetch > 0 && s.kind != pfPeek:
+			// A ban a call of the rule with Prefetch meets closes the
+			// grant. (One met by a call of the name's rule without it,
+			// or by a Peek, does not: the slots stay usable until the
+			// grant ends, as on another process.)
+			delete(held, hk)
+		case fresh:
+			held[hk] = t
 		}
 		rows = append(rows, row)
 	}

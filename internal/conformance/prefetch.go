@@ -19,6 +19,7 @@ type prefetchStep struct {
 	n    int
 	want R
 	path ratelimit.Path
+	inst int // 0, or 1: the second Limiter of the fleet (Backend.Two), on the same clock and store
 }
 
 // hot is 10 per second with Prefetch 20ms: a process that allowed two
@@ -72,11 +73,14 @@ var hotFixed = ratelimit.Rule{Name: "hot", Kind: ratelimit.FixedWindow, Limit: r
 // fixedEnd is the end of the window testkit.Epoch is in, from it.
 const fixedEnd = 876544 * time.Microsecond
 
-var prefetchCases = []struct {
+// prefetchCase is one table of the Prefetch suite.
+type prefetchCase struct {
 	name  string
 	rule  ratelimit.Rule // hot when zero
 	steps []prefetchStep
-}{
+}
+
+var prefetchCases = []prefetchCase{
 	{
 		name: "a cold pair asks Redis; a hot one takes slots, uses them in-process, asks for the next when they run low and gives back what lapsed, never over the Rate",
 		steps: append(slices.Clone(fillBySlots),
@@ -177,37 +181,53 @@ var prefetchCases = []struct {
 var hotGCRA = ratelimit.Rule{Name: "hot", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 10, Window: sec}, Prefetch: 20 * ms}
 
 // Prefetch runs prefetchCases on every backend with Redis: a local-only
-// limiter decides every call in-process, and Prefetch changes nothing.
+// limiter decides every call in-process, and Prefetch changes nothing. A
+// case with a step of the second Limiter (inst 1) runs on two Limiters of
+// one store and one clock (Backend.Two), as two processes of a fleet.
 func Prefetch(t *testing.T, backends []Backend) {
 	for _, b := range backends {
 		t.Run(b.Name, func(t *testing.T) {
 			if b.Name == "local" {
 				t.Skip("a local-only limiter decides every call in-process: Prefetch changes nothing")
 			}
-			for _, c := range prefetchCases {
+			for _, c := range allPrefetchCases() {
 				t.Run(c.name, func(t *testing.T) {
+					two := slices.ContainsFunc(c.steps, func(s prefetchStep) bool { return s.inst == 1 })
+					if two && b.Two == nil {
+						t.Skip("needs two limiters on one store (Backend.Two)")
+					}
 					clk := testkit.NewClock()
 					var mu sync.Mutex
-					var last ratelimit.Path
-					opts := testkit.Options(clk)
-					opts.OnDecision = func(d ratelimit.Decision) { mu.Lock(); last = d.Path; mu.Unlock() }
-					l := b.New(t, opts)
+					var last [2]ratelimit.Path
+					opts := func(i int) ratelimit.Options {
+						o := testkit.Options(clk)
+						o.OnDecision = func(d ratelimit.Decision) { mu.Lock(); last[i] = d.Path; mu.Unlock() }
+						return o
+					}
+					var lims []*ratelimit.Limiter
+					if two {
+						l0, l1 := b.Two(t, opts(0), opts(1))
+						lims = []*ratelimit.Limiter{l0, l1}
+					} else {
+						lims = []*ratelimit.Limiter{b.New(t, opts(0))}
+					}
 					rule := c.rule
 					if rule.Name == "" {
 						rule = hot
 					}
-					runPrefetch(t, l, rule, clk.Set, c.steps, func() ratelimit.Path { mu.Lock(); defer mu.Unlock(); return last })
+					runPrefetch(t, lims, rule, clk.Set, c.steps, func(i int) ratelimit.Path { mu.Lock(); defer mu.Unlock(); return last[i] })
 				})
 			}
 		})
 	}
 }
 
-func runPrefetch(t *testing.T, l *ratelimit.Limiter, hot ratelimit.Rule, setTime func(time.Time), steps []prefetchStep, path func() ratelimit.Path) {
+func runPrefetch(t *testing.T, lims []*ratelimit.Limiter, hot ratelimit.Rule, setTime func(time.Time), steps []prefetchStep, path func(int) ratelimit.Path) {
 	t.Helper()
 	ctx := context.Background()
 	for i, s := range steps {
 		setTime(testkit.Epoch().Add(s.at))
+		l := lims[s.inst]
 		var got R
 		var err error
 		switch {
@@ -219,13 +239,13 @@ func runPrefetch(t *testing.T, l *ratelimit.Limiter, hot ratelimit.Rule, setTime
 			got, err = l.AllowN(ctx, hot, "k", max(s.n, 1))
 		}
 		if err != nil {
-			t.Fatalf("step %d (at %v): %v", i, s.at, err)
+			t.Fatalf("step %d (L%d at %v): %v", i, s.inst, s.at, err)
 		}
 		if s.do == reset {
 			continue
 		}
-		if got != s.want || path() != s.path {
-			t.Fatalf("step %d (at %v):\n got %+v on %v\nwant %+v on %v", i, s.at, got, path(), s.want, s.path)
+		if got != s.want || path(s.inst) != s.path {
+			t.Fatalf("step %d (L%d at %v):\n got %+v on %v\nwant %+v on %v", i, s.inst, s.at, got, path(s.inst), s.want, s.path)
 		}
 	}
 }

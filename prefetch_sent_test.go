@@ -1,0 +1,151 @@
+package ratelimit_test
+
+import (
+	"bytes"
+	"context"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/ratelimit-go/ratelimit"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
+)
+
+// steppedClock is a fake clock that, once armed, moves on by step right
+// after the first reading the armed goroutine takes: as if the calling
+// goroutine waited between the call's time and the time it sent its
+// request (a call that waits for another's request on its way, then asks
+// itself, asks at its own time: prefetch.go's fromGrant). Other
+// goroutines' readings (the write-back's loop) neither move it nor take
+// the arming.
+type steppedClock struct {
+	mu    sync.Mutex
+	now   time.Time
+	goid  uint64 // armed for this goroutine (0: not armed)
+	step  time.Duration
+	reads int
+}
+
+func (c *steppedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.goid != 0 && goid() == c.goid {
+		if c.reads++; c.reads == 1 {
+			t := c.now
+			c.now = c.now.Add(c.step)
+			return t
+		}
+	}
+	return c.now
+}
+
+func (c *steppedClock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now, c.goid, c.reads = t, 0, 0
+}
+
+// arm moves the clock on by step after the calling goroutine's next reading.
+func (c *steppedClock) arm(step time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.goid, c.step, c.reads = goid(), step, 0
+}
+
+// goid is the calling goroutine's id, from its stack's first line.
+func goid() uint64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	id, _ := strconv.ParseUint(string(b[:bytes.IndexByte(b, ' ')]), 10, 64)
+	return id
+}
+
+// TestPrefetchUsableFromTheGrantsTime: a process that sends Redis its own
+// time (Options.Clock; a quota always) has its slots taken at that time,
+// the call's, which is earlier than the time it sent the request when the
+// call waited first: the slots are usable until their stamp (the exact
+// log) or their window's end (the other kinds) from the call's time, not
+// from the send's. Measured from the send, the process used a slot after
+// its stamp, or in the next window, where Redis never counted it: more
+// than Rate in one window.
+func TestPrefetchUsableFromTheGrantsTime(t *testing.T) {
+	ctx := context.Background()
+	const step = 3 * time.Millisecond
+	epoch := testkit.Epoch()
+	t.Run("fixed window", func(t *testing.T) {
+		rule := ratelimit.Rule{Name: "r", Kind: ratelimit.FixedWindow, Limit: ratelimit.Limit{Rate: 10, Window: time.Second}, Prefetch: 20 * time.Millisecond}
+		end := epoch.Add(876544 * time.Microsecond) // the end of Epoch's window
+		clk := &steppedClock{now: end.Add(-5 * time.Millisecond)}
+		a, b := twoOn(t, clk)
+		mustAllow(t, a, rule, 1, true)
+		mustAllow(t, a, rule, 1, true)
+		// Hot: the call asks for 3 slots at end - 5ms, and sends at end -
+		// 2ms; Redis gives them 5ms, to the window's end.
+		clk.arm(step)
+		mustAllow(t, a, rule, 1, true)
+		// The next window: another process takes all of it.
+		clk.set(end.Add(time.Millisecond))
+		mustAllow(t, b, rule, 10, true)
+		// The slots left were the last window's: not usable now.
+		if r, _ := a.Allow(ctx, rule, "k"); r.Allowed {
+			t.Errorf("allowed at the next window's start from a slot of the window before: 11 in a window of 10")
+		}
+	})
+	t.Run("calendar quota", func(t *testing.T) {
+		// A quota sends the call's time with the real clock too.
+		rule := ratelimit.Rule{Name: "r", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: 10, Period: ratelimit.Day}, Prefetch: 20 * time.Millisecond}
+		midnight := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC) // the end of Epoch's day
+		clk := &steppedClock{now: midnight.Add(-5 * time.Millisecond)}
+		a, b := twoOn(t, clk)
+		mustAllow(t, a, rule, 1, true)
+		mustAllow(t, a, rule, 1, true)
+		clk.arm(step)
+		mustAllow(t, a, rule, 1, true)
+		clk.set(midnight.Add(time.Millisecond))
+		mustAllow(t, b, rule, 10, true)
+		if r, _ := a.Allow(ctx, rule, "k"); r.Allowed {
+			t.Errorf("allowed in the next day from a slot of the day before: 11 in a day of 10")
+		}
+	})
+	t.Run("sliding log", func(t *testing.T) {
+		rule := ratelimit.Rule{Name: "r", Limit: ratelimit.Limit{Rate: 10, Window: time.Second}, Prefetch: 20 * time.Millisecond}
+		clk := &steppedClock{now: epoch}
+		a, b := twoOn(t, clk)
+		mustAllow(t, a, rule, 1, true)
+		mustAllow(t, a, rule, 1, true)
+		// Three slots stamped epoch + 20ms; the request sent at epoch + 3ms.
+		clk.arm(step)
+		mustAllow(t, a, rule, 1, true)
+		// After the slots' stamp: not from them. (A new grant, stamped
+		// 41ms, whose unused slots Close gives back.)
+		clk.set(epoch.Add(21 * time.Millisecond))
+		mustAllow(t, a, rule, 1, true)
+		a.Close()
+		// A window after the slots' stamp the log holds that call alone: 9
+		// fit, not 10 (10 would be 11 in [21ms, 1.021s)).
+		clk.set(epoch.Add(time.Second + 20*time.Millisecond))
+		if r, _ := b.AllowN(ctx, rule, "k", 10); r.Allowed {
+			t.Errorf("10 allowed a window after the slots' stamp, with a call 1ms after the stamp in the window: a slot was used after its stamp")
+		}
+		mustAllow(t, b, rule, 9, true)
+	})
+}
+
+// twoOn returns two Limiters on one miniredis, on clk.
+func twoOn(t *testing.T, clk ratelimit.Clock) (*ratelimit.Limiter, *ratelimit.Limiter) {
+	mr := miniredis.RunT(t)
+	opts := testkit.Options(clk)
+	return testkit.NewLimiter(t, testkit.NewClient(t, mr.Addr()), opts), testkit.NewLimiter(t, testkit.NewClient(t, mr.Addr()), opts)
+}
+
+func mustAllow(t *testing.T, l *ratelimit.Limiter, r ratelimit.Rule, n int, want bool) {
+	t.Helper()
+	res, err := l.AllowN(context.Background(), r, "k", n)
+	if err != nil || res.Allowed != want {
+		t.Fatalf("AllowN(%d) = %+v, %v; want allowed %v", n, res, err, want)
+	}
+}
