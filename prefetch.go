@@ -385,9 +385,13 @@ func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *grant, p *plan
 		// than the little freed since (lua/grant.lua), and meanwhile the
 		// calls these slots cannot take are rejected in-process as when
 		// Redis had no slot (see reject), RetryAfter at that request.
-		g.full = sent + rep.pace
+		// Within Options.ShieldMax, as when Redis had no slot.
+		g.retryAt, g.full = sent+rep.pace, sent+rep.pace
+		if sm := int64(l.set.ShieldMax / time.Microsecond); sm > 0 {
+			g.full = min(g.full, sent+max(sm, p.prefetch))
+		}
 		g.noSlot = !p.penalize && l.set.ShieldMax >= 0
-		g.retryAt, g.resetAt, g.wanted = g.full, g.empty, want
+		g.resetAt, g.wanted = g.empty, want
 	}
 	// The process' own count holds the grant's slots, stamped at the
 	// grant's last instant: one entry for the grant instead of one a use,

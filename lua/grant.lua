@@ -52,7 +52,8 @@
 -- approximate counter; its <kind>.pace piece) sets it when it granted less
 -- than was asked, so that the next request finds more than the little
 -- freed since, instead of the fleet's instances each taking that little
--- with a script; {0, count, now, retry, reset}
+-- with a script, and no earlier than one more event fits (the kind's
+-- retry); {0, count, now, retry, reset}
 -- when no slot was free for a request of some: µs until one frees and
 -- until the meter is empty, what a rejection of one event answers (the
 -- kind's retry and reset); {0, count, now} otherwise (nothing asked, or a
@@ -102,6 +103,9 @@ local usable, at, empty, pace = prefetch, 0, 0, 0
 {{- if has "pace" .}}
 if g < want then
   {{kind "pace" .}}
+  local asked, retry = 1, 0
+  {{kind "retry" .}}
+  pace = math.max(pace, retry)
 end
 {{- end}}
 return {g, count, now, usable, at, tonumber(mark), empty, pace}
