@@ -181,7 +181,12 @@ func (g *grant) leftover(k lkey) (grantBack, bool) {
 	if unused {
 		g.local.unmirror(k, &g.p, g.until-1, b.to-b.from+1)
 	}
-	return b, unused
+	// A bucket keeps a record of each grant until it is settled (see
+	// lua/gcra.lua's gcra.take): one used up is settled too, at its cost,
+	// nothing back, or the records of a bucket that never fills (a hot
+	// key's) would pile up, and every script read and wrote them all.
+	settle := b.id != "" && !unused && b.p.keepsRecords()
+	return b, unused || settle
 }
 
 // drop closes the grant and returns what it owes Redis: what it and the
