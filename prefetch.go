@@ -279,13 +279,13 @@ func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *p
 		g.mu.Unlock()
 		return PathNone
 	}
-	if at >= g.until {
-		l.retire(g, k) // what the lapsed grant left goes back with this request
-	}
 	g.asking = make(chan struct{})
 	var backs []grantBack
 	if at >= g.until {
-		backs = g.drop(k) // a lapsed grant's slots go back with the request
+		// What the lapsed grant left, and what the one before it left,
+		// go back with the request (retiring it first would send the
+		// latter on its own: a script more).
+		backs = g.drop(k)
 	} else if g.pending.id != "" {
 		backs, g.pending = []grantBack{g.pending}, grantBack{}
 	}
@@ -368,6 +368,20 @@ func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *grant, p *plan
 	l.retire(g, k)
 	g.p, g.id, g.slots, g.used, g.until, g.count = *p, id, got, 0, sent+rep.usable, rep.count
 	g.at, g.mark, g.empty = rep.at, rep.mark, sent+rep.empty
+	if _, bucket := p.alg.rules.(gcraKind); bucket && got < want {
+		// A bucket frees a slot every T: a request that found fewer free
+		// than it asked for would find one or two again at once, a
+		// script each. The next waits until this grant ends, as one
+		// Redis had no slot for waits (see reject), and the slots that
+		// free meanwhile stay in the bucket for it. A call rejected
+		// meanwhile is answered as a rejection of one event at the
+		// grant's time: the bucket empties in rep.empty, and one more
+		// event fits T less the burst later (rounded up).
+		g.full = sent + p.prefetch
+		g.noSlot = !p.penalize && l.set.ShieldMax >= 0
+		g.retryAt = sent + max(1, rep.empty+(p.wq-p.rate*p.wq)/p.rq)
+		g.resetAt, g.wanted = g.empty, want
+	}
 	// The process' own count holds the grant's slots, stamped at the
 	// grant's last instant: one entry for the grant instead of one a use,
 	// no earlier than any use (so that the degraded share counts them a

@@ -171,17 +171,25 @@ var prefetchGCRACases = []struct {
 			{at: 0, do: peek, want: ok(10, 3, 700*ms), path: ratelimit.PathRedis},
 			// The grant's last 2: Remaining 10 - 2 - 5. None left: this
 			// call asks for the last Prefetch's 7 events; debt 699ms,
-			// count 7, 3 free: 3 granted, the TAT 1ms + 699ms + 300ms =
-			// 1000ms.
+			// count 7, 3 free: 3 granted (fewer than asked), the TAT 1ms
+			// + 699ms + 300ms = 1000ms.
 			{at: ms, n: 2, want: ok(10, 3, 699*ms), path: ratelimit.PathPrefetch},
-			// Remaining 10 - 7 - 3; the bucket empties at 1000ms. The
-			// call asks for 10: none is free. A rejection of one event
-			// would wait debt + T - 10T = 99ms.
+			// The grant had fewer slots than asked for: the pair asks
+			// for none until it ends (21ms), and meanwhile its calls
+			// without a slot are rejected in-process, as a rejection of
+			// one event at the grant's time answers them: debt 999ms,
+			// one more fits debt + T - 10T = 99ms later. Remaining 10 -
+			// 7 - 3; the bucket empties at 1000ms.
 			{at: ms, n: 3, want: ok(10, 0, 999*ms), path: ratelimit.PathPrefetch},
-			// Until a slot frees (100ms) the pair's calls are rejected
-			// in-process, as that rejection answers them.
 			{at: ms, n: 2, want: no(10, 0, 99*ms, 999*ms), path: ratelimit.PathShield},
 			{at: ms, do: peek, want: no(10, 0, 99*ms, 999*ms), path: ratelimit.PathRedis},
+			{do: gcraStats, stats: [4]uint64{2, 8, 8, 0}},
+			// 21ms: the grant ended; the pair is hot (10 events in the
+			// last Prefetch-long bucket). Its request settles the used-up
+			// grant (nothing back) and asks for 10 + 1: debt 979ms, count
+			// 10, none free: rejected in-process until a slot frees,
+			// 79ms later, as that rejection answers.
+			{at: 21 * ms, want: no(10, 0, 79*ms, 979*ms), path: ratelimit.PathShield},
 			{do: gcraStats, stats: [4]uint64{2, 8, 8, 0}},
 		},
 	},
