@@ -290,7 +290,7 @@ func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *p
 		backs, g.pending = []grantBack{g.pending}, grantBack{}
 	}
 	g.mu.Unlock()
-	l.askFor(ctx, conn, g, p, k, want+n, now, backs)
+	l.askFor(ctx, conn, g, p, k, want+n, at, backs) // at: after any wait
 	at = l.localNow()
 	g.mu.Lock()
 	if g.has(at, n) {
@@ -338,6 +338,11 @@ func (g *grant) demand() int64 { return max(g.prev, g.cur) }
 func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *grant, p *plan, k lkey, want, now int64, backs []grantBack) {
 	id := l.member(l.seq.Add(1)) + "g"
 	sent := l.localNow()
+	if l.sendsNow(p.alg.rules.timed()) {
+		// The script decides at now (ARGV[1]), however late the request
+		// leaves: the slots are usable until now plus Prefetch.
+		sent = min(sent, now)
+	}
 	rep, ok := l.askGrant(ctx, conn, p, k, want, id, backs, now)
 	got, none := rep.got, rep.none
 	g.mu.Lock()
