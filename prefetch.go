@@ -280,18 +280,18 @@ func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *p
 		g.mu.Unlock()
 		return PathNone
 	}
-	if at >= g.until {
-		l.retire(g, k) // what the lapsed grant left goes back with this request
-	}
 	g.asking = make(chan struct{})
 	var backs []grantBack
 	if at >= g.until {
-		backs = g.drop(k) // a lapsed grant's slots go back with the request
+		// What the lapsed grant left, and what the one before it left,
+		// go back with the request (retiring it first would send the
+		// latter on its own: a script more).
+		backs = g.drop(k)
 	} else if g.pending.id != "" {
 		backs, g.pending = []grantBack{g.pending}, grantBack{}
 	}
 	g.mu.Unlock()
-	l.askFor(ctx, conn, g, p, k, want+n, now, backs)
+	l.askFor(ctx, conn, g, p, k, want+n, at, backs) // at: after any wait
 	at = l.localNow()
 	g.mu.Lock()
 	if g.has(at, n) {

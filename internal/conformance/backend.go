@@ -70,6 +70,7 @@ func Run(t *testing.T, backends ...Backend) {
 		{"Reserve", Reserve},
 		{"ReserveHammer", ReserveHammer},
 		{"Prefetch", Prefetch},
+		{"PrefetchGCRA", PrefetchGCRA},
 		{"ReserveAgainstModel", ReserveAgainstModel},
 		{"ReserveAtExactnessBound", ReserveAtExactnessBound},
 	} {
