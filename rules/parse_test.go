@@ -75,6 +75,22 @@ rules:
     degraded: local
 `, ratelimit.Rule{Name: "api", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 10, Window: time.Second, Burst: 20},
 			Degraded: ratelimit.DegradedLocal}},
+		{"gcra with Prefetch", `
+rules:
+  - name: api
+    kind: gcra
+    rate: 5000
+    window: 1s
+    prefetch: 20ms
+`, ratelimit.Rule{Name: "api", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 5000, Window: time.Second}, Prefetch: 20 * time.Millisecond}},
+		{"calendar quota with Prefetch", `
+rules:
+  - name: daily
+    kind: calendar-quota
+    rate: 100000
+    period: day
+    prefetch: 500ms
+`, ratelimit.Rule{Name: "daily", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: 100000, Period: ratelimit.Day}, Prefetch: 500 * time.Millisecond}},
 		{"gcra, durations below a second", `
 rules:
   - name: api
@@ -180,6 +196,7 @@ func TestParseErrors(t *testing.T) {
 		{"negative window: the library refuses", head + "    rate: 1\n    window: -1s\n", `line 2: ratelimit: invalid rule: rule "r": Window -1s is shorter than 1µs`, true},
 		{"unknown kind", head + "    kind: leaky-bucket\n    rate: 1\n    window: 1s\n", `line 3: rule "r": kind "leaky-bucket" is unknown (one of approximate, calendar-quota, concurrency, fixed-window, gcra, sliding-log)`, false},
 		{"concurrency with a TTL under 100ms: the library refuses", head + "    kind: concurrency\n    rate: 1\n    window: 50ms\n", `line 2: ratelimit: invalid rule: rule "r": Window 50ms, a lease's TTL, is shorter than 100ms`, true},
+		{"prefetch on concurrency: the library refuses", head + "    kind: concurrency\n    rate: 1\n    window: 1s\n    prefetch: 20ms\n", `line 2: ratelimit: invalid rule: rule "r": Prefetch is not for a concurrency rule`, true},
 		{"burst on concurrency", head + "    kind: concurrency\n    rate: 1\n    window: 1s\n    burst: 2\n", `line 6: rule "r": burst is not a field of kind concurrency`, false},
 		{"burst on a sliding log", head + "    rate: 1\n    window: 1s\n    burst: 2\n", `line 5: rule "r": burst is not a field of kind sliding-log`, false},
 		{"burst on an approximate rule", head + "    kind: approximate\n    rate: 1\n    window: 1s\n    burst: 2\n", `line 6: rule "r": burst is not a field of kind approximate`, false},
