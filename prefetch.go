@@ -410,7 +410,10 @@ func (l *Limiter) useGrant(conn *redisConn, g *grant, k lkey, n, now int64, res 
 }
 
 // awaitGrant waits until ch is closed (it reports true), ctx ends or
-// deadline passes.
+// deadline passes. A request that returned by then wins: a caller woken
+// late (its goroutine waited for a core behind busy ones) finds the
+// request returned and its timer fired together, and select would pick
+// one of them at random.
 func (l *Limiter) awaitGrant(ctx context.Context, ch <-chan struct{}, deadline time.Time) bool {
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
@@ -420,7 +423,12 @@ func (l *Limiter) awaitGrant(ctx context.Context, ch <-chan struct{}, deadline t
 	case <-ctx.Done():
 	case <-t.C:
 	}
-	return false
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // askGrant asks Redis for want slots of k's log at now under id, giving
