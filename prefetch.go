@@ -263,7 +263,7 @@ func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *p
 		backs, g.pending = []grantBack{g.pending}, grantBack{}
 	}
 	g.mu.Unlock()
-	l.askFor(ctx, conn, g, p, k, want+n, now, backs)
+	l.askFor(ctx, conn, g, p, k, want+n, l.localNow(), backs) // at the clock's reading after any wait
 	at = l.localNow()
 	g.mu.Lock()
 	if g.has(at, n) {
@@ -310,7 +310,7 @@ func (g *grant) demand() int64 { return max(g.prev, g.cur) }
 // asking is closed.
 func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *grant, p *plan, k lkey, want, now int64, backs []grantBack) {
 	id := l.member(l.seq.Add(1)) + "g"
-	sent := l.localNow()
+	sent := min(now, l.localNow()) // the grant's time: its slots are stamped no earlier than its end
 	got, count, none, ok := l.askGrant(ctx, conn, p, k, want, id, backs, now)
 	g.mu.Lock()
 	defer g.mu.Unlock()
