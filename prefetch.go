@@ -103,6 +103,22 @@ type grant struct {
 
 	asking  chan struct{} // closed when the request on its way returns
 	pending grantBack     // what the grant before this one left unused: goes back with the next request
+
+	// next is a grant that came while this one still had slots: its
+	// slots are used once this one's run out or lapse (see current), so
+	// that a request made ahead of need leaves none of them unused.
+	next nextGrant
+	// lat is the round trip of the pair's requests (µs, the process'
+	// clock, smoothed): the next grant is asked for while what is left
+	// lasts that long at the pair's rate (see useGrant). capSlots caps
+	// the slots a request asks for (see request); 0: none.
+	lat, capSlots int64
+}
+
+// nextGrant is a grant that waits for the live one to run out or lapse.
+type nextGrant struct {
+	id                  string
+	slots, until, count int64
 }
 
 // grantBack is what a process gives back of a grant: slots from .. to of
@@ -151,6 +167,59 @@ func (g *grant) has(now, n int64) bool {
 	return g.id != "" && now < g.until && g.slots-g.used >= n
 }
 
+// current makes the next grant live when the live one cannot serve n
+// events at now (it ran out or lapsed); what it left goes back with the
+// pair's next request (see retire). The caller holds g.mu.
+func (l *Limiter) current(g *grant, k lkey, now, n int64) {
+	if g.next.id == "" || g.has(now, n) {
+		return
+	}
+	l.retire(g, k)
+	nx := g.next
+	g.next = nextGrant{}
+	g.id, g.slots, g.used, g.until, g.count = nx.id, nx.slots, 0, nx.until, nx.count
+}
+
+// install makes a grant of slots (stamped until, the log's count before
+// them count) at now the pair's live one, or its next when the live one
+// still serves calls: its slots are then used after the live one's. The
+// caller holds g.mu.
+func (l *Limiter) install(g *grant, k lkey, id string, slots, until, count, now int64) {
+	if g.has(now, 1) {
+		if g.next.id != "" {
+			// A third grant (a pair asks once at a time, and not while a
+			// next one waits): the live one makes way.
+			l.current(g, k, g.until, 1)
+		}
+		if g.has(now, 1) {
+			g.next = nextGrant{id: id, slots: slots, until: until, count: count}
+			return
+		}
+	}
+	l.retire(g, k)
+	g.id, g.slots, g.used, g.until, g.count = id, slots, 0, until, count
+}
+
+// result is the Result of a call allowed from the live grant at now, its
+// slots counted used: Remaining is the log's count at the grant less
+// what this process used of it since; ResetAfter when the slot's stamp
+// leaves the window.
+func (g *grant) result(now int64) Result {
+	return Result{Allowed: true, Limit: int(g.p.rate), Remaining: int(max(0, g.p.rate-g.count-g.used)),
+		ResetAfter: time.Duration(g.p.window+g.until-now) * time.Microsecond}
+}
+
+// closeNext closes the next grant and returns what of it is unused: all.
+func (g *grant) closeNext(k lkey) (grantBack, bool) {
+	nx := g.next
+	if nx.id == "" {
+		return grantBack{}, false
+	}
+	g.next = nextGrant{}
+	g.local.unmirror(k, &g.p, nx.until, nx.slots)
+	return grantBack{k: k, p: g.p, id: nx.id, from: 1, to: nx.slots}, true
+}
+
 // leftover closes the grant and returns what of it is unused, if any.
 func (g *grant) leftover(k lkey) (grantBack, bool) {
 	b := grantBack{k: k, p: g.p, id: g.id, from: g.used + 1, to: g.slots}
@@ -162,11 +231,14 @@ func (g *grant) leftover(k lkey) (grantBack, bool) {
 	return b, unused
 }
 
-// drop closes the grant and returns what it owes Redis: what it and the
-// grant before it left unused.
+// drop closes the grant and returns what it owes Redis: what it, the next
+// one and the grant before it left unused.
 func (g *grant) drop(k lkey) []grantBack {
 	var out []grantBack
 	if b, ok := g.leftover(k); ok {
+		out = append(out, b)
+	}
+	if b, ok := g.closeNext(k); ok {
 		out = append(out, b)
 	}
 	if g.pending.id != "" {
@@ -192,6 +264,10 @@ func (l *Limiter) prefetched(ctx context.Context, conn *redisConn, r *Rule, p *p
 	case err != nil:
 	case res.Banned:
 		l.retire(g, k) // a ban stops this process' admits at once
+		if b, ok := g.closeNext(k); ok {
+			l.prefetch.backs.add(b, maxOwedSettles)
+			l.kickWriteBack()
+		}
 	case res.Allowed:
 		g.cur += n
 	}
@@ -220,6 +296,7 @@ func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *p
 	}
 	g.roll(now)
 	for {
+		l.current(g, k, at, n)
 		if g.has(at, n) {
 			l.useGrant(conn, g, k, n, at, res)
 			return PathPrefetch
@@ -262,10 +339,12 @@ func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *p
 	} else if g.pending.id != "" {
 		backs, g.pending = []grantBack{g.pending}, grantBack{}
 	}
+	want = g.ask(want) + n
 	g.mu.Unlock()
-	l.askFor(ctx, conn, g, p, k, want+n, l.localNow(), backs) // at the clock's reading after any wait
+	l.request(ctx, conn, g, p, k, want, backs)
 	at = l.localNow()
 	g.mu.Lock()
+	l.current(g, k, at, n)
 	if g.has(at, n) {
 		l.useGrant(conn, g, k, n, at, res)
 		return PathPrefetch
@@ -301,8 +380,20 @@ func (g *grant) reject(p *plan, at int64, res *Result) Path {
 }
 
 // demand is the pair's allowed events in the last Prefetch, its rate: a
-// grant holds at most that many slots (beside the call that asks).
+// grant holds at most that many slots (beside the call that asks; see
+// ask).
 func (g *grant) demand() int64 { return max(g.prev, g.cur) }
+
+// ask caps want, the slots a request asks for, at capSlots (see request):
+// a slot costs Redis a few µs (its ZADD member, its trim, its Lua string),
+// and a grant Redis takes longer to make than Prefetch lapses on its way
+// while the pair's calls wait for it. The caller holds g.mu.
+func (g *grant) ask(want int64) int64 {
+	if g.capSlots > 0 {
+		return max(1, min(want, g.capSlots))
+	}
+	return want
+}
 
 // askFor asks Redis at now for want slots of k's log into g, whose asking
 // the caller set, giving back backs (what earlier grants left); the grant
@@ -337,14 +428,13 @@ func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *grant, p *plan
 		return
 	}
 	g.noSlot, g.wanted = false, 0
-	l.retire(g, k)
-	g.id, g.slots, g.used, g.until, g.count = id, got, 0, sent+p.prefetch, count
+	l.install(g, k, id, got, sent+p.prefetch, count, l.localNow())
 	// The process' own count holds the grant's slots, stamped as Redis
 	// stamped them (its end): one entry for the grant instead of one a use,
 	// and no earlier than any use, so that the degraded share counts them
 	// a window after their uses at least. What goes back unused leaves it
 	// (leftover).
-	l.local.addEvents(k, p, g.until, got, "", false)
+	l.local.addEvents(k, p, sent+p.prefetch, got, "", false)
 	l.prefetch.grants.Add(1)
 	l.prefetch.granted.Add(uint64(got))
 	if l.closed.Load() {
@@ -383,16 +473,22 @@ func (l *Limiter) giveBackLater(g *grant, k lkey) {
 // Remaining is the log's count at the grant, less what this process used of
 // it since; ResetAfter when the slot's stamp leaves the window. When the
 // grant runs low (less than a quarter of the pair's demand left, or an
-// eighth of its Prefetch), this call asks for the next before it returns (it is allowed
-// already), so that the pair's other calls need not wait for it.
+// eighth of its Prefetch, or what is left lasts less than a request's
+// round trip at the pair's rate), and no next grant waits, this call asks
+// for the next before it returns (it is allowed already), so that the
+// pair's other calls need not wait for it: for the pair's demand less what
+// this grant still serves before it lapses, as the next one's slots are
+// used after this one's.
 func (l *Limiter) useGrant(conn *redisConn, g *grant, k lkey, n, now int64, res *Result) {
 	g.used += n
 	g.cur += n
 	p := g.p
-	*res = Result{Allowed: true, Limit: int(p.rate), Remaining: int(max(0, p.rate-g.count-g.used)),
-		ResetAfter: time.Duration(p.window+g.until-now) * time.Microsecond}
-	want := g.demand()
-	refresh := g.asking == nil && now >= g.full && (4*(g.slots-g.used) < want || 8*(g.until-now) < p.prefetch)
+	*res = g.result(now)
+	demand, left, rest := g.demand(), g.slots-g.used, g.until-now
+	serves := min(left, demand*rest/p.prefetch) // at the pair's rate, before it lapses
+	low := 4*left < demand || 8*rest < p.prefetch || serves*p.prefetch < g.lat*demand || rest < g.lat
+	want := g.ask(demand - serves)
+	refresh := g.asking == nil && g.next.id == "" && now >= g.full && low && want > 0
 	var backs []grantBack
 	if refresh {
 		g.asking = make(chan struct{})
@@ -405,8 +501,38 @@ func (l *Limiter) useGrant(conn *redisConn, g *grant, k lkey, n, now int64, res 
 	if refresh {
 		ctx, cancel := context.WithTimeout(context.Background(), l.set.Timeout)
 		defer cancel()
-		l.askFor(ctx, conn, g, &p, k, want, now, backs)
+		l.request(ctx, conn, g, &p, k, want, backs)
 	}
+}
+
+// minCapSlots is the least g.capSlots halves a request to.
+const minCapSlots = 64
+
+// request is askFor at the clock's reading now (after any wait, so that
+// the slots are stamped no earlier than the grant's end, its time plus
+// Prefetch), timed: g.lat learns its round trip, and g.capSlots halves
+// the request after a round trip longer than half of Prefetch (down to
+// minCapSlots), and doubles after one shorter than a quarter, until it no
+// longer caps (see ask).
+func (l *Limiter) request(ctx context.Context, conn *redisConn, g *grant, p *plan, k lkey, want int64, backs []grantBack) {
+	sent := l.localNow()
+	l.askFor(ctx, conn, g, p, k, want, sent, backs)
+	rt := max(0, l.localNow()-sent)
+	g.mu.Lock()
+	switch {
+	case 2*rt > p.prefetch:
+		g.capSlots = max(minCapSlots, want/2)
+	case 4*rt < p.prefetch && g.capSlots > 0:
+		if g.capSlots *= 2; g.capSlots > 1<<40 {
+			g.capSlots = 0
+		}
+	}
+	if g.lat == 0 {
+		g.lat = rt
+	} else {
+		g.lat = (3*g.lat + rt) / 4
+	}
+	g.mu.Unlock()
 }
 
 // awaitGrant waits until ch is closed (it reports true), ctx ends or
