@@ -98,8 +98,10 @@ type grant struct {
 	retryAt, resetAt, knocked, wanted int64
 
 	// The pair's allowed events in the current Prefetch-long bucket of
-	// the process' clock and in the one before it.
+	// the process' clock and in the one before it, and the events of its
+	// calls that waited for a grant on its way in them (see demand).
 	bucket, cur, prev int64
+	waits, waitsPrev  int64
 
 	asking  chan struct{} // closed when the request on its way returns
 	pending grantBack     // what the grant before this one left unused: goes back with the next request
@@ -113,6 +115,20 @@ type grant struct {
 	// lasts that long at the pair's rate (see useGrant). capSlots caps
 	// the slots a request asks for (see request); 0: none.
 	lat, capSlots int64
+
+	// queue holds the calls that wait for the request on its way, first
+	// come first: the grant it brings serves them before any other call
+	// (see serve).
+	queue []*grantWaiter
+}
+
+// grantWaiter is a call waiting for a request on its way: n events; done
+// when the grant it brought served it (res is its Result), gone when it
+// stopped waiting.
+type grantWaiter struct {
+	n          int64
+	done, gone bool
+	res        Result
 }
 
 // nextGrant is a grant that waits for the live one to run out or lapse.
@@ -157,8 +173,10 @@ func (g *grant) roll(now int64) {
 	switch b := floorDiv(now, g.p.prefetch); {
 	case b == g.bucket+1:
 		g.bucket, g.prev, g.cur = b, g.cur, 0
+		g.waitsPrev, g.waits = g.waits, 0
 	case b > g.bucket:
 		g.bucket, g.prev, g.cur = b, 0, 0
+		g.waitsPrev, g.waits = 0, 0
 	}
 }
 
@@ -183,7 +201,8 @@ func (l *Limiter) current(g *grant, k lkey, now, n int64) {
 // install makes a grant of slots (stamped until, the log's count before
 // them count) at now the pair's live one, or its next when the live one
 // still serves calls: its slots are then used after the live one's. The
-// caller holds g.mu.
+// grant it makes live serves the calls that waited for it first (see
+// serve). The caller holds g.mu.
 func (l *Limiter) install(g *grant, k lkey, id string, slots, until, count, now int64) {
 	if g.has(now, 1) {
 		if g.next.id != "" {
@@ -198,6 +217,28 @@ func (l *Limiter) install(g *grant, k lkey, id string, slots, until, count, now 
 	}
 	l.retire(g, k)
 	g.id, g.slots, g.used, g.until, g.count = id, slots, 0, until, count
+	l.serve(g, now)
+}
+
+// serve allows, from the live grant at now, the calls that waited for it,
+// first come first, while it holds their slots: each is decided at the
+// grant's coming, at a reading of the clock after its wait. Those it
+// cannot serve wake and try again. The caller holds g.mu.
+func (l *Limiter) serve(g *grant, now int64) {
+	for _, w := range g.queue {
+		if w.gone || w.done {
+			continue
+		}
+		if !g.has(now, w.n) {
+			break
+		}
+		g.used += w.n
+		g.cur += w.n
+		w.done = true
+		w.res = g.result(now)
+		l.prefetch.used.Add(uint64(w.n))
+	}
+	g.queue = nil
 }
 
 // result is the Result of a call allowed from the live grant at now, its
@@ -305,15 +346,28 @@ func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *p
 		if ch == nil {
 			break
 		}
-		g.mu.Unlock()
+		// A request is on its way: the grant it brings serves this call
+		// as it comes, after the calls that waited before it.
+		w := &grantWaiter{n: n}
+		g.queue = append(g.queue, w)
 		if deadline.IsZero() {
+			g.waits += n
 			deadline = time.Now().Add(l.set.Timeout)
 		}
-		if !l.awaitGrant(ctx, ch, deadline) {
-			return PathNone
-		}
+		g.mu.Unlock()
+		came := l.awaitGrant(ctx, ch, deadline)
 		at = l.localNow()
 		g.mu.Lock()
+		if w.done {
+			*res = w.res
+			g.mu.Unlock()
+			return PathPrefetch
+		}
+		w.gone = true
+		if !came {
+			g.mu.Unlock()
+			return PathNone
+		}
 	}
 	want := g.demand()
 	if at < g.full { // no slot was free a moment ago
@@ -332,7 +386,10 @@ func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *p
 	if at >= g.until {
 		l.retire(g, k) // what the lapsed grant left goes back with this request
 	}
-	g.asking = make(chan struct{})
+	// This call is the first its own grant serves (see serve), before the
+	// calls that wait for it.
+	w := &grantWaiter{n: n}
+	g.asking, g.queue = make(chan struct{}), []*grantWaiter{w}
 	var backs []grantBack
 	if at >= g.until {
 		backs = g.drop(k) // a lapsed grant's slots go back with the request
@@ -344,11 +401,12 @@ func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *p
 	l.request(ctx, conn, g, p, k, want, backs)
 	at = l.localNow()
 	g.mu.Lock()
-	l.current(g, k, at, n)
-	if g.has(at, n) {
-		l.useGrant(conn, g, k, n, at, res)
+	if w.done {
+		*res = w.res
+		g.mu.Unlock()
 		return PathPrefetch
 	}
+	w.gone = true
 	if at < g.full {
 		return g.reject(p, at, res)
 	}
@@ -379,10 +437,12 @@ func (g *grant) reject(p *plan, at int64, res *Result) Path {
 	return PathShield
 }
 
-// demand is the pair's allowed events in the last Prefetch, its rate: a
-// grant holds at most that many slots (beside the call that asks; see
-// ask).
-func (g *grant) demand() int64 { return max(g.prev, g.cur) }
+// demand is the pair's allowed events in the last Prefetch, its rate, or
+// the events of its calls that waited for a grant in it, when more (they
+// were not allowed while they waited, and are calls of the pair all the
+// same): a grant holds at most that many slots (beside the call that
+// asks; see ask).
+func (g *grant) demand() int64 { return max(g.prev, g.cur, g.waitsPrev, g.waits) }
 
 // ask caps want, the slots a request asks for, at capSlots (see request):
 // a slot costs Redis a few µs (its ZADD member, its trim, its Lua string),
@@ -491,7 +551,7 @@ func (l *Limiter) useGrant(conn *redisConn, g *grant, k lkey, n, now int64, res 
 	refresh := g.asking == nil && g.next.id == "" && now >= g.full && low && want > 0
 	var backs []grantBack
 	if refresh {
-		g.asking = make(chan struct{})
+		g.asking, g.queue = make(chan struct{}), nil
 		if g.pending.id != "" {
 			backs, g.pending = []grantBack{g.pending}, grantBack{}
 		}

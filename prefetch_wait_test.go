@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,5 +59,84 @@ func TestPrefetchNextGrantWaits(t *testing.T) {
 	g.mu.Unlock()
 	if st := l.Stats(); st.PrefetchSlotsReturned != 0 || st.PrefetchSlotsUsed != uint64(1+left+1) {
 		t.Errorf("Stats: %d slots used, %d returned; want %d used, none returned", st.PrefetchSlotsUsed, st.PrefetchSlotsReturned, 1+left+1)
+	}
+}
+
+// TestPrefetchWaitersTakeIncomingGrant: calls that find no slot while a
+// request is on its way wait for it, and the grant it brings serves them as
+// it comes, first come first, before any other call: the first three of
+// five waiters are allowed from a grant of three (Remaining falling in the
+// order they came, PathPrefetch), the other two wake and ask for their
+// own. PrefetchSlotsUsed counts every slot used exactly once, and never
+// more than granted.
+func TestPrefetchWaitersTakeIncomingGrant(t *testing.T) {
+	mr := miniredis.RunT(t)
+	at := time.Unix(1_700_000_000, 0)
+	var mu sync.Mutex
+	paths := map[Path]int{}
+	l := fleetLimiter(t, mr, "pfwait:", at, func(o *Options) {
+		o.OnDecision = func(d Decision) { mu.Lock(); paths[d.Path]++; mu.Unlock() }
+	})
+	rule := Rule{Name: "w", Limit: Limit{Rate: 100, Window: time.Second}, Prefetch: 50 * time.Millisecond}
+	ctx := context.Background()
+	g, k := hotPair(t, l, rule)
+	// The live grant is gone, and a request is on its way (this test's).
+	g.mu.Lock()
+	l.giveBackLater(g, k)
+	ch := make(chan struct{})
+	g.asking, g.queue = ch, nil
+	p := g.p
+	g.mu.Unlock()
+	before := l.Stats()
+
+	const waiters = 5
+	results := make([]Result, waiters)
+	var wg sync.WaitGroup
+	for i := range waiters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := l.Allow(ctx, rule, "k")
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+			}
+			results[i] = r
+		}()
+		waitFor(t, "the waiter in the queue", func() bool {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			return len(g.queue) == i+1
+		})
+	}
+	// The request returns with three slots.
+	l.askFor(ctx, l.conn.Load(), g, &p, k, 3, at.UnixMicro(), nil)
+	wg.Wait()
+
+	after := l.Stats()
+	if got := after.PrefetchSlotsGranted - before.PrefetchSlotsGranted; got < 3 {
+		t.Fatalf("%d slots granted, want the 3 of the test's request at least", got)
+	}
+	first := results[0].Remaining
+	for i, r := range results {
+		if !r.Allowed {
+			t.Errorf("waiter %d = %+v, want allowed", i, r)
+		}
+		if i < 3 && r.Remaining != first-i {
+			t.Errorf("waiter %d's Remaining = %d, want %d: served in the order they came", i, r.Remaining, first-i)
+		}
+	}
+	used := after.PrefetchSlotsUsed - before.PrefetchSlotsUsed
+	if used != waiters {
+		t.Errorf("PrefetchSlotsUsed rose by %d, want %d", used, waiters)
+	}
+	mu.Lock()
+	if paths[PathPrefetch] != 1+waiters {
+		t.Errorf("%d decisions on path prefetch, want %d: %v", paths[PathPrefetch], 1+waiters, paths)
+	}
+	mu.Unlock()
+	l.Close()
+	st := l.Stats()
+	if st.PrefetchSlotsUsed+st.PrefetchSlotsReturned != st.PrefetchSlotsGranted {
+		t.Errorf("after Close: %d slots granted, %d used, %d returned", st.PrefetchSlotsGranted, st.PrefetchSlotsUsed, st.PrefetchSlotsReturned)
 	}
 }
