@@ -547,8 +547,9 @@ func (l *Limiter) useGrant(conn *redisConn, g *grant, k lkey, n, now int64, res 
 	demand, left, rest := g.demand(), g.slots-g.used, g.until-now
 	serves := min(left, demand*rest/p.prefetch) // at the pair's rate, before it lapses
 	low := 4*left < demand || 8*rest < p.prefetch || serves*p.prefetch < g.lat*demand || rest < g.lat
-	want := g.ask(demand - serves)
+	want := demand - serves
 	refresh := g.asking == nil && g.next.id == "" && now >= g.full && low && want > 0
+	want = g.ask(want)
 	var backs []grantBack
 	if refresh {
 		g.asking, g.queue = make(chan struct{}), nil
