@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -147,4 +148,69 @@ func BenchmarkAllowDegraded(b *testing.B) {
 		b.Fatal("the decision after Redis closed was not degraded")
 	}
 	runAllowG(b, l, benchPlain, benchKeyNames, 16)
+}
+
+// BenchmarkPrefetchHotKey measures Allow on one allowed hot key of a rule
+// with Prefetch 20ms (benchmarks/cmd/compare's case P) from 1, 16 and 256
+// goroutines, each making its share of b.N calls, on redis-server: the one
+// RATELIMIT_BENCH_REDIS names (host:port, FLUSHALLed first; so that it may
+// run pinned to another core than the benchmark), or one of its own. For
+// profiles of the prefetched path (-cpuprofile, -mutexprofile).
+func BenchmarkPrefetchHotKey(b *testing.B) {
+	if !testkit.HaveRedis(b) {
+		b.Skip("no redis-server")
+	}
+	addr := os.Getenv("RATELIMIT_BENCH_REDIS")
+	if addr == "" {
+		addr = redistest.Start(b, redistest.Options{}).Addr()
+	}
+	rule := ratelimit.Rule{Name: "p", Limit: ratelimit.Limit{Rate: 10_000_000, Window: 10 * time.Second}, Prefetch: 20 * time.Millisecond}
+	for _, g := range []int{1, 16, 256} {
+		b.Run("g="+strconv.Itoa(g), func(b *testing.B) {
+			c := testkit.NewClient(b, addr)
+			if err := c.Do(context.Background(), c.B().Flushall().Build()).Error(); err != nil {
+				b.Fatal(err)
+			}
+			l := testkit.NewLimiter(b, c, benchOptions())
+			ctx := context.Background()
+			var degraded atomic.Int64
+			var wg sync.WaitGroup
+			b.ReportAllocs()
+			b.ResetTimer()
+			for w := range g {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range b.N/g + btoi(w < b.N%g) {
+						r, err := l.Allow(ctx, rule, "hot")
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						if r.Degraded {
+							degraded.Add(1)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			if n := degraded.Load(); n > 0 {
+				b.Logf("%d of %d decisions were degraded", n, b.N)
+			}
+			l.Close() // before the next run's FLUSHALL: a fleet of two would see Redis' data lost
+			st := l.Stats()
+			b.ReportMetric(float64(st.PrefetchSlotsUsed)/float64(b.N), "prefetched/op")
+			b.ReportMetric(float64(st.PrefetchGrants), "grants")
+			b.ReportMetric(float64(st.PrefetchSlotsGranted)/float64(b.N), "granted/op")
+			b.ReportMetric(float64(st.PrefetchSlotsReturned)/float64(b.N), "returned/op")
+		})
+	}
+}
+
+func btoi(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
 }

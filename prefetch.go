@@ -111,11 +111,46 @@ type grant struct {
 	retryAt, resetAt, knocked, wanted int64
 
 	// The pair's allowed events in the current Prefetch-long bucket of
-	// the process' clock and in the one before it.
+	// the process' clock and in the one before it, and the events of its
+	// calls that waited for a grant on its way in them (see demand).
 	bucket, cur, prev int64
+	waits, waitsPrev  int64
 
 	asking  chan struct{} // closed when the request on its way returns
 	pending grantBack     // what the grant before this one left unused: goes back with the next request
+
+	// next is a grant that came while this one still had slots: its
+	// slots are used once this one's run out or lapse (see current), so
+	// that a request made ahead of need leaves none of them unused.
+	next nextGrant
+	// lat is the round trip of the pair's requests (µs, the process'
+	// clock, smoothed): the next grant is asked for while what is left
+	// lasts that long at the pair's rate (see useGrant). capSlots caps
+	// the slots a request asks for (see request); 0: none.
+	lat, capSlots int64
+
+	// queue holds the calls that wait for the request on its way, first
+	// come first: the grant it brings serves them before any other call
+	// (see serve).
+	queue []*grantWaiter
+}
+
+// grantWaiter is a call waiting for a request on its way: n events; done
+// when the grant it brought served it (res is its Result), gone when it
+// stopped waiting.
+type grantWaiter struct {
+	n          int64
+	done, gone bool
+	res        Result
+}
+
+// nextGrant is a grant that waits for the live one to run out or lapse:
+// the grant's fields as they are when it is live, and the plan it was
+// made under.
+type nextGrant struct {
+	p                                    plan
+	id                                   string
+	slots, until, count, at, mark, empty int64
 }
 
 // grantBack is what a process gives back of a grant: slots from .. to of
@@ -163,14 +198,98 @@ func (g *grant) roll(now int64) {
 	switch b := floorDiv(now, g.p.prefetch); {
 	case b == g.bucket+1:
 		g.bucket, g.prev, g.cur = b, g.cur, 0
+		g.waitsPrev, g.waits = g.waits, 0
 	case b > g.bucket:
 		g.bucket, g.prev, g.cur = b, 0, 0
+		g.waitsPrev, g.waits = 0, 0
 	}
 }
 
 // has reports whether n slots are usable at now.
 func (g *grant) has(now, n int64) bool {
 	return g.id != "" && now < g.until && g.slots-g.used >= n
+}
+
+// current makes the next grant live when the live one cannot serve n
+// events at now (it ran out or lapsed); what it left goes back with the
+// pair's next request (see retire). The caller holds g.mu.
+func (l *Limiter) current(g *grant, k lkey, now, n int64) {
+	if g.next.id == "" || g.has(now, n) {
+		return
+	}
+	l.retire(g, k)
+	nx := g.next
+	g.next = nextGrant{}
+	g.live(nx)
+}
+
+// live makes nx the live grant, none of its slots used. The caller holds
+// g.mu and retired the live one.
+func (g *grant) live(nx nextGrant) {
+	g.p, g.id, g.slots, g.used, g.until, g.count = nx.p, nx.id, nx.slots, 0, nx.until, nx.count
+	g.at, g.mark, g.empty = nx.at, nx.mark, nx.empty
+}
+
+// install makes the grant nx at now the pair's live one, or its next when
+// the live one still serves calls: its slots are then used after the live
+// one's. The grant it makes live serves the calls that waited for it first
+// (see serve). The caller holds g.mu.
+func (l *Limiter) install(g *grant, k lkey, nx nextGrant, now int64) {
+	if g.has(now, 1) {
+		if g.next.id != "" {
+			// A third grant (a pair asks once at a time, and not while a
+			// next one waits): the live one makes way.
+			l.current(g, k, g.until, 1)
+		}
+		if g.has(now, 1) {
+			g.next = nx
+			return
+		}
+	}
+	l.retire(g, k)
+	g.live(nx)
+	l.serve(g, now)
+}
+
+// serve allows, from the live grant at now, the calls that waited for it,
+// first come first, while it holds their slots: each is decided at the
+// grant's coming, at a reading of the clock after its wait. Those it
+// cannot serve wake and try again. The caller holds g.mu.
+func (l *Limiter) serve(g *grant, now int64) {
+	for _, w := range g.queue {
+		if w.gone || w.done {
+			continue
+		}
+		if !g.has(now, w.n) {
+			break
+		}
+		g.used += w.n
+		g.cur += w.n
+		w.done = true
+		w.res = g.result(now)
+		l.prefetch.used.Add(uint64(w.n))
+	}
+	g.queue = nil
+}
+
+// result is the Result of a call allowed from the live grant at now, its
+// slots counted used: Remaining is the meter's count at the grant less
+// what this process used of it since; ResetAfter when the meter is empty
+// if nothing else comes (a log: when the slots' stamp leaves the window).
+func (g *grant) result(now int64) Result {
+	return Result{Allowed: true, Limit: int(g.p.rate), Remaining: int(max(0, g.p.rate-g.count-g.used)),
+		ResetAfter: time.Duration(g.empty-now) * time.Microsecond}
+}
+
+// closeNext closes the next grant and returns what of it is unused: all.
+func (g *grant) closeNext(k lkey) (grantBack, bool) {
+	nx := g.next
+	if nx.id == "" {
+		return grantBack{}, false
+	}
+	g.next = nextGrant{}
+	g.local.unmirror(k, &nx.p, nx.until-1, nx.slots)
+	return grantBack{k: k, p: nx.p, id: nx.id, from: 1, to: nx.slots, at: nx.at, mark: nx.mark}, true
 }
 
 // leftover closes the grant and returns what of it goes back to Redis, if
@@ -190,11 +309,14 @@ func (g *grant) leftover(k lkey) (grantBack, bool) {
 	return b, unused || b.p.keepsRecords()
 }
 
-// drop closes the grant and returns what it owes Redis: what it and the
-// grant before it left unused.
+// drop closes the grant and returns what it owes Redis: what it, the next
+// one and the grant before it left unused.
 func (g *grant) drop(k lkey) []grantBack {
 	var out []grantBack
 	if b, ok := g.leftover(k); ok {
+		out = append(out, b)
+	}
+	if b, ok := g.closeNext(k); ok {
 		out = append(out, b)
 	}
 	if g.pending.id != "" {
@@ -220,6 +342,10 @@ func (l *Limiter) prefetched(ctx context.Context, conn *redisConn, r *Rule, p *p
 	case err != nil:
 	case res.Banned:
 		l.retire(g, k) // a ban stops this process' admits at once
+		if b, ok := g.closeNext(k); ok {
+			l.prefetch.backs.add(b, maxOwedSettles)
+			l.kickWriteBack()
+		}
 	case res.Allowed:
 		g.cur += n
 	}
@@ -248,6 +374,7 @@ func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *p
 	}
 	g.roll(now)
 	for {
+		l.current(g, k, at, n)
 		if g.has(at, n) {
 			l.useGrant(conn, g, k, n, at, res)
 			return PathPrefetch
@@ -256,15 +383,28 @@ func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *p
 		if ch == nil {
 			break
 		}
-		g.mu.Unlock()
+		// A request is on its way: the grant it brings serves this call
+		// as it comes, after the calls that waited before it.
+		w := &grantWaiter{n: n}
+		g.queue = append(g.queue, w)
 		if deadline.IsZero() {
+			g.waits += n
 			deadline = time.Now().Add(l.set.Timeout)
 		}
-		if !l.awaitGrant(ctx, ch, deadline) {
-			return PathNone
-		}
+		g.mu.Unlock()
+		came := l.awaitGrant(ctx, ch, deadline)
 		at = l.localNow()
 		g.mu.Lock()
+		if w.done {
+			*res = w.res
+			g.mu.Unlock()
+			return PathPrefetch
+		}
+		w.gone = true
+		if !came {
+			g.mu.Unlock()
+			return PathNone
+		}
 	}
 	want := g.demand()
 	if at < g.full { // no slot was free a moment ago
@@ -280,7 +420,10 @@ func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *p
 		g.mu.Unlock()
 		return PathNone
 	}
-	g.asking = make(chan struct{})
+	// This call is the first its own grant serves (see serve), before the
+	// calls that wait for it.
+	w := &grantWaiter{n: n}
+	g.asking, g.queue = make(chan struct{}), []*grantWaiter{w}
 	var backs []grantBack
 	if at >= g.until {
 		// What the lapsed grant left, and what the one before it left,
@@ -290,14 +433,17 @@ func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *p
 	} else if g.pending.id != "" {
 		backs, g.pending = []grantBack{g.pending}, grantBack{}
 	}
+	want = g.ask(want) + n
 	g.mu.Unlock()
-	l.askFor(ctx, conn, g, p, k, want+n, at, backs) // at: after any wait
+	l.request(ctx, conn, g, p, k, want, backs)
 	at = l.localNow()
 	g.mu.Lock()
-	if g.has(at, n) {
-		l.useGrant(conn, g, k, n, at, res)
+	if w.done {
+		*res = w.res
+		g.mu.Unlock()
 		return PathPrefetch
 	}
+	w.gone = true
 	if at < g.full {
 		return g.reject(p, at, res)
 	}
@@ -328,17 +474,35 @@ func (g *grant) reject(p *plan, at int64, res *Result) Path {
 	return PathShield
 }
 
-// demand is the pair's allowed events in the last Prefetch, its rate: a
-// grant holds at most that many slots (beside the call that asks).
-func (g *grant) demand() int64 { return max(g.prev, g.cur) }
+// demand is the pair's allowed events in the last Prefetch, its rate, or
+// the events of its calls that waited for a grant in it, when more (they
+// were not allowed while they waited, and are calls of the pair all the
+// same): a grant holds at most that many slots (beside the call that
+// asks; see ask).
+func (g *grant) demand() int64 { return max(g.prev, g.cur, g.waitsPrev, g.waits) }
 
-// askFor asks Redis at now for want slots of k's log into g, whose asking
-// the caller set, giving back backs (what earlier grants left); the grant
-// replaces g's, whose unused slots go back with the next request, and
-// asking is closed.
+// ask caps want, the slots a request asks for, at capSlots (see request):
+// a slot costs Redis a few µs (its ZADD member, its trim, its Lua string),
+// and a grant Redis takes longer to make than Prefetch lapses on its way
+// while the pair's calls wait for it. The caller holds g.mu.
+func (g *grant) ask(want int64) int64 {
+	if g.capSlots > 0 {
+		return max(1, min(want, g.capSlots))
+	}
+	return want
+}
+
+// askFor asks Redis at now for want slots of k's meter into g, whose
+// asking the caller set, giving back backs (what earlier grants left); the
+// grant becomes g's live one or its next (see install), and asking is
+// closed.
 func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *grant, p *plan, k lkey, want, now int64, backs []grantBack) {
 	id := l.member(l.seq.Add(1)) + "g"
-	sent := l.localNow()
+	// The grant's time: Redis' usable and empty run from the time it
+	// took the slots at, its TIME, no earlier than the clock's reading
+	// as the request leaves; or, when the process sends its own time
+	// (Options.Clock, a quota's period), now, which may be earlier.
+	sent := min(now, l.localNow())
 	rep, ok := l.askGrant(ctx, conn, p, k, want, id, backs, now)
 	got, none := rep.got, rep.none
 	g.mu.Lock()
@@ -366,19 +530,8 @@ func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *grant, p *plan
 		return
 	}
 	g.noSlot, g.wanted = false, 0
-	l.retire(g, k)
-	// Redis' usable and empty run from the time it took the slots at: its
-	// TIME, no earlier than sent; or, when the process sends its own time
-	// (Options.Clock, a quota's period), now, which is earlier than sent
-	// when the call waited for another's request before it asked: measured
-	// from sent, the grant would run past the slots' stamp, or past the end
-	// of the window or period they were taken in.
-	from := sent
-	if l.sendsNow(p.alg.rules.timed()) {
-		from = min(sent, now)
-	}
-	g.p, g.id, g.slots, g.used, g.until, g.count = *p, id, got, 0, from+rep.usable, rep.count
-	g.at, g.mark, g.empty = rep.at, rep.mark, from+rep.empty
+	nx := nextGrant{p: *p, id: id, slots: got, until: sent + rep.usable, count: rep.count,
+		at: rep.at, mark: rep.mark, empty: sent + rep.empty}
 	if rep.pace > 0 {
 		// Redis granted less than was asked of a meter that frees room
 		// continuously: the next request waits, so that it finds more
@@ -391,14 +544,15 @@ func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *grant, p *plan
 			g.full = min(g.full, sent+max(sm, p.prefetch))
 		}
 		g.noSlot = !p.penalize && l.set.ShieldMax >= 0
-		g.resetAt, g.wanted = g.empty, want
+		g.resetAt, g.wanted = nx.empty, want
 	}
+	l.install(g, k, nx, l.localNow())
 	// The process' own count holds the grant's slots, stamped at the
 	// grant's last instant: one entry for the grant instead of one a use,
 	// no earlier than any use (so that the degraded share counts them a
 	// window after their uses at least), and in the window or period
 	// Redis took them in. What goes back unused leaves it (leftover).
-	l.local.addEvents(k, p, g.until-1, got, "", false)
+	l.local.addEvents(k, p, nx.until-1, got, "", false)
 	l.prefetch.grants.Add(1)
 	l.prefetch.granted.Add(uint64(got))
 	if l.closed.Load() {
@@ -433,24 +587,30 @@ func (l *Limiter) giveBackLater(g *grant, k lkey) {
 
 // useGrant allows the call for n events at now from g into res (the
 // process' own count holds the grant's slots already: see askFor), and
-// unlocks g. Remaining is the meter's count at the grant, less what this
-// process used of it since; ResetAfter is when the meter is empty if
-// nothing else comes (a log: when the slots' stamp leaves the window).
-// When the grant runs low (less than a quarter of the pair's demand left,
-// or an eighth of its Prefetch), this call asks for the next before it
-// returns (it is allowed already), so that the pair's other calls need not
-// wait for it.
+// unlocks g.
+// Remaining is the log's count at the grant, less what this process used of
+// it since; ResetAfter when the slot's stamp leaves the window. When the
+// grant runs low (less than a quarter of the pair's demand left, or an
+// eighth of its Prefetch, or what is left lasts less than a request's
+// round trip at the pair's rate), and no next grant waits, this call asks
+// for the next before it returns (it is allowed already), so that the
+// pair's other calls need not wait for it: for the pair's demand less what
+// this grant still serves before it lapses, as the next one's slots are
+// used after this one's.
 func (l *Limiter) useGrant(conn *redisConn, g *grant, k lkey, n, now int64, res *Result) {
 	g.used += n
 	g.cur += n
 	p := g.p
-	*res = Result{Allowed: true, Limit: int(p.rate), Remaining: int(max(0, p.rate-g.count-g.used)),
-		ResetAfter: time.Duration(g.empty-now) * time.Microsecond}
-	want := g.demand()
-	refresh := g.asking == nil && now >= g.full && (4*(g.slots-g.used) < want || 8*(g.until-now) < p.prefetch)
+	*res = g.result(now)
+	demand, left, rest := g.demand(), g.slots-g.used, g.until-now
+	serves := min(left, demand*rest/p.prefetch) // at the pair's rate, before it lapses
+	low := 4*left < demand || 8*rest < p.prefetch || serves*p.prefetch < g.lat*demand || rest < g.lat
+	want := demand - serves
+	refresh := g.asking == nil && g.next.id == "" && now >= g.full && low && want > 0
+	want = g.ask(want)
 	var backs []grantBack
 	if refresh {
-		g.asking = make(chan struct{})
+		g.asking, g.queue = make(chan struct{}), nil
 		if g.pending.id != "" {
 			backs, g.pending = []grantBack{g.pending}, grantBack{}
 		}
@@ -460,12 +620,45 @@ func (l *Limiter) useGrant(conn *redisConn, g *grant, k lkey, n, now int64, res 
 	if refresh {
 		ctx, cancel := context.WithTimeout(context.Background(), l.set.Timeout)
 		defer cancel()
-		l.askFor(ctx, conn, g, &p, k, want, now, backs)
+		l.request(ctx, conn, g, &p, k, want, backs)
 	}
 }
 
+// minCapSlots is the least g.capSlots halves a request to.
+const minCapSlots = 64
+
+// request is askFor at the clock's reading now (after any wait, so that
+// the slots are stamped no earlier than the grant's end, its time plus
+// Prefetch), timed: g.lat learns its round trip, and g.capSlots halves
+// the request after a round trip longer than half of Prefetch (down to
+// minCapSlots), and doubles after one shorter than a quarter, until it no
+// longer caps (see ask).
+func (l *Limiter) request(ctx context.Context, conn *redisConn, g *grant, p *plan, k lkey, want int64, backs []grantBack) {
+	sent := l.localNow()
+	l.askFor(ctx, conn, g, p, k, want, sent, backs)
+	rt := max(0, l.localNow()-sent)
+	g.mu.Lock()
+	switch {
+	case 2*rt > p.prefetch:
+		g.capSlots = max(minCapSlots, want/2)
+	case 4*rt < p.prefetch && g.capSlots > 0:
+		if g.capSlots *= 2; g.capSlots > 1<<40 {
+			g.capSlots = 0
+		}
+	}
+	if g.lat == 0 {
+		g.lat = rt
+	} else {
+		g.lat = (3*g.lat + rt) / 4
+	}
+	g.mu.Unlock()
+}
+
 // awaitGrant waits until ch is closed (it reports true), ctx ends or
-// deadline passes.
+// deadline passes. A request that returned by then wins: a caller woken
+// late (its goroutine waited for a core behind busy ones) finds the
+// request returned and its timer fired together, and select would pick
+// one of them at random.
 func (l *Limiter) awaitGrant(ctx context.Context, ch <-chan struct{}, deadline time.Time) bool {
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
@@ -475,7 +668,12 @@ func (l *Limiter) awaitGrant(ctx context.Context, ch <-chan struct{}, deadline t
 	case <-ctx.Done():
 	case <-t.C:
 	}
-	return false
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // grantReply is what Redis answered a request for slots (lua/grant.lua):

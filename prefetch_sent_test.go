@@ -117,21 +117,22 @@ func TestPrefetchUsableFromTheGrantsTime(t *testing.T) {
 		a, b := twoOn(t, clk)
 		mustAllow(t, a, rule, 1, true)
 		mustAllow(t, a, rule, 1, true)
-		// Three slots stamped epoch + 20ms; the request sent at epoch + 3ms.
+		// The call reads epoch; its request leaves at epoch + 3ms, at a
+		// reading after its wait, which Redis stamps the three slots
+		// from: epoch + 23ms, usable until then.
 		clk.arm(step)
 		mustAllow(t, a, rule, 1, true)
-		// After the slots' stamp: not from them. (A new grant, stamped
-		// 41ms, whose unused slots Close gives back.)
+		// Before the slots' stamp: from them.
 		clk.set(epoch.Add(21 * time.Millisecond))
 		mustAllow(t, a, rule, 1, true)
-		a.Close()
-		// A window after the slots' stamp the log holds that call alone: 9
-		// fit, not 10 (10 would be 11 in [21ms, 1.021s)).
+		a.Close() // the third slot goes back
+		// A window after epoch + 20ms the log holds the two slots used,
+		// stamped 23ms, no earlier than their uses: 8 fit, not 9.
 		clk.set(epoch.Add(time.Second + 20*time.Millisecond))
-		if r, _ := b.AllowN(ctx, rule, "k", 10); r.Allowed {
-			t.Errorf("10 allowed a window after the slots' stamp, with a call 1ms after the stamp in the window: a slot was used after its stamp")
+		if r, _ := b.AllowN(ctx, rule, "k", 9); r.Allowed {
+			t.Errorf("9 allowed at 1.02s: the slots used at 3ms and 21ms were stamped before 20ms, earlier than a use")
 		}
-		mustAllow(t, b, rule, 9, true)
+		mustAllow(t, b, rule, 8, true)
 	})
 }
 
