@@ -25,12 +25,16 @@ import (
 // at once). A call the own count finds full goes only when no other call
 // of the pair flies: their landing may free the count, or cache a
 // rejection. A rejection leaves one seat: one call probes, when the own
-// count says a slot frees. An allowed call leaves as many seats as Redis
-// says remain, at least one; when that is more than half the rule, and no
-// call flies or waits, the pair is no longer crowded and its crowd is
-// dropped. So while demand exceeds the rule a freed slot costs Redis at
-// most two calls (the call it allows, and a probe that finds the key full
-// again, cached by the shield), whatever the crowd.
+// count says a slot frees. An allowed call that leaves the pair full, on
+// Redis and by the own count, caches the rejection the next call would get
+// (see shieldFull) and lands as that rejection would. Any other allowed
+// call leaves as many seats as Redis says remain, at least one; when that
+// is more than half the rule, and no call flies or waits, the pair is no
+// longer crowded and its crowd is dropped. So while demand exceeds the
+// rule a freed slot costs Redis one call, the one it allows, and at most
+// one more, a probe that finds the key full again (cached by the shield),
+// when the allowed call's landing could not tell (calls of the shard on
+// their way, another process' events), whatever the crowd.
 //
 // A call waits at most half of Options.Timeout for a seat, counted from its
 // start; it then goes to Redis without one, so that no call takes more than
@@ -113,8 +117,9 @@ func (c *crowd) wakeAll() {
 
 // land notes that a call of k landed: with a seat when hd says so, and on
 // Redis when d is not nil, in which case Redis' answer sets the seats: one
-// after a rejection (which gathers a crowd for a call that queues), what
-// remains after an allowed call (rate - count).
+// after a rejection (which gathers a crowd for a call that queues; record
+// lands an allowed call that left the pair full as one), what remains
+// after an allowed call (rate - count).
 // After a rejection every waiting call looks again (the shield may answer
 // it); otherwise the free seats go to the calls that wait, oldest first.
 // The caller holds sh.mu.

@@ -23,8 +23,10 @@ import "time"
 // After the reply, record takes the reservation back when Redis rejected
 // the call, copies Redis' state into the meters that keep one (a GCRA
 // bucket, a quota: the later of the two wins), its penalty state into the
-// local tables, and its rejections into the shield. So an outage starts
-// from what Redis knew, not from an empty log.
+// local tables, and its rejections into the shield (at a crowded pair, also
+// the rejection an allowed call that filled it leaves for the next, see
+// shieldFull). So an outage starts from what Redis knew, not from an empty
+// log.
 
 // held is what hold found of one pair before its call went to Redis.
 type held struct {
@@ -234,7 +236,6 @@ func (s *localStore) record(k lkey, p *plan, now, at, n int64, peek bool, d *dec
 	sh, h := s.atPlan(&k, p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sh.land(&k, h, hd, d, p.rate)
 	// What the process' own count knows that Redis may lack: the events
 	// it held before the call, less those of calls still on their way,
 	// which Redis may not have decided yet (it decides them after this
@@ -264,11 +265,18 @@ func (s *localStore) record(k lkey, p *plan, now, at, n int64, peek bool, d *dec
 	// on its way: the process' count no longer does, and must not take
 	// them back from the copy.
 	sh.mirror(&k, h, p, now, at, d, peek, sh.backs-hd.backsDone)
+	// The crowd lands on Redis' answer (see land): an allowed call that
+	// left the pair full lands as a rejection when the shield caches what
+	// the next call would get (see shieldFull).
+	landed := decision{allowed: d.allowed, count: d.count}
 	d.count = max(d.count, own) // Redis' count holds what it is owed
 	if shieldMax >= 0 {
 		switch {
 		case d.allowed && !peek:
 			sh.denials.Remove(&k, h) // events arrived: a cached rejection may be stale
+			if sh.shieldFull(&k, h, p, at, n, landed.count, d, shieldMax) {
+				landed.allowed = false
+			}
 		case hd.retry > 0 && hd.others > 0:
 			// The process' own count held the call back with events of
 			// calls on their way in it, which Redis may yet reject: no
@@ -282,6 +290,36 @@ func (s *localStore) record(k lkey, p *plan, now, at, n int64, peek bool, d *dec
 			sh.shield(&k, h, p, at, n, d, shieldMax)
 		}
 	}
+	sh.land(&k, h, hd, &landed, p.rate)
+}
+
+// shieldFull caches in the shield, at at, the rejection the next call for
+// n events of k would get after Redis allowed one that left the pair full
+// (count, Redis' count after it, leaves no room for n more), when the pair
+// has a crowd (see crowd.go) and the process' own count, which holds
+// Redis' answer (see mirror), is full too: until that count has room, as
+// the crowd's probe would have been rejected on held and cached (see
+// hold). A GCRA bucket or an approximate counter at a hot key frees one
+// slot at a time: without this each allowed call was followed by such a
+// probe, a Redis call per freed slot that only found the key full again.
+// Nothing is cached while other calls of the shard hold reservations that
+// Redis may yet reject (the own count's retry may then be too long), and
+// d carries the violations the shield's answers start from. It reports
+// whether the rejection was cached. The caller holds sh.mu.
+func (sh *localShard) shieldFull(k *lkey, h uint64, p *plan, at, n, count int64, d *decision, shieldMax int64) bool {
+	if count+n <= p.rate || sh.reserved != 0 || sh.crowdOf(k, h) == nil || p.alg.rules.leased() {
+		return false
+	}
+	m, ok := sh.meter(k, h, p, at, false)
+	if !ok || m.Count(at, p.window)+n <= p.rate {
+		return false
+	}
+	next := decision{
+		count: p.rate, retry: m.RetryIn(at, p.window, p.rate, n), reset: m.Reset(at, p.window, false),
+		violations: d.violations, memoryLeft: d.memoryLeft,
+	}
+	sh.shield(k, h, p, at, n, &next, shieldMax)
+	return sh.denials.Get(k, h) != nil
 }
 
 // mirror copies a decision Redis made for a call at now, received at at,

@@ -324,7 +324,26 @@ func (l *Limiter) onRedis(ctx context.Context, conn *redisConn, r *Rule, p *plan
 		if err := w.await(ctx, l.local, &legs[0], seat, l.set.Timeout); err != nil {
 			return PathNone, err
 		}
+		now = l.afterWaiting(p, now)
 	}
+}
+
+// afterWaiting returns the time a call read at now goes on at after it
+// waited for its pair's calls to land (see crowd.go): the process clock's
+// reading again, when the script reads Redis' TIME (no Options.Clock, and
+// the plan's time is not fixed, as a quota's period is, see sendsNow).
+// Redis then decides the call when it arrives, so the process' own count
+// must be held at that time too: read at the call's first reading, up to
+// half of Timeout earlier, it counts every event allowed while the call
+// waited and none of the time that passed, and holds back (held) what
+// Redis would allow. Under a crowd at a GCRA bucket or an approximate
+// counter, whose count falls with every µs, each such call was rejected on
+// Redis on held, and woke the crowd to probe again.
+func (l *Limiter) afterWaiting(p *plan, now int64) int64 {
+	if l.sendsNow(p.alg.rules.timed()) {
+		return now
+	}
+	return max(now, l.localNow())
 }
 
 // redisOnce is one try of onRedis at now: it returns a seat to wait for,

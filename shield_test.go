@@ -161,3 +161,36 @@ func TestShieldHoldsKinds(t *testing.T) {
 		t.Fatalf("quota in a new day = %+v, want a degraded decision", r)
 	}
 }
+
+// TestShieldAfterFillingCall: at a pair that has a crowd (a call its own
+// count found full went to Redis), a call Redis allows that leaves the
+// pair full caches the rejection the next call would get, as a probe that
+// found the key full again would have: the next call is answered exactly,
+// and without Redis, until a token is back.
+func TestShieldAfterFillingCall(t *testing.T) {
+	mr := miniredis.RunT(t)
+	clk := testkit.NewClock()
+	l := testkit.NewLimiter(t, testkit.NewClient(t, mr.Addr()), testkit.Options(clk))
+	ctx := context.Background()
+	bucket := ratelimit.Rule{Name: "fill-g", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 1, Window: time.Minute, Burst: 2}}
+	if r, err := l.AllowN(ctx, bucket, "k", 2); err != nil || !r.Allowed {
+		t.Fatalf("bucket = %+v, %v", r, err)
+	}
+	if r := testkit.Allow(t, l, bucket, "k"); r.Allowed {
+		t.Fatalf("full bucket = %+v, want rejected", r)
+	}
+	clk.Advance(time.Minute) // a token is back
+	if r := testkit.Allow(t, l, bucket, "k"); !r.Allowed || r.Remaining != 0 {
+		t.Fatalf("the token = %+v, want allowed with none remaining", r)
+	}
+
+	mr.Close() // from here on, only the shield can answer without degrading
+	clk.Advance(20 * time.Second)
+	if r := testkit.Allow(t, l, bucket, "k"); r != (ratelimit.Result{Limit: 2, RetryAfter: 40 * time.Second, ResetAfter: 100 * time.Second}) {
+		t.Fatalf("after the call that filled the bucket = %+v, want the shield's rejection", r)
+	}
+	clk.Advance(40 * time.Second) // a token is back: Redis must decide
+	if r := testkit.Allow(t, l, bucket, "k"); !r.Degraded || !r.Allowed {
+		t.Fatalf("bucket with a token = %+v, want a degraded decision", r)
+	}
+}
