@@ -379,30 +379,14 @@ func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *p
 			l.useGrant(conn, g, k, n, at, res)
 			return PathPrefetch
 		}
-		ch := g.asking
-		if ch == nil {
+		if g.asking == nil {
 			break
 		}
-		// A request is on its way: the grant it brings serves this call
-		// as it comes, after the calls that waited before it.
-		w := &grantWaiter{n: n}
-		g.queue = append(g.queue, w)
-		if deadline.IsZero() {
-			g.waits += n
-			deadline = time.Now().Add(l.set.Timeout)
-		}
-		g.mu.Unlock()
-		came := l.awaitGrant(ctx, ch, deadline)
-		at = l.localNow()
-		g.mu.Lock()
-		if w.done {
-			*res = w.res
-			g.mu.Unlock()
+		var end waitEnd
+		switch at, end = l.waitOnWay(ctx, g, n, &deadline, res); end {
+		case waitServed:
 			return PathPrefetch
-		}
-		w.gone = true
-		if !came {
-			g.mu.Unlock()
+		case waitOver:
 			return PathNone
 		}
 	}
@@ -420,6 +404,16 @@ func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *p
 		g.mu.Unlock()
 		return PathNone
 	}
+	return l.askOwn(ctx, conn, g, p, k, n, want, at, res)
+}
+
+// askOwn asks, at at, for a grant of want slots beside the call's n (g.mu
+// held, the pair hot, no request on its way), whose grant serves the call
+// first (see serve); what lapsed goes back with the request. It returns
+// PathPrefetch when the grant served the call, PathShield when Redis had
+// no slot and the call is rejected in-process (see reject), PathNone
+// otherwise; g.mu is unlocked.
+func (l *Limiter) askOwn(ctx context.Context, conn *redisConn, g *grant, p *plan, k lkey, n, want, at int64, res *Result) Path {
 	// This call is the first its own grant serves (see serve), before the
 	// calls that wait for it.
 	w := &grantWaiter{n: n}
@@ -449,6 +443,46 @@ func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *p
 	}
 	g.mu.Unlock()
 	return PathNone
+}
+
+// waitEnd is how waitOnWay's wait ended.
+type waitEnd int
+
+const (
+	waitServed waitEnd = iota // the grant the request brought served the call (g.mu unlocked)
+	waitCame                  // the request came without serving it (g.mu held)
+	waitOver                  // the deadline or the context ended the wait (g.mu unlocked)
+)
+
+// waitOnWay waits, with g.mu held, for the request on its way, queued so
+// that the grant it brings serves the call's n events as it comes, after
+// the calls that waited before it (see serve), until *deadline (set, and
+// the call counted in the pair's demand, at its first wait: Options.Timeout
+// from then). It returns the clock's reading after the wait, and how it
+// ended; res holds the call's Result when the grant served it.
+func (l *Limiter) waitOnWay(ctx context.Context, g *grant, n int64, deadline *time.Time, res *Result) (int64, waitEnd) {
+	ch := g.asking
+	w := &grantWaiter{n: n}
+	g.queue = append(g.queue, w)
+	if deadline.IsZero() {
+		g.waits += n
+		*deadline = time.Now().Add(l.set.Timeout)
+	}
+	g.mu.Unlock()
+	came := l.awaitGrant(ctx, ch, *deadline)
+	at := l.localNow()
+	g.mu.Lock()
+	if w.done {
+		*res = w.res
+		g.mu.Unlock()
+		return at, waitServed
+	}
+	w.gone = true
+	if !came {
+		g.mu.Unlock()
+		return at, waitOver
+	}
+	return at, waitCame
 }
 
 // reject rejects a call at at in-process into res, and returns
@@ -510,21 +544,7 @@ func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *grant, p *plan
 	close(g.asking)
 	g.asking = nil
 	if ok && got == 0 {
-		g.full = sent + p.prefetch
-		g.noSlot = none != nil && !p.penalize && l.set.ShieldMax >= 0
-		if g.noSlot {
-			// No slot frees before retryAt (but for give-backs and
-			// Resets, which the hot-key shield does not wait for
-			// either): the next request waits for it, within
-			// Options.ShieldMax.
-			at := l.localNow()
-			g.retryAt, g.resetAt, g.wanted = at+none[0], at+none[1], want
-			if sm := int64(l.set.ShieldMax / time.Microsecond); sm > 0 {
-				g.full = max(g.full, min(g.retryAt, at+sm))
-			} else {
-				g.full = max(g.full, g.retryAt)
-			}
-		}
+		l.noSlot(g, p, sent, want, none)
 	}
 	if !ok || got == 0 {
 		return
@@ -533,18 +553,7 @@ func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *grant, p *plan
 	nx := nextGrant{p: *p, id: id, slots: got, until: sent + rep.usable, count: rep.count,
 		at: rep.at, mark: rep.mark, empty: sent + rep.empty}
 	if rep.pace > 0 {
-		// Redis granted less than was asked of a meter that frees room
-		// continuously: the next request waits, so that it finds more
-		// than the little freed since (lua/grant.lua), and meanwhile the
-		// calls these slots cannot take are rejected in-process as when
-		// Redis had no slot (see reject), RetryAfter at that request.
-		// Within Options.ShieldMax, as when Redis had no slot.
-		g.retryAt, g.full = sent+rep.pace, sent+rep.pace
-		if sm := int64(l.set.ShieldMax / time.Microsecond); sm > 0 {
-			g.full = min(g.full, sent+max(sm, p.prefetch))
-		}
-		g.noSlot = !p.penalize && l.set.ShieldMax >= 0
-		g.resetAt, g.wanted = nx.empty, want
+		l.paced(g, p, sent, want, rep.pace, nx.empty)
 	}
 	l.install(g, k, nx, l.localNow())
 	// The process' own count holds the grant's slots, stamped at the
@@ -558,6 +567,45 @@ func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *grant, p *plan
 	if l.closed.Load() {
 		l.giveBackLater(g, k) // Close gave back what it found already
 	}
+}
+
+// noSlot notes in g that Redis had no slot for a request sent at sent for
+// want (none: the retry and reset of a rejection of one event, µs from its
+// reply, or nil when the grant was refused for another reason): no request
+// is made before Prefetch from sent, and under a rule without a penalty,
+// the shield on, none before a slot frees (within Options.ShieldMax); the
+// pair's calls are rejected in-process meanwhile (see reject). Slots that
+// give-backs and Resets free are left to that request, as the hot-key
+// shield leaves them. The caller holds g.mu.
+func (l *Limiter) noSlot(g *grant, p *plan, sent, want int64, none []int64) {
+	g.full = sent + p.prefetch
+	g.noSlot = none != nil && !p.penalize && l.set.ShieldMax >= 0
+	if !g.noSlot {
+		return
+	}
+	at := l.localNow()
+	g.retryAt, g.resetAt, g.wanted = at+none[0], at+none[1], want
+	if sm := int64(l.set.ShieldMax / time.Microsecond); sm > 0 {
+		g.full = max(g.full, min(g.retryAt, at+sm))
+	} else {
+		g.full = max(g.full, g.retryAt)
+	}
+}
+
+// paced notes in g that Redis granted less than was asked (want, sent at
+// sent) of a meter that frees room continuously: the next request waits
+// pace µs (lua/grant.lua), within Options.ShieldMax, so that it finds more
+// than the little freed since, and meanwhile the calls the grant's slots
+// cannot take are rejected in-process as when Redis had no slot (see
+// reject), RetryAfter at that request, ResetAfter at empty. The caller
+// holds g.mu.
+func (l *Limiter) paced(g *grant, p *plan, sent, want, pace, empty int64) {
+	g.retryAt, g.full = sent+pace, sent+pace
+	if sm := int64(l.set.ShieldMax / time.Microsecond); sm > 0 {
+		g.full = min(g.full, sent+max(sm, p.prefetch))
+	}
+	g.noSlot = !p.penalize && l.set.ShieldMax >= 0
+	g.resetAt, g.wanted = empty, want
 }
 
 // retire closes g's grant: what it left unused goes back with the pair's
@@ -708,21 +756,7 @@ func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey
 			}
 		}
 	}
-	instances := int64(1)
-	if l.set.fleet != nil {
-		instances = max(1, l.set.fleet.Load())
-	}
-	second, fifth, member := p.alg.redis.args(*p)
-	fifthArg := id
-	if !member {
-		fifthArg = itoa(fifth)
-	}
-	args := make([]string, 0, 9+5*len(backs))
-	args = append(args, l.clockArg(now, p.alg.rules.timed()), itoa(second), itoa(p.rate), itoa(want), fifthArg,
-		itoa(p.prefetch), itoa(instances), itoa(extra), id)
-	for _, b := range backs {
-		args = append(args, b.id, itoa(b.from), itoa(b.to), itoa(b.mark), itoa(b.at))
-	}
+	args := l.grantArgs(p, want, extra, id, backs, now)
 	var reply []int64
 	s, err := l.send(ctx, conn, keys[0], subject{"rule", k.rule}, false, func(ctx context.Context, c rueidis.Client) (err error) {
 		reply, err = p.alg.redis.scripts().grant.Exec(ctx, c, keys, args).AsIntSlice()
@@ -746,6 +780,28 @@ func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey
 	}
 	rep.got, rep.count = reply[0], reply[1]
 	return rep, true
+}
+
+// grantArgs are lua/grant.lua's arguments for a request at now for want
+// slots of p's meter under id, counting extra on top of it, giving back
+// backs.
+func (l *Limiter) grantArgs(p *plan, want, extra int64, id string, backs []grantBack, now int64) []string {
+	instances := int64(1)
+	if l.set.fleet != nil {
+		instances = max(1, l.set.fleet.Load())
+	}
+	second, fifth, member := p.alg.redis.args(*p)
+	fifthArg := id
+	if !member {
+		fifthArg = itoa(fifth)
+	}
+	args := make([]string, 0, 9+5*len(backs))
+	args = append(args, l.clockArg(now, p.alg.rules.timed()), itoa(second), itoa(p.rate), itoa(want), fifthArg,
+		itoa(p.prefetch), itoa(instances), itoa(extra), id)
+	for _, b := range backs {
+		args = append(args, b.id, itoa(b.from), itoa(b.to), itoa(b.mark), itoa(b.at))
+	}
+	return args
 }
 
 // alsoCounted returns what a decision on Redis for k at now counts on top
