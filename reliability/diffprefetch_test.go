@@ -74,12 +74,16 @@ var pfDiffRules = func() []ratelimit.Rule {
 var pfDiffKeys = []string{"k", "k2"}
 
 // pfRuleAt is the rule a step's index names: pfDiffRules, then
-// pfKindDiffRules (the kinds' mode, diffprefetchkinds_test.go).
+// pfKindDiffRules (the kinds' mode, diffprefetchkinds_test.go), then
+// pgRules (GCRA's, prefetch_gcra_test.go, from pgBase).
 func pfRuleAt(i int) ratelimit.Rule {
-	if i < len(pfDiffRules) {
+	switch {
+	case i < len(pfDiffRules):
 		return pfDiffRules[i]
+	case i < pgBase:
+		return pfKindDiffRules[i-len(pfDiffRules)]
 	}
-	return pfKindDiffRules[i-len(pfDiffRules)]
+	return pgRules[i-pgBase]
 }
 
 type pfKind int
@@ -92,23 +96,30 @@ const (
 	pfAdvance
 )
 
-// pfStep is one step: a call on Limiter inst, or a move of the clock by d.
+// pfStep is one step: a call on Limiter inst of pfRuleAt(rule) on
+// pfDiffKeys[key], a Close (pgClose, hand-written sequences only), or a
+// move of the clock by d.
 type pfStep struct {
 	kind pfKind
 	inst int
-	rule int // index into pfDiffRules
+	rule int // index for pfRuleAt
 	key  int
 	n    int
 	d    time.Duration
 }
 
 func (s pfStep) String() string {
-	if s.kind == pfAdvance {
+	switch s.kind {
+	case pfAdvance:
 		return fmt.Sprintf("clock %+v", s.d)
+	case pgClose:
+		return fmt.Sprintf("L%d.Close()", s.inst)
 	}
 	r := pfRuleAt(s.rule)
 	desc := fmt.Sprintf("%q %d/%v", r.Name, r.Limit.Rate, r.Limit.Window)
 	switch {
+	case r.Kind == ratelimit.GCRA:
+		desc += fmt.Sprintf(" burst %d", burst(r))
 	case r.Kind == ratelimit.FixedWindow:
 		desc = "fixed " + desc
 	case r.Kind == ratelimit.CalendarQuota:
@@ -216,7 +227,7 @@ type pfRow struct {
 }
 
 func (r pfRow) String() string {
-	if r.step.kind == pfAdvance {
+	if r.step.kind == pfAdvance || r.step.kind == pgClose {
 		if r.fail != "" {
 			return fmt.Sprintf("%3d  FAIL: %s", r.i, r.fail)
 		}
@@ -235,10 +246,17 @@ func (r pfRow) String() string {
 			s += " DEGRADED"
 		}
 	}
-	if r.under {
+	// GCRA's check (runPGDiff) voids only the slots of another
+	// Limiter's grant.
+	gcra := pfRuleAt(r.step.rule).Kind == ratelimit.GCRA
+	if r.under && gcra {
+		s += "  (under-admitted: the exact GCRA allows it)"
+	} else if r.under {
 		s += "  (under-admitted: the model allows it)"
 	}
-	if r.voided {
+	if r.voided && gcra {
+		s += "  (a slot granted before another Limiter's Reset)"
+	} else if r.voided {
 		s += "  (a slot granted before a Reset)"
 	}
 	if r.fail != "" {
@@ -316,18 +334,7 @@ func runPFDiff(newFleet pfFleetNew, limiters int, seq []pfStep, tally *pfTally) 
 		l, r, key := lims[s.inst], pfRuleAt(s.rule), pfDiffKeys[s.key]
 		*paths[s.inst] = ratelimit.PathNone
 		grants0 := l.Stats().PrefetchGrants
-		n := 1
-		switch s.kind {
-		case pfAllow:
-			row.res, row.err = l.Allow(ctx, r, key)
-		case pfAllowN:
-			n = s.n
-			row.res, row.err = l.AllowN(ctx, r, key, n)
-		case pfPeek:
-			row.res, row.err = l.Peek(ctx, r, key)
-		case pfReset:
-			row.err = l.Reset(ctx, r, key)
-		}
+		n := row.call(ctx, l, r, key)
 		row.path = *paths[s.inst]
 		fresh := l.Stats().PrefetchGrants > grants0 // a grant of the pair at this step
 		t := now.UnixMicro()
@@ -352,25 +359,9 @@ func runPFDiff(newFleet pfFleetNew, limiters int, seq []pfStep, tally *pfTally) 
 		default:
 			count := pfModelCount(r, logs[pair], t)
 			fits := count+int64(n) <= rate
-			if tally != nil {
-				tally.calls++
-			}
+			tally.decided(&row, fits)
 			if !row.res.Allowed {
-				row.banned = row.res.Banned
-				row.under = fits && !row.banned
-				if tally != nil {
-					tally.rejected++
-					tally.banned += b2i(row.banned)
-					tally.under += b2i(row.under)
-					if row.under {
-						tally.underBy[row.path]++
-					}
-				}
 				break
-			}
-			if tally != nil {
-				tally.allowed++
-				tally.fromSlots += b2i(row.path == ratelimit.PathPrefetch)
 			}
 			if row.path == ratelimit.PathPrefetch && !fresh && !usable {
 				if holds {
@@ -433,6 +424,57 @@ func runPFDiff(newFleet pfFleetNew, limiters int, seq []pfStep, tally *pfTally) 
 	// them).
 	done()
 	closed = true
+	return pfAfterClose(lims, seq, rows, tally)
+}
+
+// call makes the row's step's call on l of r and key, and notes what it
+// answered; it returns the events the call asks for.
+func (row *pfRow) call(ctx context.Context, l *ratelimit.Limiter, r ratelimit.Rule, key string) int {
+	n := 1
+	switch row.step.kind {
+	case pfAllow:
+		row.res, row.err = l.Allow(ctx, r, key)
+	case pfAllowN:
+		n = row.step.n
+		row.res, row.err = l.AllowN(ctx, r, key, n)
+	case pfPeek:
+		row.res, row.err = l.Peek(ctx, r, key)
+	case pfReset:
+		row.err = l.Reset(ctx, r, key)
+	}
+	return n
+}
+
+// decided notes a decided call (Allow or AllowN) of row, fits whether the
+// model would allow it: a rejected one is of a banned key, or
+// under-admitted when it fits; the tally, when not nil, counts it.
+func (t *pfTally) decided(row *pfRow, fits bool) {
+	if !row.res.Allowed {
+		row.banned = row.res.Banned
+		row.under = fits && !row.banned
+	}
+	if t == nil {
+		return
+	}
+	t.calls++
+	if !row.res.Allowed {
+		t.rejected++
+		t.banned += b2i(row.banned)
+		t.under += b2i(row.under)
+		if row.under {
+			t.underBy[row.path]++
+		}
+		return
+	}
+	t.allowed++
+	t.fromSlots += b2i(row.path == ratelimit.PathPrefetch)
+}
+
+// pfAfterClose checks the closed fleet lims that ran seq into rows: every
+// slot granted was used or returned (but when seq holds a Reset, which
+// voids some), a failing row appended for each Limiter whose Stats do not
+// add up; the tally, when not nil, counts the grants and the sequence.
+func pfAfterClose(lims []*ratelimit.Limiter, seq []pfStep, rows []pfRow, tally *pfTally) []pfRow {
 	reset := false
 	for _, s := range seq {
 		reset = reset || s.kind == pfReset
@@ -466,28 +508,38 @@ func firstPFFail(rows []pfRow) int {
 	return -1
 }
 
+// pfRun runs seq on a fresh fleet of limiters and checks every row;
+// tally, when not nil, counts what it did: runPFDiff, runPGDiff.
+type pfRun func(newFleet pfFleetNew, limiters int, seq []pfStep, tally *pfTally) []pfRow
+
 // shrinkPF makes a failing sequence as short as it can while it still
-// fails on a fresh fleet (dropping steps, merging clock moves; see
-// shrinkSteps).
-func shrinkPF(newFleet pfFleetNew, limiters int, seq []pfStep) []pfStep {
-	return shrinkSteps(seq, func(cand []pfStep) int { return firstPFFail(runPFDiff(newFleet, limiters, cand, nil)) },
+// fails on a fresh fleet, run by run (dropping steps, merging clock moves;
+// see shrinkSteps).
+func shrinkPF(run pfRun, newFleet pfFleetNew, limiters int, seq []pfStep) []pfStep {
+	return shrinkSteps(seq, func(cand []pfStep) int { return firstPFFail(run(newFleet, limiters, cand, nil)) },
 		func(a, b pfStep) (pfStep, bool) {
 			return pfStep{kind: pfAdvance, d: a.d + b.d}, a.kind == pfAdvance && b.kind == pfAdvance
 		})
 }
 
-// TestDifferentialPrefetch runs the prefetch mode (see the top of the
-// file) on redis-server.
-func TestDifferentialPrefetch(t *testing.T) {
-	if !testkit.HaveRedis(t) {
-		t.Skip("needs redis-server")
-	}
-	server := redistest.Start(t, redistest.Options{})
-	client := testkit.NewClient(t, server.Addr())
-	runs := atomic.Int64{}
-	newFleet := func(limiters int) ([]*ratelimit.Limiter, []*ratelimit.Path, interface{ Set(time.Time) }, func()) {
-		return pfDiffFleet(t, client, fmt.Sprintf("dpf%d:", runs.Add(1)), limiters)
-	}
+// pfMode is one of the differential test's prefetch modes: its sequences
+// (gen, drawing from the PCG stream), how a run is checked (run), the
+// bound a failure names ("the exact log's bound") and the mode's name in
+// the log line.
+type pfMode struct {
+	name, bound string
+	stream      uint64
+	gen         func(rng *rand.Rand, steps, limiters int) []pfStep
+	run         pfRun
+}
+
+// runPFMode runs mode's -diff.n sequences of -diff.steps from -diff.seed
+// on fleets of two or three of newFleet's, as TestDifferential does: the
+// first failing one fails the test with the seed, the rows as run and the
+// shortest failing sequence found; then it logs the tally and fails when
+// no call was allowed from slots.
+func runPFMode(t *testing.T, newFleet pfFleetNew, mode pfMode) {
+	t.Helper()
 	seed := *diffSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
@@ -496,21 +548,41 @@ func TestDifferentialPrefetch(t *testing.T) {
 	var tally pfTally
 	for i := 0; i < *diffN; i++ {
 		s := seed + uint64(i)
-		rng := rand.New(rand.NewPCG(s, 0x9f))
+		rng := rand.New(rand.NewPCG(s, mode.stream))
 		limiters := 2 + rng.IntN(2)
-		seq := genPFSequence(rng, *diffSteps, limiters)
-		rows := runPFDiff(newFleet, limiters, seq, &tally)
+		seq := mode.gen(rng, *diffSteps, limiters)
+		rows := mode.run(newFleet, limiters, seq, &tally)
 		if firstPFFail(rows) < 0 {
 			continue
 		}
-		small := shrinkPF(newFleet, limiters, seq)
-		t.Fatalf("a prefetching fleet of %d left the exact log's bound (sequence %d, seed %d: replay with -run 'TestDifferentialPrefetch' -diff.seed=%d -diff.n=1)\n"+
+		small := shrinkPF(mode.run, newFleet, limiters, seq)
+		t.Fatalf("a prefetching fleet of %d left %s (sequence %d, seed %d: replay with -run '%s' -diff.seed=%d -diff.n=1)\n"+
 			"as run:\n%s\nshortest failing sequence found (%d of %d steps), run on a fresh fleet from epoch:\n%s",
-			limiters, i, s, s, formatPFRows(rows[:firstPFFail(rows)+1]), len(small), len(seq), formatPFRows(runPFDiff(newFleet, limiters, small, nil)))
+			limiters, mode.bound, i, s, t.Name(), s, formatPFRows(rows[:firstPFFail(rows)+1]), len(small), len(seq), formatPFRows(mode.run(newFleet, limiters, small, nil)))
 	}
-	t.Logf("prefetch mode: %v; in %v (first seed %d, %d steps each)", &tally, time.Since(start).Round(time.Millisecond), seed, *diffSteps)
+	t.Logf("%s: %v; in %v (first seed %d, %d steps each)", mode.name, &tally, time.Since(start).Round(time.Millisecond), seed, *diffSteps)
 	if tally.fromSlots == 0 {
 		t.Errorf("no call was allowed from slots: the sequences never made a pair hot")
+	}
+}
+
+// TestDifferentialPrefetch runs the prefetch mode (see the top of the
+// file) on redis-server.
+func TestDifferentialPrefetch(t *testing.T) {
+	if !testkit.HaveRedis(t) {
+		t.Skip("needs redis-server")
+	}
+	runPFMode(t, pfDiffFleetNew(t, "dpf"), pfMode{name: "prefetch mode", bound: "the exact log's bound", stream: 0x9f, gen: genPFSequence, run: runPFDiff})
+}
+
+// pfDiffFleetNew returns a pfFleetNew on a fresh redis-server: each run's fleet
+// has a key prefix of its own, prefix and the run's number.
+func pfDiffFleetNew(t *testing.T, prefix string) pfFleetNew {
+	server := redistest.Start(t, redistest.Options{})
+	client := testkit.NewClient(t, server.Addr())
+	runs := atomic.Int64{}
+	return func(limiters int) ([]*ratelimit.Limiter, []*ratelimit.Path, interface{ Set(time.Time) }, func()) {
+		return pfDiffFleet(t, client, fmt.Sprintf("%s%d:", prefix, runs.Add(1)), limiters)
 	}
 }
 

@@ -1,15 +1,12 @@
 package reliability_test
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/redistest"
 	"github.com/ratelimit-go/ratelimit/internal/testkit"
 )
 
@@ -146,34 +143,8 @@ func TestDifferentialPrefetchKinds(t *testing.T) {
 	if !testkit.HaveRedis(t) {
 		t.Skip("needs redis-server")
 	}
-	server := redistest.Start(t, redistest.Options{})
-	client := testkit.NewClient(t, server.Addr())
-	runs := atomic.Int64{}
-	newFleet := func(limiters int) ([]*ratelimit.Limiter, []*ratelimit.Path, interface{ Set(time.Time) }, func()) {
-		return pfDiffFleet(t, client, fmt.Sprintf("dpk%d:", runs.Add(1)), limiters)
-	}
-	seed := *diffSeed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	start := time.Now()
-	var tally pfTally
-	for i := 0; i < *diffN; i++ {
-		s := seed + uint64(i)
-		rng := rand.New(rand.NewPCG(s, 0x9f6))
-		limiters := 2 + rng.IntN(2)
-		seq := genPFSequenceOf(rng, *diffSteps, limiters, len(pfDiffRules), len(pfKindDiffRules))
-		rows := runPFDiff(newFleet, limiters, seq, &tally)
-		if firstPFFail(rows) < 0 {
-			continue
-		}
-		small := shrinkPF(newFleet, limiters, seq)
-		t.Fatalf("a prefetching fleet of %d left its kind's bound (sequence %d, seed %d: replay with -run 'TestDifferentialPrefetchKinds' -diff.seed=%d -diff.n=1)\n"+
-			"as run:\n%s\nshortest failing sequence found (%d of %d steps), run on a fresh fleet from epoch:\n%s",
-			limiters, i, s, s, formatPFRows(rows[:firstPFFail(rows)+1]), len(small), len(seq), formatPFRows(runPFDiff(newFleet, limiters, small, nil)))
-	}
-	t.Logf("kinds' prefetch mode: %v; in %v (first seed %d, %d steps each)", &tally, time.Since(start).Round(time.Millisecond), seed, *diffSteps)
-	if tally.fromSlots == 0 {
-		t.Errorf("no call was allowed from slots: the sequences never made a pair hot")
-	}
+	runPFMode(t, pfDiffFleetNew(t, "dpk"), pfMode{name: "kinds' prefetch mode", bound: "its kind's bound", stream: 0x9f6, run: runPFDiff,
+		gen: func(rng *rand.Rand, steps, limiters int) []pfStep {
+			return genPFSequenceOf(rng, steps, limiters, len(pfDiffRules), len(pfKindDiffRules))
+		}})
 }

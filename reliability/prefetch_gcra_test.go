@@ -4,13 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/redistest"
 	"github.com/ratelimit-go/ratelimit/internal/testkit"
 )
 
@@ -82,6 +79,11 @@ var pgRules = func() []ratelimit.Rule {
 	return out
 }()
 
+// pgBase is the index for pfRuleAt of pgRules' first rule: a step's rule
+// is pgBase plus its index in pgRules (even, as pgRules' pairs start at
+// even indices).
+var pgBase = len(pfDiffRules) + len(pfKindDiffRules)
+
 // pgIssue is the index of the issue's rule in pgRules (its plain twin
 // follows it).
 const pgIssue = 10
@@ -90,39 +92,6 @@ const pgIssue = 10
 // slots go back.
 const pgClose pfKind = 100
 
-// pgStep is one step: a call on Limiter inst of pgRules[rule] on
-// pfDiffKeys[key], a Close, or a move of the clock by d.
-type pgStep struct {
-	kind pfKind
-	inst int
-	rule int
-	key  int
-	n    int
-	d    time.Duration
-}
-
-func (s pgStep) String() string {
-	switch s.kind {
-	case pfAdvance:
-		return fmt.Sprintf("clock %+v", s.d)
-	case pgClose:
-		return fmt.Sprintf("L%d.Close()", s.inst)
-	}
-	r := pgRules[s.rule]
-	desc := fmt.Sprintf("%q %d/%v burst %d", r.Name, r.Limit.Rate, r.Limit.Window, burst(r))
-	if r.Prefetch > 0 {
-		desc += fmt.Sprintf(" prefetch %v", r.Prefetch)
-	}
-	if r.Penalty != nil {
-		desc += "+penalty"
-	}
-	call := map[pfKind]string{pfAllow: "Allow", pfAllowN: "AllowN", pfPeek: "Peek", pfReset: "Reset"}[s.kind]
-	if s.kind == pfAllowN {
-		return fmt.Sprintf("L%d.%s(%s, %q, %d)", s.inst, call, desc, pfDiffKeys[s.key], s.n)
-	}
-	return fmt.Sprintf("L%d.%s(%s, %q)", s.inst, call, desc, pfDiffKeys[s.key])
-}
-
 // genPGSequence draws a sequence for a fleet of limiters, as
 // genPFSequence does, with clock moves also to a grant's last µs (a
 // call's time plus Prefetch, less 1µs: the issue's adversary uses its
@@ -130,8 +99,8 @@ func (s pgStep) String() string {
 // frees a token) and 1µs either side, floods (Burst + 1 calls of one
 // Limiter at one instant), and the issue's adversary: a Limiter takes
 // slots, uses them at its grant's last µs, and another floods.
-func genPGSequence(rng *rand.Rand, steps, limiters int) []pgStep {
-	var seq []pgStep
+func genPGSequence(rng *rand.Rand, steps, limiters int) []pfStep {
+	var seq []pfStep
 	var now time.Duration
 	var callTimes []time.Duration
 	// Half the names drawn are those whose Prefetch is several T ("a",
@@ -150,7 +119,7 @@ func genPGSequence(rng *rand.Rand, steps, limiters int) []pgStep {
 	move := func(d time.Duration) {
 		d = max(d, time.Microsecond)
 		now += d
-		seq = append(seq, pgStep{kind: pfAdvance, d: d})
+		seq = append(seq, pfStep{kind: pfAdvance, d: d})
 	}
 	for len(seq) < steps {
 		if rng.IntN(6) == 0 {
@@ -174,27 +143,27 @@ func genPGSequence(rng *rand.Rand, steps, limiters int) []pgStep {
 			move(d)
 			continue
 		}
-		s := pgStep{inst: rng.IntN(limiters), rule: 2*focus[rng.IntN(len(focus))] + b2i(rng.IntN(4) == 0), key: b2i(rng.IntN(6) == 0)}
+		s := pfStep{inst: rng.IntN(limiters), rule: pgBase + 2*focus[rng.IntN(len(focus))] + b2i(rng.IntN(4) == 0), key: b2i(rng.IntN(6) == 0)}
 		if rng.IntN(5) == 0 && limiters > 1 {
 			// The issue's adversary: a Limiter makes the pair hot and
 			// takes slots, uses what it holds at its grant's last µs,
 			// and another floods at once, from slots or on Redis.
 			a, b := s.inst, (s.inst+1+rng.IntN(limiters-1))%limiters
-			r := pgRules[s.rule]
+			r := pfRuleAt(s.rule)
 			for range 2 + rng.IntN(int(burst(r))) {
-				seq = append(seq, pgStep{kind: pfAllow, inst: a, rule: s.rule &^ 1, key: s.key})
+				seq = append(seq, pfStep{kind: pfAllow, inst: a, rule: s.rule &^ 1, key: s.key})
 				callTimes = append(callTimes, now)
 			}
 			move(r.Prefetch - time.Duration(1+rng.IntN(2))*time.Microsecond)
 			for range 1 + rng.IntN(4) {
-				seq = append(seq, pgStep{kind: pfAllow, inst: a, rule: s.rule &^ 1, key: s.key})
+				seq = append(seq, pfStep{kind: pfAllow, inst: a, rule: s.rule &^ 1, key: s.key})
 				callTimes = append(callTimes, now)
 			}
 			if rng.IntN(2) == 0 {
 				move(time.Microsecond)
 			}
 			for range burst(r) + 1 {
-				seq = append(seq, pgStep{kind: pfAllow, inst: b, rule: s.rule, key: s.key})
+				seq = append(seq, pfStep{kind: pfAllow, inst: b, rule: s.rule, key: s.key})
 				callTimes = append(callTimes, now)
 			}
 			continue
@@ -202,8 +171,8 @@ func genPGSequence(rng *rand.Rand, steps, limiters int) []pgStep {
 		if rng.IntN(12) == 0 {
 			// A flood: one Limiter calls until the bucket must be
 			// empty, and once more.
-			for range burst(pgRules[s.rule]) + 1 {
-				seq = append(seq, pgStep{kind: pfAllow, inst: s.inst, rule: s.rule, key: s.key})
+			for range burst(pfRuleAt(s.rule)) + 1 {
+				seq = append(seq, pfStep{kind: pfAllow, inst: s.inst, rule: s.rule, key: s.key})
 				callTimes = append(callTimes, now)
 			}
 			continue
@@ -213,7 +182,7 @@ func genPGSequence(rng *rand.Rand, steps, limiters int) []pgStep {
 			s.kind = pfAllow
 		case x < 84:
 			s.kind = pfAllowN
-			s.n = 1 + rng.IntN(min(3, int(burst(pgRules[s.rule]))))
+			s.n = 1 + rng.IntN(min(3, int(burst(pfRuleAt(s.rule)))))
 		case x < 97:
 			s.kind = pfPeek
 		default:
@@ -228,58 +197,13 @@ func genPGSequence(rng *rand.Rand, steps, limiters int) []pgStep {
 	return seq
 }
 
-// pgRow is one step of a run and, for a call, what it answered.
-type pgRow struct {
-	i    int
-	step pgStep
-	now  time.Duration // since testkit.Epoch
-	res  ratelimit.Result
-	err  error
-	path ratelimit.Path
-	// what the check made of it
-	under, voided, banned bool
-	fail                  string
-}
-
-func (r pgRow) String() string {
-	if r.step.kind == pfAdvance || r.step.kind == pgClose {
-		if r.fail != "" {
-			return fmt.Sprintf("%3d  FAIL: %s", r.i, r.fail)
-		}
-		return fmt.Sprintf("%3d  %v  (now epoch%+v)", r.i, r.step, r.now)
-	}
-	s := fmt.Sprintf("%3d  %v", r.i, r.step)
-	switch {
-	case r.err != nil:
-		s += fmt.Sprintf("\n       error %v", r.err)
-	case r.step.kind != pfReset:
-		s += fmt.Sprintf("\n       allowed=%v remaining=%d retry=%v reset=%v on %v", r.res.Allowed, r.res.Remaining, r.res.RetryAfter, r.res.ResetAfter, r.path)
-		if r.res.Banned {
-			s += " banned"
-		}
-		if r.res.Degraded {
-			s += " DEGRADED"
-		}
-	}
-	if r.under {
-		s += "  (under-admitted: the exact GCRA allows it)"
-	}
-	if r.voided {
-		s += "  (a slot granted before another Limiter's Reset)"
-	}
-	if r.fail != "" {
-		s += "\n       FAIL: " + r.fail
-	}
-	return s
-}
-
 // pgGrantOf is when a Limiter's pair (rule name, key) was last granted
 // slots, µs (absent: never).
 type pgGrantOf map[[2]string]int64
 
 // runPGDiff runs seq on a fresh fleet of limiters and checks every row
 // (see the top of the file); tally, when not nil, counts what it did.
-func runPGDiff(newFleet pfFleetNew, limiters int, seq []pgStep, tally *pfTally) []pgRow {
+func runPGDiff(newFleet pfFleetNew, limiters int, seq []pfStep, tally *pfTally) []pfRow {
 	lims, paths, clk, done := newFleet(limiters)
 	closed := false
 	defer func() {
@@ -299,9 +223,9 @@ func runPGDiff(newFleet pfFleetNew, limiters int, seq []pgStep, tally *pfTally) 
 	for i := range grantAt {
 		grantAt[i] = pgGrantOf{}
 	}
-	rows := make([]pgRow, 0, len(seq))
+	rows := make([]pfRow, 0, len(seq))
 	for i, s := range seq {
-		row := pgRow{i: i, step: s, now: now.Sub(testkit.Epoch())}
+		row := pfRow{i: i, step: s, now: now.Sub(testkit.Epoch())}
 		switch s.kind {
 		case pfAdvance:
 			now = now.Add(s.d)
@@ -314,20 +238,9 @@ func runPGDiff(newFleet pfFleetNew, limiters int, seq []pgStep, tally *pfTally) 
 			continue
 		}
 		clk.Set(now)
-		l, r, key := lims[s.inst], pgRules[s.rule], pfDiffKeys[s.key]
+		l, r, key := lims[s.inst], pfRuleAt(s.rule), pfDiffKeys[s.key]
 		*paths[s.inst] = ratelimit.PathNone
-		n := 1
-		switch s.kind {
-		case pfAllow:
-			row.res, row.err = l.Allow(ctx, r, key)
-		case pfAllowN:
-			n = s.n
-			row.res, row.err = l.AllowN(ctx, r, key, n)
-		case pfPeek:
-			row.res, row.err = l.Peek(ctx, r, key)
-		case pfReset:
-			row.err = l.Reset(ctx, r, key)
-		}
+		n := row.call(ctx, l, r, key)
 		row.path = *paths[s.inst]
 		t := now.UnixMicro()
 		pair := [2]string{r.Name, key}
@@ -357,25 +270,9 @@ func runPGDiff(newFleet pfFleetNew, limiters int, seq []pgStep, tally *pfTally) 
 		default:
 			count := st.count(r, t)
 			fits := count+int64(n) <= burst(r)
-			if tally != nil {
-				tally.calls++
-			}
+			tally.decided(&row, fits)
 			if !row.res.Allowed {
-				row.banned = row.res.Banned
-				row.under = fits && !row.banned
-				if tally != nil {
-					tally.rejected++
-					tally.banned += b2i(row.banned)
-					tally.under += b2i(row.under)
-					if row.under {
-						tally.underBy[row.path]++
-					}
-				}
 				break
-			}
-			if tally != nil {
-				tally.allowed++
-				tally.fromSlots += b2i(row.path == ratelimit.PathPrefetch)
 			}
 			if rs, ok := resets[pair]; ok && row.path == ratelimit.PathPrefetch && had && before <= rs.at {
 				// The slot came from the grant the pair held before the
@@ -410,60 +307,12 @@ func runPGDiff(newFleet pfFleetNew, limiters int, seq []pgStep, tally *pfTally) 
 	// or returned, but those a Reset voided.
 	done()
 	closed = true
-	reset := false
-	for _, s := range seq {
-		reset = reset || s.kind == pfReset
-	}
-	for i, l := range lims {
-		st := l.Stats()
-		if !reset && st.PrefetchSlotsGranted != st.PrefetchSlotsUsed+st.PrefetchSlotsReturned {
-			rows = append(rows, pgRow{i: len(rows), step: pgStep{kind: pfAdvance}, now: rows[len(rows)-1].now,
-				fail: fmt.Sprintf("after Close L%d's Stats count %d slots granted, %d used, %d returned", i, st.PrefetchSlotsGranted, st.PrefetchSlotsUsed, st.PrefetchSlotsReturned)})
-		}
-		if tally != nil {
-			tally.grants += st.PrefetchGrants
-			tally.granted += st.PrefetchSlotsGranted
-			tally.used += st.PrefetchSlotsUsed
-			tally.returned += st.PrefetchSlotsReturned
-		}
-	}
-	if tally != nil {
-		tally.sequences++
-	}
-	return rows
+	return pfAfterClose(lims, seq, rows, tally)
 }
 
 // pgEpoch is µs t since testkit.Epoch.
 func pgEpoch(t int64) time.Duration {
 	return time.Duration(t-testkit.Epoch().UnixMicro()) * time.Microsecond
-}
-
-func firstPGFail(rows []pgRow) int {
-	for i, r := range rows {
-		if r.fail != "" {
-			return i
-		}
-	}
-	return -1
-}
-
-func formatPGRows(rows []pgRow) string {
-	lines := make([]string, len(rows))
-	for i, r := range rows {
-		lines[i] = r.String()
-	}
-	return strings.Join(lines, "\n")
-}
-
-// pgFleet returns a pfFleetNew on a fresh redis-server: each run's fleet
-// has a key prefix of its own.
-func pgFleet(t *testing.T) pfFleetNew {
-	server := redistest.Start(t, redistest.Options{})
-	client := testkit.NewClient(t, server.Addr())
-	runs := atomic.Int64{}
-	return func(limiters int) ([]*ratelimit.Limiter, []*ratelimit.Path, interface{ Set(time.Time) }, func()) {
-		return pfDiffFleet(t, client, fmt.Sprintf("dpg%d:", runs.Add(1)), limiters)
-	}
 }
 
 // TestDifferentialPrefetchGCRA runs the GCRA prefetch mode (see the top of
@@ -473,34 +322,7 @@ func TestDifferentialPrefetchGCRA(t *testing.T) {
 	if !testkit.HaveRedis(t) {
 		t.Skip("needs redis-server")
 	}
-	newFleet := pgFleet(t)
-	seed := *diffSeed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	start := time.Now()
-	var tally pfTally
-	for i := 0; i < *diffN; i++ {
-		s := seed + uint64(i)
-		rng := rand.New(rand.NewPCG(s, 0x6c7a))
-		limiters := 2 + rng.IntN(2)
-		seq := genPGSequence(rng, *diffSteps, limiters)
-		rows := runPGDiff(newFleet, limiters, seq, &tally)
-		if firstPGFail(rows) < 0 {
-			continue
-		}
-		small := shrinkSteps(seq, func(cand []pgStep) int { return firstPGFail(runPGDiff(newFleet, limiters, cand, nil)) },
-			func(a, b pgStep) (pgStep, bool) {
-				return pgStep{kind: pfAdvance, d: a.d + b.d}, a.kind == pfAdvance && b.kind == pfAdvance
-			})
-		t.Fatalf("a prefetching fleet of %d left the exact GCRA's bound (sequence %d, seed %d: replay with -run 'TestDifferentialPrefetchGCRA' -diff.seed=%d -diff.n=1)\n"+
-			"as run:\n%s\nshortest failing sequence found (%d of %d steps), run on a fresh fleet from epoch:\n%s",
-			limiters, i, s, s, formatPGRows(rows[:firstPGFail(rows)+1]), len(small), len(seq), formatPGRows(runPGDiff(newFleet, limiters, small, nil)))
-	}
-	t.Logf("GCRA prefetch mode: %v; in %v (first seed %d, %d steps each)", &tally, time.Since(start).Round(time.Millisecond), seed, *diffSteps)
-	if tally.fromSlots == 0 {
-		t.Errorf("no call was allowed from slots: the sequences never made a pair hot")
-	}
+	runPFMode(t, pfDiffFleetNew(t, "dpg"), pfMode{name: "GCRA prefetch mode", bound: "the exact GCRA's bound", stream: 0x6c7a, gen: genPGSequence, run: runPGDiff})
 }
 
 // pgAdversary is the issue's adversary on its rule (Burst = Rate = 100 a
@@ -515,21 +337,21 @@ func TestDifferentialPrefetchGCRA(t *testing.T) {
 // record of it, and nothing comes back: D's (L3) calls are rejected. (B's
 // would be in any case: a process' own count of what it allowed holds it
 // to the bucket too.)
-func pgAdversary() []pgStep {
-	p, plain := pgIssue, pgIssue+1
+func pgAdversary() []pfStep {
+	p, plain := pgBase+pgIssue, pgBase+pgIssue+1
 	at := time.Duration(0)
-	var seq []pgStep
+	var seq []pfStep
 	to := func(d time.Duration) {
 		if d > at {
-			seq = append(seq, pgStep{kind: pfAdvance, d: d - at})
+			seq = append(seq, pfStep{kind: pfAdvance, d: d - at})
 			at = d
 		}
 	}
 	call := func(inst, rule, n int) {
 		if n == 1 {
-			seq = append(seq, pgStep{kind: pfAllow, inst: inst, rule: rule})
+			seq = append(seq, pfStep{kind: pfAllow, inst: inst, rule: rule})
 		} else {
-			seq = append(seq, pgStep{kind: pfAllowN, inst: inst, rule: rule, n: n})
+			seq = append(seq, pfStep{kind: pfAllowN, inst: inst, rule: rule, n: n})
 		}
 	}
 	ms := time.Millisecond
@@ -544,7 +366,7 @@ func pgAdversary() []pgStep {
 	// gives those back.
 	to(100*ms - time.Microsecond)
 	call(0, p, 5)
-	seq = append(seq, pgStep{kind: pgClose, inst: 0})
+	seq = append(seq, pfStep{kind: pgClose, inst: 0})
 	// B and C from 100ms.
 	to(100 * ms)
 	for range 100 {
@@ -570,7 +392,7 @@ func pgAdversary() []pgStep {
 	for range 100 {
 		call(1, plain, 1)
 	}
-	seq = append(seq, pgStep{kind: pgClose, inst: 2})
+	seq = append(seq, pfStep{kind: pgClose, inst: 2})
 	for range 10 {
 		call(3, plain, 1)
 	}
@@ -586,9 +408,9 @@ func TestPrefetchGCRAAdversary(t *testing.T) {
 	}
 	seq := pgAdversary()
 	var tally pfTally
-	rows := runPGDiff(pgFleet(t), 4, seq, &tally)
-	if i := firstPGFail(rows); i >= 0 {
-		t.Fatalf("the issue's adversary left the exact GCRA's bound:\n%s", formatPGRows(rows[:i+1]))
+	rows := runPGDiff(pfDiffFleetNew(t, "dpg"), 4, seq, &tally)
+	if i := firstPFFail(rows); i >= 0 {
+		t.Fatalf("the issue's adversary left the exact GCRA's bound:\n%s", formatPFRows(rows[:i+1]))
 	}
 	from, to := 100*time.Millisecond-time.Microsecond, 1099800*time.Microsecond
 	in := 0
