@@ -152,20 +152,13 @@ func genPFSequence(rng *rand.Rand, steps, limiters int) []pfStep {
 // same without; a move to a window's end from an earlier call is, for a
 // fixed window or a quota, to the end of that call's window or period.
 func genPFSequenceOf(rng *rand.Rand, steps, limiters, base, rules int) []pfStep {
-	var seq []pfStep
-	var now time.Duration
-	var callTimes []time.Duration
+	var g pfGen
 	names := rules / 2
 	focus := []int{rng.IntN(names)}
 	if rng.IntN(2) == 0 {
 		focus = append(focus, rng.IntN(names))
 	}
-	move := func(d time.Duration) {
-		d = max(d, time.Microsecond)
-		now += d
-		seq = append(seq, pfStep{kind: pfAdvance, d: d})
-	}
-	for len(seq) < steps {
+	for len(g.seq) < steps {
 		if rng.IntN(6) == 0 {
 			r := pfRuleAt(base + 2*focus[rng.IntN(len(focus))])
 			p := max(r.Prefetch, time.Millisecond)
@@ -175,35 +168,62 @@ func genPFSequenceOf(rng *rand.Rand, steps, limiters, base, rules int) []pfStep 
 				d = time.Duration(1+rng.IntN(5)) * time.Microsecond
 			case x < 11:
 				d = time.Duration(rng.Int64N(int64(2 * p)))
-			case x < 14 && len(callTimes) > 0:
-				d = callTimes[rng.IntN(len(callTimes))] + p + time.Duration(rng.IntN(3)-1)*time.Microsecond - now
-			case x < 19 && len(callTimes) > 0:
-				d = pfEdge(r, callTimes[rng.IntN(len(callTimes))]) + time.Duration(rng.IntN(3)-1)*time.Microsecond - now
+			case x < 14 && len(g.callTimes) > 0:
+				d = g.callTimes[rng.IntN(len(g.callTimes))] + p + time.Duration(rng.IntN(3)-1)*time.Microsecond - g.now
+			case x < 19 && len(g.callTimes) > 0:
+				d = pfEdge(r, g.callTimes[rng.IntN(len(g.callTimes))]) + time.Duration(rng.IntN(3)-1)*time.Microsecond - g.now
 			default:
 				d = time.Duration(rng.Int64N(int64(1500 * time.Millisecond)))
 			}
-			move(d)
+			g.move(d)
 			continue
 		}
 		s := pfStep{inst: rng.IntN(limiters), rule: base + 2*focus[rng.IntN(len(focus))] + b2i(rng.IntN(4) == 0), key: b2i(rng.IntN(6) == 0)}
-		switch x := rng.IntN(100); {
-		case x < 62:
-			s.kind = pfAllow
-		case x < 84:
-			s.kind = pfAllowN
-			s.n = 1 + rng.IntN(min(3, pfRuleAt(s.rule).Limit.Rate))
-		case x < 97:
-			s.kind = pfPeek
-		default:
-			s.kind = pfReset
-		}
-		callTimes = append(callTimes, now)
-		seq = append(seq, s)
-		if s.kind == pfReset {
-			move(time.Duration(1+rng.IntN(3)) * time.Microsecond)
-		}
+		g.drawCall(rng, s, 62, pfRuleAt(s.rule).Limit.Rate)
 	}
-	return seq
+	return g.seq
+}
+
+// pfGen is a sequence being drawn: its steps, the clock's offset from
+// epoch, and the times of its calls.
+type pfGen struct {
+	seq       []pfStep
+	now       time.Duration
+	callTimes []time.Duration
+}
+
+// move moves the clock by d, at least 1µs.
+func (g *pfGen) move(d time.Duration) {
+	d = max(d, time.Microsecond)
+	g.now += d
+	g.seq = append(g.seq, pfStep{kind: pfAdvance, d: d})
+}
+
+// call appends the call s, at the clock's time.
+func (g *pfGen) call(s pfStep) {
+	g.callTimes = append(g.callTimes, g.now)
+	g.seq = append(g.seq, s)
+}
+
+// drawCall draws what s calls and appends it: Allow (allow in 100),
+// AllowN of 1 to min(3, most) events (to 84 in 100), Peek (to 97) or
+// Reset, which a clock move of 1 to 3µs follows.
+func (g *pfGen) drawCall(rng *rand.Rand, s pfStep, allow, most int) {
+	switch x := rng.IntN(100); {
+	case x < allow:
+		s.kind = pfAllow
+	case x < 84:
+		s.kind = pfAllowN
+		s.n = 1 + rng.IntN(min(3, most))
+	case x < 97:
+		s.kind = pfPeek
+	default:
+		s.kind = pfReset
+	}
+	g.call(s)
+	if s.kind == pfReset {
+		g.move(time.Duration(1+rng.IntN(3)) * time.Microsecond)
+	}
 }
 
 func b2i(b bool) int {

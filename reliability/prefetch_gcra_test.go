@@ -100,9 +100,7 @@ const pgClose pfKind = 100
 // Limiter at one instant), and the adversary: a Limiter takes
 // slots, uses them at its grant's last µs, and another floods.
 func genPGSequence(rng *rand.Rand, steps, limiters int) []pfStep {
-	var seq []pfStep
-	var now time.Duration
-	var callTimes []time.Duration
+	var g pfGen
 	// Half the names drawn are those whose Prefetch is several T ("a",
 	// "iss" and "w"): a grant's overhead, and what an unsound grant
 	// would let through, is Prefetch / T events.
@@ -116,12 +114,7 @@ func genPGSequence(rng *rand.Rand, steps, limiters int) []pfStep {
 	if rng.IntN(2) == 0 {
 		focus = append(focus, name())
 	}
-	move := func(d time.Duration) {
-		d = max(d, time.Microsecond)
-		now += d
-		seq = append(seq, pfStep{kind: pfAdvance, d: d})
-	}
-	for len(seq) < steps {
+	for len(g.seq) < steps {
 		if rng.IntN(6) == 0 {
 			r := pgRules[2*focus[rng.IntN(len(focus))]]
 			p := r.Prefetch
@@ -132,15 +125,15 @@ func genPGSequence(rng *rand.Rand, steps, limiters int) []pfStep {
 				d = time.Duration(1+rng.IntN(5)) * time.Microsecond
 			case x < 9:
 				d = time.Duration(rng.Int64N(int64(2 * p)))
-			case x < 13 && len(callTimes) > 0:
-				d = callTimes[rng.IntN(len(callTimes))] + p - time.Duration(rng.IntN(3))*time.Microsecond - now
-			case x < 18 && len(callTimes) > 0:
+			case x < 13 && len(g.callTimes) > 0:
+				d = g.callTimes[rng.IntN(len(g.callTimes))] + p - time.Duration(rng.IntN(3))*time.Microsecond - g.now
+			case x < 18 && len(g.callTimes) > 0:
 				k := time.Duration(1 + rng.IntN(int(burst(r))))
-				d = callTimes[rng.IntN(len(callTimes))] + k*tq + time.Duration(rng.IntN(3)-1)*time.Microsecond - now
+				d = g.callTimes[rng.IntN(len(g.callTimes))] + k*tq + time.Duration(rng.IntN(3)-1)*time.Microsecond - g.now
 			default:
 				d = time.Duration(rng.Int64N(int64(1500 * time.Millisecond)))
 			}
-			move(d)
+			g.move(d)
 			continue
 		}
 		s := pfStep{inst: rng.IntN(limiters), rule: pgBase + 2*focus[rng.IntN(len(focus))] + b2i(rng.IntN(4) == 0), key: b2i(rng.IntN(6) == 0)}
@@ -151,20 +144,17 @@ func genPGSequence(rng *rand.Rand, steps, limiters int) []pfStep {
 			a, b := s.inst, (s.inst+1+rng.IntN(limiters-1))%limiters
 			r := pfRuleAt(s.rule)
 			for range 2 + rng.IntN(int(burst(r))) {
-				seq = append(seq, pfStep{kind: pfAllow, inst: a, rule: s.rule &^ 1, key: s.key})
-				callTimes = append(callTimes, now)
+				g.call(pfStep{kind: pfAllow, inst: a, rule: s.rule &^ 1, key: s.key})
 			}
-			move(r.Prefetch - time.Duration(1+rng.IntN(2))*time.Microsecond)
+			g.move(r.Prefetch - time.Duration(1+rng.IntN(2))*time.Microsecond)
 			for range 1 + rng.IntN(4) {
-				seq = append(seq, pfStep{kind: pfAllow, inst: a, rule: s.rule &^ 1, key: s.key})
-				callTimes = append(callTimes, now)
+				g.call(pfStep{kind: pfAllow, inst: a, rule: s.rule &^ 1, key: s.key})
 			}
 			if rng.IntN(2) == 0 {
-				move(time.Microsecond)
+				g.move(time.Microsecond)
 			}
 			for range burst(r) + 1 {
-				seq = append(seq, pfStep{kind: pfAllow, inst: b, rule: s.rule, key: s.key})
-				callTimes = append(callTimes, now)
+				g.call(pfStep{kind: pfAllow, inst: b, rule: s.rule, key: s.key})
 			}
 			continue
 		}
@@ -172,29 +162,13 @@ func genPGSequence(rng *rand.Rand, steps, limiters int) []pfStep {
 			// A flood: one Limiter calls until the bucket must be
 			// empty, and once more.
 			for range burst(pfRuleAt(s.rule)) + 1 {
-				seq = append(seq, pfStep{kind: pfAllow, inst: s.inst, rule: s.rule, key: s.key})
-				callTimes = append(callTimes, now)
+				g.call(pfStep{kind: pfAllow, inst: s.inst, rule: s.rule, key: s.key})
 			}
 			continue
 		}
-		switch x := rng.IntN(100); {
-		case x < 60:
-			s.kind = pfAllow
-		case x < 84:
-			s.kind = pfAllowN
-			s.n = 1 + rng.IntN(min(3, int(burst(pfRuleAt(s.rule)))))
-		case x < 97:
-			s.kind = pfPeek
-		default:
-			s.kind = pfReset
-		}
-		callTimes = append(callTimes, now)
-		seq = append(seq, s)
-		if s.kind == pfReset {
-			move(time.Duration(1+rng.IntN(3)) * time.Microsecond)
-		}
+		g.drawCall(rng, s, 60, int(burst(pfRuleAt(s.rule))))
 	}
-	return seq
+	return g.seq
 }
 
 // pgGrantOf is when a Limiter's pair (rule name, key) was last granted
