@@ -318,20 +318,8 @@ func (t *pfTally) underPaths() string {
 // runPFDiff runs seq on a fresh fleet of limiters and checks every row
 // (see the top of the file); tally, when not nil, counts what it did.
 func runPFDiff(newFleet pfFleetNew, limiters int, seq []pfStep, tally *pfTally) []pfRow {
-	lims, paths, clk, done := newFleet(limiters)
-	closed := false
-	defer func() {
-		if !closed {
-			done()
-		}
-	}()
-	ctx := context.Background()
-	now := testkit.Epoch()
 	logs := map[[2]string][]pfEvent{}
-	resets := map[[2]string]struct {
-		at   int64
-		inst int
-	}{}
+	resets := map[[2]string]pfResetAt{}
 	// held is when each Limiter's grant of a pair was made (the step whose
 	// call raised its PrefetchGrants: a grant is only asked for by a call
 	// of its pair), until a ban or its own Reset closed it.
@@ -340,24 +328,9 @@ func runPFDiff(newFleet pfFleetNew, limiters int, seq []pfStep, tally *pfTally) 
 		pair [2]string
 	}
 	held := map[heldKey]int64{}
-	rows := make([]pfRow, 0, len(seq))
-	for i, s := range seq {
-		row := pfRow{i: i, step: s}
-		if s.kind == pfAdvance {
-			now = now.Add(s.d)
-			row.now = now.Sub(testkit.Epoch())
-			rows = append(rows, row)
-			continue
-		}
-		row.now = now.Sub(testkit.Epoch())
-		clk.Set(now)
-		l, r, key := lims[s.inst], pfRuleAt(s.rule), pfDiffKeys[s.key]
-		*paths[s.inst] = ratelimit.PathNone
-		grants0 := l.Stats().PrefetchGrants
-		n := row.call(ctx, l, r, key)
-		row.path = *paths[s.inst]
-		fresh := l.Stats().PrefetchGrants > grants0 // a grant of the pair at this step
-		t := now.UnixMicro()
+	return runPFSteps(newFleet, limiters, seq, func(row *pfRow, r ratelimit.Rule, key string, n int, t int64, grants0, grants1 uint64) {
+		s := row.step
+		fresh := grants1 > grants0 // a grant of the pair at this step
 		pair := [2]string{r.Name, key}
 		hk := heldKey{s.inst, pair}
 		grantAt, holds := held[hk]
@@ -371,15 +344,12 @@ func runPFDiff(newFleet pfFleetNew, limiters int, seq []pfStep, tally *pfTally) 
 		case s.kind == pfReset:
 			delete(logs, pair)
 			delete(held, hk) // the Limiter's own Reset voids its slots
-			resets[pair] = struct {
-				at   int64
-				inst int
-			}{t, s.inst}
+			resets[pair] = pfResetAt{t, s.inst}
 		case s.kind == pfPeek:
 		default:
 			count := pfModelCount(r, logs[pair], t)
 			fits := count+int64(n) <= rate
-			tally.decided(&row, fits)
+			tally.decided(row, fits)
 			if !row.res.Allowed {
 				break
 			}
@@ -437,11 +407,57 @@ func runPFDiff(newFleet pfFleetNew, limiters int, seq []pfStep, tally *pfTally) 
 		case fresh:
 			held[hk] = t
 		}
+	}, tally)
+}
+
+// pfResetAt is a pair's last Reset: when (µs), by which Limiter.
+type pfResetAt struct {
+	at   int64
+	inst int
+}
+
+// pfCheck checks a call's row as run, r's call of n events on key at t
+// (µs), its Limiter's PrefetchGrants grants0 before it and grants1 after.
+type pfCheck func(row *pfRow, r ratelimit.Rule, key string, n int, t int64, grants0, grants1 uint64)
+
+// runPFSteps runs seq on a fresh fleet of limiters: it moves the clock,
+// closes a Limiter (pgClose), or makes a call and has check check its
+// row; then it closes the fleet and checks its Stats (pfAfterClose).
+func runPFSteps(newFleet pfFleetNew, limiters int, seq []pfStep, check pfCheck, tally *pfTally) []pfRow {
+	lims, paths, clk, done := newFleet(limiters)
+	closed := false
+	defer func() {
+		if !closed {
+			done()
+		}
+	}()
+	ctx := context.Background()
+	now := testkit.Epoch()
+	rows := make([]pfRow, 0, len(seq))
+	for i, s := range seq {
+		row := pfRow{i: i, step: s, now: now.Sub(testkit.Epoch())}
+		switch s.kind {
+		case pfAdvance:
+			now = now.Add(s.d)
+			row.now = now.Sub(testkit.Epoch())
+			rows = append(rows, row)
+			continue
+		case pgClose:
+			lims[s.inst].Close()
+			rows = append(rows, row)
+			continue
+		}
+		clk.Set(now)
+		l, r, key := lims[s.inst], pfRuleAt(s.rule), pfDiffKeys[s.key]
+		*paths[s.inst] = ratelimit.PathNone
+		grants0 := l.Stats().PrefetchGrants
+		n := row.call(ctx, l, r, key)
+		row.path = *paths[s.inst]
+		check(&row, r, key, n, now.UnixMicro(), grants0, l.Stats().PrefetchGrants)
 		rows = append(rows, row)
 	}
 	// Close gives back what the grants hold: every slot granted was used
-	// or returned, but those a Reset voided (Redis' log no longer held
-	// them).
+	// or returned, but those a Reset voided (Redis no longer held them).
 	done()
 	closed = true
 	return pfAfterClose(lims, seq, rows, tally)

@@ -1,7 +1,6 @@
 package reliability_test
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -178,50 +177,20 @@ type pgGrantOf map[[2]string]int64
 // runPGDiff runs seq on a fresh fleet of limiters and checks every row
 // (see the top of the file); tally, when not nil, counts what it did.
 func runPGDiff(newFleet pfFleetNew, limiters int, seq []pfStep, tally *pfTally) []pfRow {
-	lims, paths, clk, done := newFleet(limiters)
-	closed := false
-	defer func() {
-		if !closed {
-			done()
-		}
-	}()
-	ctx := context.Background()
-	now := testkit.Epoch()
 	model := map[[2]string]*modelState{}
-	resets := map[[2]string]struct {
-		at   int64
-		inst int
-	}{}
+	resets := map[[2]string]pfResetAt{}
 	grantAt := make([]pgGrantOf, limiters)
 	grants := make([]uint64, limiters)
 	for i := range grantAt {
 		grantAt[i] = pgGrantOf{}
 	}
-	rows := make([]pfRow, 0, len(seq))
-	for i, s := range seq {
-		row := pfRow{i: i, step: s, now: now.Sub(testkit.Epoch())}
-		switch s.kind {
-		case pfAdvance:
-			now = now.Add(s.d)
-			row.now = now.Sub(testkit.Epoch())
-			rows = append(rows, row)
-			continue
-		case pgClose:
-			lims[s.inst].Close()
-			rows = append(rows, row)
-			continue
-		}
-		clk.Set(now)
-		l, r, key := lims[s.inst], pfRuleAt(s.rule), pfDiffKeys[s.key]
-		*paths[s.inst] = ratelimit.PathNone
-		n := row.call(ctx, l, r, key)
-		row.path = *paths[s.inst]
-		t := now.UnixMicro()
+	return runPFSteps(newFleet, limiters, seq, func(row *pfRow, r ratelimit.Rule, key string, n int, t int64, grants0, grants1 uint64) {
+		s := row.step
 		pair := [2]string{r.Name, key}
 		before, had := grantAt[s.inst][pair]
 		granted := false
-		if g := l.Stats().PrefetchGrants; g > grants[s.inst] {
-			grants[s.inst], granted = g, true
+		if grants1 > grants[s.inst] {
+			grants[s.inst], granted = grants1, true
 			grantAt[s.inst][pair] = t
 		}
 		st := model[pair]
@@ -236,15 +205,12 @@ func runPGDiff(newFleet pfFleetNew, limiters int, seq []pfStep, tally *pfTally) 
 			row.fail = "Degraded on a healthy Redis"
 		case s.kind == pfReset:
 			delete(model, pair)
-			resets[pair] = struct {
-				at   int64
-				inst int
-			}{t, s.inst}
+			resets[pair] = pfResetAt{t, s.inst}
 		case s.kind == pfPeek:
 		default:
 			count := st.count(r, t)
 			fits := count+int64(n) <= burst(r)
-			tally.decided(&row, fits)
+			tally.decided(row, fits)
 			if !row.res.Allowed {
 				break
 			}
@@ -275,13 +241,7 @@ func runPGDiff(newFleet pfFleetNew, limiters int, seq []pfStep, tally *pfTally) 
 			}
 			st.apply(r, t, int64(n))
 		}
-		rows = append(rows, row)
-	}
-	// Close gives back what the grants hold: every slot granted was used
-	// or returned, but those a Reset voided.
-	done()
-	closed = true
-	return pfAfterClose(lims, seq, rows, tally)
+	}, tally)
 }
 
 // pgEpoch is µs t since testkit.Epoch.
