@@ -101,6 +101,21 @@ func BenchmarkAllowLocalGoroutines(b *testing.B) {
 func runAllowG(b *testing.B, l *ratelimit.Limiter, rule ratelimit.Rule, keys []string, g int) {
 	ctx := context.Background()
 	var next atomic.Int64
+	runG(b, g, func(w int) {
+		i := w * 7919
+		for next.Add(1) <= int64(b.N) {
+			i++
+			if _, err := l.Allow(ctx, rule, keys[i%len(keys)]); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// runG reports allocations, resets the timer and runs work(w) on g
+// goroutines, w from 0 to g-1, until all return.
+func runG(b *testing.B, g int, work func(w int)) {
 	var wg sync.WaitGroup
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -108,14 +123,7 @@ func runAllowG(b *testing.B, l *ratelimit.Limiter, rule ratelimit.Rule, keys []s
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			i := w * 7919
-			for next.Add(1) <= int64(b.N) {
-				i++
-				if _, err := l.Allow(ctx, rule, keys[i%len(keys)]); err != nil {
-					b.Error(err)
-					return
-				}
-			}
+			work(w)
 		}()
 	}
 	wg.Wait()
@@ -174,26 +182,18 @@ func BenchmarkPrefetchHotKey(b *testing.B) {
 			l := testkit.NewLimiter(b, c, benchOptions())
 			ctx := context.Background()
 			var degraded atomic.Int64
-			var wg sync.WaitGroup
-			b.ReportAllocs()
-			b.ResetTimer()
-			for w := range g {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for range b.N/g + btoi(w < b.N%g) {
-						r, err := l.Allow(ctx, rule, "hot")
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						if r.Degraded {
-							degraded.Add(1)
-						}
+			runG(b, g, func(w int) {
+				for range b.N/g + btoi(w < b.N%g) {
+					r, err := l.Allow(ctx, rule, "hot")
+					if err != nil {
+						b.Error(err)
+						return
 					}
-				}()
-			}
-			wg.Wait()
+					if r.Degraded {
+						degraded.Add(1)
+					}
+				}
+			})
 			b.StopTimer()
 			if n := degraded.Load(); n > 0 {
 				b.Logf("%d of %d decisions were degraded", n, b.N)
