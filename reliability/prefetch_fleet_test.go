@@ -260,15 +260,7 @@ func (ld *pfLoad) perWindow(w time.Duration) (total []int, by [][pfInstances]int
 // replies (see TestRecoveryFleetWindows). It measures a crowd on two
 // cores: scripts/test runs it without the race detector.
 func TestPrefetchFleetLoad(t *testing.T) {
-	if testing.Short() {
-		t.Skip("drives four limiters for 10 seconds")
-	}
-	if testkit.RaceEnabled {
-		t.Skip("measures a load; scripts/test runs it without the race detector")
-	}
-	if !testkit.HaveRedis(t) {
-		t.Skip("needs redis-server")
-	}
+	pfSkipLoad(t, "drives four limiters for 10 seconds")
 	// Ten whole windows, and a little more, so that the last window's
 	// grants (the window fills within some 100ms of its start) are recent
 	// when the fleet closes (see pfCheckClose).
@@ -295,36 +287,93 @@ func TestPrefetchFleetLoad(t *testing.T) {
 	rate := rule.Limit.Rate
 	allowed := len(ld.allowed)
 	perSec, by := ld.perWindow(rule.Limit.Window)
-	t.Logf("%d × %d callers for %v: %d calls, %d allowed (%.0f a second), %d errors, %d Degraded, worst call %v",
-		pfInstances, callers, ld.stop.Sub(ld.start).Round(time.Millisecond), ld.calls, allowed,
-		float64(allowed)/ld.stop.Sub(ld.start).Seconds(), ld.errs, ld.degraded, ld.worst.Round(time.Millisecond))
+	ld.logCalls(t, callers)
 	t.Logf("allowed per second %v; by instance %v", perSec, by)
 	t.Logf("paths: %s", f.pathCounts())
 	t.Logf("prefetch: %v", sum)
 	perAllowed := float64(ran) / float64(max(allowed, 1))
 	t.Logf("Redis ran %d scripts: %.4f per allowed decision", ran, perAllowed)
 
+	pfCheckHealthy(t, f, ld)
+	most, at := testkit.MostContained(ld.spans(), rule.Limit.Window)
+	t.Logf("containment: at most %d allowed inside one window (from +%v), Rate %d", most, at.Sub(ld.start).Round(time.Millisecond), rate)
+	if most > rate {
+		t.Errorf("%d allowed calls lie inside one window from +%v, more than Rate %d", most, at.Sub(ld.start), rate)
+	}
+	pfCheckSeconds(t, perSec, rate, callers)
+	if perAllowed > 0.1 {
+		t.Errorf("Redis ran %d scripts for %d allowed decisions: %.3f each, more than 0.1", ran, allowed, perAllowed)
+	}
+	pfCheckUsed(t, sum)
+}
+
+// pfSkipLoad skips a fleet load test (what: how long it drives the fleet)
+// under -short, under the race detector (it measures a load; scripts/test
+// runs it without) and without redis-server.
+func pfSkipLoad(t *testing.T, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(what)
+	}
+	if testkit.RaceEnabled {
+		t.Skip("measures a load; scripts/test runs it without the race detector")
+	}
+	if !testkit.HaveRedis(t) {
+		t.Skip("needs redis-server")
+	}
+}
+
+// logCalls logs what the load of pfInstances × callers did.
+func (ld *pfLoad) logCalls(t *testing.T, callers int) {
+	t.Helper()
+	allowed := len(ld.allowed)
+	t.Logf("%d × %d callers for %v: %d calls, %d allowed (%.0f a second), %d errors, %d Degraded, worst call %v",
+		pfInstances, callers, ld.stop.Sub(ld.start).Round(time.Millisecond), ld.calls, allowed,
+		float64(allowed)/ld.stop.Sub(ld.start).Seconds(), ld.errs, ld.degraded, ld.worst.Round(time.Millisecond))
+}
+
+// pfCheckHealthy fails the test when a call of the load on a healthy
+// Redis erred or came back Degraded (then with the fleet's log).
+func pfCheckHealthy(t *testing.T, f *pfFleet, ld *pfLoad) {
+	t.Helper()
 	if ld.errs > 0 {
 		t.Errorf("%d calls returned an error, the first: %v", ld.errs, ld.firstErr)
 	}
 	if ld.degraded > 0 {
 		t.Errorf("%d calls came back Degraded from a healthy Redis; log:\n%s", ld.degraded, f.logs.String())
 	}
-	most, at := testkit.MostContained(ld.spans(), rule.Limit.Window)
-	t.Logf("containment: at most %d allowed inside one window (from +%v), Rate %d", most, at.Sub(ld.start).Round(time.Millisecond), rate)
-	if most > rate {
-		t.Errorf("%d allowed calls lie inside one window from +%v, more than Rate %d", most, at.Sub(ld.start), rate)
-	}
+}
+
+// pfCheckSeconds fails the test for each second of perSec (from the
+// load's start) that admitted under 0.9 × rate while pfInstances ×
+// callers demanded more.
+func pfCheckSeconds(t *testing.T, perSec []int, rate, callers int) {
+	t.Helper()
 	for s, n := range perSec {
 		if 10*n < 9*rate {
 			t.Errorf("second %d from the load's start admitted %d, under 0.9 × Rate (%d), while %d callers demanded more", s, n, rate, pfInstances*callers)
 		}
 	}
-	if perAllowed > 0.1 {
-		t.Errorf("Redis ran %d scripts for %d allowed decisions: %.3f each, more than 0.1", ran, allowed, perAllowed)
-	}
+}
+
+// pfCheckUsed fails the test when the fleet used no slot.
+func pfCheckUsed(t *testing.T, sum pfStats) {
+	t.Helper()
 	if sum.grants == 0 || sum.used == 0 {
 		t.Errorf("no slot was used: %v", sum)
+	}
+}
+
+// pfCheckGivenBack fails the test for each closed Limiter (each: their
+// Stats) whose slots granted were not all used or given back.
+func pfCheckGivenBack(t *testing.T, each []ratelimit.Stats) {
+	t.Helper()
+	for i, s := range each {
+		if s.PrefetchSlotsGranted != s.PrefetchSlotsUsed+s.PrefetchSlotsReturned {
+			t.Errorf("limiter %d after Close: %d slots granted, %d used and %d returned: %d neither",
+				i, s.PrefetchSlotsGranted, s.PrefetchSlotsUsed, s.PrefetchSlotsReturned,
+				int64(s.PrefetchSlotsGranted)-int64(s.PrefetchSlotsUsed)-int64(s.PrefetchSlotsReturned))
+		}
 	}
 }
 
@@ -354,13 +403,7 @@ func pfCheckClose(t *testing.T, f *pfFleet, stopped int64) {
 	outstanding := int64(before.granted) - int64(before.used) - int64(before.returned)
 	t.Logf("at Close: %d slots outstanding; the log held %d grant slots (%d stamped after the load stopped), %d after Close (%d); %v",
 		outstanding, members0.total(), future0, members1.total(), future1, after)
-	for i, s := range each {
-		if s.PrefetchSlotsGranted != s.PrefetchSlotsUsed+s.PrefetchSlotsReturned {
-			t.Errorf("limiter %d after Close: %d slots granted, %d used and %d returned: %d neither",
-				i, s.PrefetchSlotsGranted, s.PrefetchSlotsUsed, s.PrefetchSlotsReturned,
-				int64(s.PrefetchSlotsGranted)-int64(s.PrefetchSlotsUsed)-int64(s.PrefetchSlotsReturned))
-		}
-	}
+	pfCheckGivenBack(t, each)
 	if gone := members0.total() - members1.total(); int64(gone) != outstanding {
 		t.Errorf("Close took %d grant slots off the log, want the %d the Stats held unused", gone, outstanding)
 	}

@@ -165,15 +165,7 @@ func pgWorst(spans []testkit.Span, burst int, tq time.Duration) (worst int64, a,
 // in TestPrefetchFleetLoad. scripts/test runs it without the race
 // detector, as the log's.
 func TestPrefetchGCRAFleetLoad(t *testing.T) {
-	if testing.Short() {
-		t.Skip("drives four limiters for 5 seconds")
-	}
-	if testkit.RaceEnabled {
-		t.Skip("measures a load; scripts/test runs it without the race detector")
-	}
-	if !testkit.HaveRedis(t) {
-		t.Skip("needs redis-server")
-	}
+	pfSkipLoad(t, "drives four limiters for 5 seconds")
 	const seconds, callers, pause = 5, 128, time.Millisecond
 	srv := redistest.Start(t, redistest.Options{})
 	f := newPFFleet(t, srv, ratelimit.Options{Timeout: time.Second})
@@ -211,21 +203,13 @@ func TestPrefetchGCRAFleetLoad(t *testing.T) {
 	f.close()
 	after, each := f.stats()
 	t.Logf("at Close: %d slots outstanding; after it %v", int64(before.granted)-int64(before.used)-int64(before.returned), after)
-	for i, s := range each {
-		if s.PrefetchSlotsGranted != s.PrefetchSlotsUsed+s.PrefetchSlotsReturned {
-			t.Errorf("limiter %d after Close: %d slots granted, %d used and %d returned: %d neither",
-				i, s.PrefetchSlotsGranted, s.PrefetchSlotsUsed, s.PrefetchSlotsReturned,
-				int64(s.PrefetchSlotsGranted)-int64(s.PrefetchSlotsUsed)-int64(s.PrefetchSlotsReturned))
-		}
-	}
+	pfCheckGivenBack(t, each)
 	pfNoGoroutines(t, f.base)
 
 	rate := rule.Limit.Rate
 	allowed := len(ld.allowed)
 	perSec, by := ld.perWindow(time.Second)
-	t.Logf("%d × %d callers for %v: %d calls, %d allowed (%.0f a second), %d errors, %d Degraded, worst call %v",
-		pfInstances, callers, ld.stop.Sub(ld.start).Round(time.Millisecond), ld.calls, allowed,
-		float64(allowed)/ld.stop.Sub(ld.start).Seconds(), ld.errs, ld.degraded, ld.worst.Round(time.Millisecond))
+	ld.logCalls(t, callers)
 	t.Logf("allowed per second %v; by instance %v", perSec, by)
 	t.Logf("paths: %s", f.pathCounts())
 	t.Logf("prefetch: %v", sum)
@@ -239,23 +223,14 @@ func TestPrefetchGCRAFleetLoad(t *testing.T) {
 	perAllowed, perWarm := float64(ran)/float64(max(allowed, 1)), float64(ranWarm)/float64(max(warmAllowed, 1))
 	t.Logf("Redis ran %d scripts: %.4f per allowed decision; from 1s on %d for %d allowed: %.4f", ran, perAllowed, ranWarm, warmAllowed, perWarm)
 
-	if ld.errs > 0 {
-		t.Errorf("%d calls returned an error, the first: %v", ld.errs, ld.firstErr)
-	}
-	if ld.degraded > 0 {
-		t.Errorf("%d calls came back Degraded from a healthy Redis; log:\n%s", ld.degraded, f.logs.String())
-	}
+	pfCheckHealthy(t, f, ld)
 	tq := rule.Limit.Window / time.Duration(rate)
 	worst, a, b := pgWorst(ld.spans(), rule.Limit.Burst, tq)
 	t.Logf("the GCRA's bound: the closest interval, [+%v, +%v], holds %d over Burst + floor(length / T)", a.Sub(ld.start), b.Sub(ld.start), worst)
 	if worst > 0 {
 		t.Errorf("the calls inside [+%v, +%v] are %d more than Burst %d + floor(%v / %v)", a.Sub(ld.start), b.Sub(ld.start), worst, rule.Limit.Burst, b.Sub(a), tq)
 	}
-	for s, n := range perSec {
-		if 10*n < 9*rate {
-			t.Errorf("second %d from the load's start admitted %d, under 0.9 × Rate (%d), while %d callers demanded more", s, n, rate, pfInstances*callers)
-		}
-	}
+	pfCheckSeconds(t, perSec, rate, callers)
 	if perWarm > 0.1 {
 		t.Errorf("from 1s on Redis ran %d scripts for %d allowed decisions: %.3f each, more than 0.1", ranWarm, warmAllowed, perWarm)
 	}
@@ -265,9 +240,7 @@ func TestPrefetchGCRAFleetLoad(t *testing.T) {
 	if bucket == 0 || bucket > 2048 {
 		t.Errorf("the bucket's string is %d bytes at the load's end: its grants' records pile up (or it is gone)", bucket)
 	}
-	if sum.grants == 0 || sum.used == 0 {
-		t.Errorf("no slot was used: %v", sum)
-	}
+	pfCheckUsed(t, sum)
 }
 
 // TestPGWorst checks pgWorst against a count of every pair by hand.

@@ -55,15 +55,7 @@ import (
 // It measures a crowd on two cores: scripts/test runs it without the race
 // detector.
 func TestPrefetchKindsFleetLoad(t *testing.T) {
-	if testing.Short() {
-		t.Skip("drives four limiters for some 12 seconds")
-	}
-	if testkit.RaceEnabled {
-		t.Skip("measures a load; scripts/test runs it without the race detector")
-	}
-	if !testkit.HaveRedis(t) {
-		t.Skip("needs redis-server")
-	}
+	pfSkipLoad(t, "drives four limiters for some 12 seconds")
 	pf := 20 * time.Millisecond
 	t.Run("fixed window", func(t *testing.T) {
 		rule := ratelimit.Rule{Name: "pff", Kind: ratelimit.FixedWindow, Limit: ratelimit.Limit{Rate: 5000, Window: time.Second}, Prefetch: pf}
@@ -104,13 +96,7 @@ func pfKindLoad(t *testing.T, rule ratelimit.Rule, d time.Duration, meter string
 	// was used or returned, and the meter holds used ones alone.
 	f.close()
 	after, each := f.stats()
-	for i, s := range each {
-		if s.PrefetchSlotsGranted != s.PrefetchSlotsUsed+s.PrefetchSlotsReturned {
-			t.Errorf("limiter %d after Close: %d slots granted, %d used and %d returned: %d neither",
-				i, s.PrefetchSlotsGranted, s.PrefetchSlotsUsed, s.PrefetchSlotsReturned,
-				int64(s.PrefetchSlotsGranted)-int64(s.PrefetchSlotsUsed)-int64(s.PrefetchSlotsReturned))
-		}
-	}
+	pfCheckGivenBack(t, each)
 	log, _ := layoutKeys("pf:", rule.Name, "hot")
 	meterKey := strings.TrimSuffix(log, ":l") + ":" + meter
 	pfCheckMeter(t, srv, rule, meterKey, ld)
@@ -118,19 +104,12 @@ func pfKindLoad(t *testing.T, rule ratelimit.Rule, d time.Duration, meter string
 
 	rate := rule.Limit.Rate
 	allowed := len(ld.allowed)
-	t.Logf("%d × %d callers for %v: %d calls, %d allowed (%.0f a second), %d errors, %d Degraded, worst call %v",
-		pfInstances, callers, ld.stop.Sub(ld.start).Round(time.Millisecond), ld.calls, allowed,
-		float64(allowed)/ld.stop.Sub(ld.start).Seconds(), ld.errs, ld.degraded, ld.worst.Round(time.Millisecond))
+	ld.logCalls(t, callers)
 	t.Logf("paths: %s", f.pathCounts())
 	t.Logf("prefetch: %v; after Close: %v", sum, after)
 	perAllowed := float64(ran) / float64(max(allowed, 1))
 	t.Logf("Redis ran %d scripts: %.4f per allowed decision", ran, perAllowed)
-	if ld.errs > 0 {
-		t.Errorf("%d calls returned an error, the first: %v", ld.errs, ld.firstErr)
-	}
-	if ld.degraded > 0 {
-		t.Errorf("%d calls came back Degraded from a healthy Redis; log:\n%s", ld.degraded, f.logs.String())
-	}
+	pfCheckHealthy(t, f, ld)
 	bound := 0.1
 	if rule.Approximate {
 		bound = 1 // see TestPrefetchKindsFleetLoad
@@ -138,9 +117,7 @@ func pfKindLoad(t *testing.T, rule ratelimit.Rule, d time.Duration, meter string
 	if perAllowed > bound {
 		t.Errorf("Redis ran %d scripts for %d allowed decisions: %.3f each, more than %v", ran, allowed, perAllowed, bound)
 	}
-	if sum.grants == 0 || sum.used == 0 {
-		t.Errorf("no slot was used: %v", sum)
-	}
+	pfCheckUsed(t, sum)
 
 	if rule.Kind == ratelimit.CalendarQuota {
 		t.Logf("the quota's day admitted %d of %d", allowed, rate)
