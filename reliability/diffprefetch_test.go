@@ -162,20 +162,11 @@ func genPFSequenceOf(rng *rand.Rand, steps, limiters, base, rules int) []pfStep 
 		if rng.IntN(6) == 0 {
 			r := pfRuleAt(base + 2*focus[rng.IntN(len(focus))])
 			p := max(r.Prefetch, time.Millisecond)
-			var d time.Duration
-			switch x := rng.IntN(20); {
-			case x < 6:
-				d = time.Duration(1+rng.IntN(5)) * time.Microsecond
-			case x < 11:
-				d = time.Duration(rng.Int64N(int64(2 * p)))
-			case x < 14 && len(g.callTimes) > 0:
-				d = g.callTimes[rng.IntN(len(g.callTimes))] + p + time.Duration(rng.IntN(3)-1)*time.Microsecond - g.now
-			case x < 19 && len(g.callTimes) > 0:
-				d = pfEdge(r, g.callTimes[rng.IntN(len(g.callTimes))]) + time.Duration(rng.IntN(3)-1)*time.Microsecond - g.now
-			default:
-				d = time.Duration(rng.Int64N(int64(1500 * time.Millisecond)))
-			}
-			g.move(d)
+			g.drawMove(rng, p, [4]int{6, 11, 14, 19},
+				func() time.Duration { return g.callTime(rng) + p + time.Duration(rng.IntN(3)-1)*time.Microsecond },
+				func() time.Duration {
+					return pfEdge(r, g.callTime(rng)) + time.Duration(rng.IntN(3)-1)*time.Microsecond
+				})
 			continue
 		}
 		s := pfStep{inst: rng.IntN(limiters), rule: base + 2*focus[rng.IntN(len(focus))] + b2i(rng.IntN(4) == 0), key: b2i(rng.IntN(6) == 0)}
@@ -197,6 +188,32 @@ func (g *pfGen) move(d time.Duration) {
 	d = max(d, time.Microsecond)
 	g.now += d
 	g.seq = append(g.seq, pfStep{kind: pfAdvance, d: d})
+}
+
+// drawMove draws a clock move and makes it: of 1 to 5µs, of up to 2p, to
+// the time grantEnd draws (from an earlier call), to the one edge draws
+// (likewise), or a jump of up to 1.5s; cuts are the first four's upper
+// bounds in 20 (the last two drawn only once a call was made).
+func (g *pfGen) drawMove(rng *rand.Rand, p time.Duration, cuts [4]int, grantEnd, edge func() time.Duration) {
+	var d time.Duration
+	switch x := rng.IntN(20); {
+	case x < cuts[0]:
+		d = time.Duration(1+rng.IntN(5)) * time.Microsecond
+	case x < cuts[1]:
+		d = time.Duration(rng.Int64N(int64(2 * p)))
+	case x < cuts[2] && len(g.callTimes) > 0:
+		d = grantEnd() - g.now
+	case x < cuts[3] && len(g.callTimes) > 0:
+		d = edge() - g.now
+	default:
+		d = time.Duration(rng.Int64N(int64(1500 * time.Millisecond)))
+	}
+	g.move(d)
+}
+
+// callTime draws the time of one of the calls made so far.
+func (g *pfGen) callTime(rng *rand.Rand) time.Duration {
+	return g.callTimes[rng.IntN(len(g.callTimes))]
 }
 
 // call appends the call s, at the clock's time.

@@ -118,21 +118,12 @@ func genPGSequence(rng *rand.Rand, steps, limiters int) []pfStep {
 			r := pgRules[2*focus[rng.IntN(len(focus))]]
 			p := r.Prefetch
 			tq := r.Limit.Window / time.Duration(r.Limit.Rate)
-			var d time.Duration
-			switch x := rng.IntN(20); {
-			case x < 5:
-				d = time.Duration(1+rng.IntN(5)) * time.Microsecond
-			case x < 9:
-				d = time.Duration(rng.Int64N(int64(2 * p)))
-			case x < 13 && len(g.callTimes) > 0:
-				d = g.callTimes[rng.IntN(len(g.callTimes))] + p - time.Duration(rng.IntN(3))*time.Microsecond - g.now
-			case x < 18 && len(g.callTimes) > 0:
-				k := time.Duration(1 + rng.IntN(int(burst(r))))
-				d = g.callTimes[rng.IntN(len(g.callTimes))] + k*tq + time.Duration(rng.IntN(3)-1)*time.Microsecond - g.now
-			default:
-				d = time.Duration(rng.Int64N(int64(1500 * time.Millisecond)))
-			}
-			g.move(d)
+			g.drawMove(rng, p, [4]int{5, 9, 13, 18},
+				func() time.Duration { return g.callTime(rng) + p - time.Duration(rng.IntN(3))*time.Microsecond },
+				func() time.Duration {
+					k := time.Duration(1 + rng.IntN(int(burst(r))))
+					return g.callTime(rng) + k*tq + time.Duration(rng.IntN(3)-1)*time.Microsecond
+				})
 			continue
 		}
 		s := pfStep{inst: rng.IntN(limiters), rule: pgBase + 2*focus[rng.IntN(len(focus))] + b2i(rng.IntN(4) == 0), key: b2i(rng.IntN(6) == 0)}
