@@ -354,10 +354,7 @@ func runPFDiff(newFleet pfFleetNew, limiters int, seq []pfStep, tally *pfTally) 
 		usable := holds && t < pfUsableUntil(r, grantAt)
 		rate := int64(r.Limit.Rate)
 		switch {
-		case row.err != nil:
-			row.fail = "an error"
-		case row.res.Degraded:
-			row.fail = "Degraded on a healthy Redis"
+		case row.unhealthy():
 		case s.kind == pfReset:
 			delete(logs, pair)
 			delete(held, hk) // the Limiter's own Reset voids its slots
@@ -496,6 +493,20 @@ func (row *pfRow) call(ctx context.Context, l *ratelimit.Limiter, r ratelimit.Ru
 		row.err = l.Reset(ctx, r, key)
 	}
 	return n
+}
+
+// unhealthy fails the row of a call that erred, or came back Degraded on
+// a healthy Redis, and reports whether it did.
+func (row *pfRow) unhealthy() bool {
+	switch {
+	case row.err != nil:
+		row.fail = "an error"
+	case row.res.Degraded:
+		row.fail = "Degraded on a healthy Redis"
+	default:
+		return false
+	}
+	return true
 }
 
 // decided notes a decided call (Allow or AllowN) of row, fits whether the

@@ -190,10 +190,7 @@ func runPGDiff(newFleet pfFleetNew, limiters int, seq []pfStep, tally *pfTally) 
 			model[pair] = st
 		}
 		switch {
-		case row.err != nil:
-			row.fail = "an error"
-		case row.res.Degraded:
-			row.fail = "Degraded on a healthy Redis"
+		case row.unhealthy():
 		case s.kind == pfReset:
 			delete(model, pair)
 			resets[pair] = pfResetAt{t, s.inst}
