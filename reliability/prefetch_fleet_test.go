@@ -265,19 +265,8 @@ func TestPrefetchFleetLoad(t *testing.T) {
 	// grants (the window fills within some 100ms of its start) are recent
 	// when the fleet closes (see pfCheckClose).
 	const seconds, callers = 10, 128
-	srv := redistest.Start(t, redistest.Options{})
-	// Timeout 1s, as in the recovery tests: with the default 100ms, 512
-	// callers that start at once on a cold key (each allowed on Redis,
-	// with Prefetch or without) wait longer than admission control's 20ms
-	// for a slot on two cores, and tens to hundreds are shed, decided
-	// Degraded and allowed on top of Redis' count in the first window
-	// (measured with Prefetch 0 too): that is the fallback's bound, not
-	// Prefetch's.
-	f := newPFFleet(t, srv, ratelimit.Options{Timeout: time.Second})
+	srv, f, scripts0, stop := pfStartLoad(t, seconds*time.Second+300*time.Millisecond)
 	rule := pfRule
-	scripts0 := scriptCalls(t, srv)
-	stop := make(chan struct{})
-	time.AfterFunc(seconds*time.Second+300*time.Millisecond, func() { close(stop) })
 	ld := f.drive(rule, callers, time.Millisecond, stop)
 	stopped := redisNow(t, srv)
 	ran := scriptCalls(t, srv) - scripts0
@@ -305,6 +294,25 @@ func TestPrefetchFleetLoad(t *testing.T) {
 		t.Errorf("Redis ran %d scripts for %d allowed decisions: %.3f each, more than 0.1", ran, allowed, perAllowed)
 	}
 	pfCheckUsed(t, sum)
+}
+
+// pfStartLoad starts a fleet load's redis-server and fleet, and returns
+// them, the script calls Redis counted so far and a channel closed after
+// d. The Limiters' Timeout is 1s, as in the recovery tests: with the
+// default 100ms, 512 callers that start at once on a cold key (each
+// allowed on Redis, with Prefetch or without) wait longer than admission
+// control's 20ms for a slot on two cores, and tens to hundreds are shed,
+// decided Degraded and allowed on top of Redis' count in the first window
+// (measured with Prefetch 0 too): that is the fallback's bound, not
+// Prefetch's.
+func pfStartLoad(t *testing.T, d time.Duration) (srv *redistest.Server, f *pfFleet, scripts0 int, stop <-chan struct{}) {
+	t.Helper()
+	srv = redistest.Start(t, redistest.Options{})
+	f = newPFFleet(t, srv, ratelimit.Options{Timeout: time.Second})
+	scripts0 = scriptCalls(t, srv)
+	c := make(chan struct{})
+	time.AfterFunc(d, func() { close(c) })
+	return srv, f, scripts0, c
 }
 
 // pfSkipLoad skips a fleet load test (what: how long it drives the fleet)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
-	"github.com/ratelimit-go/ratelimit/internal/redistest"
 	"github.com/ratelimit-go/ratelimit/internal/testkit"
 )
 
@@ -167,12 +166,8 @@ func pgWorst(spans []testkit.Span, burst int, tq time.Duration) (worst int64, a,
 func TestPrefetchGCRAFleetLoad(t *testing.T) {
 	pfSkipLoad(t, "drives four limiters for 5 seconds")
 	const seconds, callers, pause = 5, 128, time.Millisecond
-	srv := redistest.Start(t, redistest.Options{})
-	f := newPFFleet(t, srv, ratelimit.Options{Timeout: time.Second})
+	srv, f, scripts0, stop := pfStartLoad(t, seconds*time.Second+300*time.Millisecond)
 	rule := pgFleetRule
-	scripts0 := scriptCalls(t, srv)
-	stop := make(chan struct{})
-	time.AfterFunc(seconds*time.Second+300*time.Millisecond, func() { close(stop) })
 	loaded := make(chan *pfLoad)
 	go func() { loaded <- f.drive(rule, callers, pause, stop) }()
 	// The first second holds the cold start: each caller's first calls

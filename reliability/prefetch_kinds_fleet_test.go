@@ -80,13 +80,10 @@ func TestPrefetchKindsFleetLoad(t *testing.T) {
 // the suffix of the rule's meter key (docs/semantics.md, "Keys").
 func pfKindLoad(t *testing.T, rule ratelimit.Rule, d time.Duration, meter string) {
 	const callers = 128
-	srv := redistest.Start(t, redistest.Options{})
-	// Timeout 1s, as TestPrefetchFleetLoad's: 512 callers that start at
-	// once on a cold key must not be shed into the degraded share.
-	f := newPFFleet(t, srv, ratelimit.Options{Timeout: time.Second})
-	scripts0 := scriptCalls(t, srv)
-	stop := make(chan struct{})
-	time.AfterFunc(d, func() { close(stop) })
+	// Timeout 1s, as TestPrefetchFleetLoad's (pfStartLoad): 512 callers
+	// that start at once on a cold key must not be shed into the degraded
+	// share.
+	srv, f, scripts0, stop := pfStartLoad(t, d)
 	ld := f.drive(rule, callers, time.Millisecond, stop)
 	ran := scriptCalls(t, srv) - scripts0
 	sum, _ := f.stats()
