@@ -341,15 +341,37 @@ func (l *Limiter) prefetched(ctx context.Context, conn *redisConn, r *Rule, p *p
 	switch {
 	case err != nil:
 	case res.Banned:
-		l.retire(g, k) // a ban stops this process' admits at once
-		if b, ok := g.closeNext(k); ok {
-			l.prefetch.backs.add(b, maxOwedSettles)
-			l.kickWriteBack()
-		}
+		l.banned(g, k)
 	case res.Allowed:
 		g.cur += n
 	}
 	return path, err
+}
+
+// banned closes g's grants: a ban stops this process' admits from slots
+// at once. What the live one left goes back with the pair's next request
+// (see retire), the next one's through the write-back's loop. The caller
+// holds g.mu.
+func (l *Limiter) banned(g *grant, k lkey) {
+	l.retire(g, k)
+	if b, ok := g.closeNext(k); ok {
+		l.prefetch.backs.add(b, maxOwedSettles)
+		l.kickWriteBack()
+	}
+}
+
+// bannedElsewhere closes k's grants, if the process holds any, when a call
+// that took no slot found the key banned: a Peek, an AllowAll, a Reserve,
+// or a rule of the same name without Prefetch.
+func (l *Limiter) bannedElsewhere(k lkey) {
+	if l.prefetch.pairs == nil {
+		return
+	}
+	if g, ok := l.prefetch.pairs.Peek(k); ok {
+		g.mu.Lock()
+		l.banned(g, k)
+		g.mu.Unlock()
+	}
 }
 
 // fromGrant allows the call from g when it holds n slots, waiting for a

@@ -150,3 +150,32 @@ func mustAllow(t *testing.T, l *ratelimit.Limiter, r ratelimit.Rule, n int, want
 		t.Fatalf("AllowN(%d) = %+v, %v; want allowed %v", n, res, err, want)
 	}
 }
+
+// TestPrefetchBanSeenElsewhere: a ban that a call taking no slot finds (a
+// Peek here) closes the process' grant at once: its slots no longer admit.
+func TestPrefetchBanSeenElsewhere(t *testing.T) {
+	ctx := context.Background()
+	rule := ratelimit.Rule{Name: "r", Limit: ratelimit.Limit{Rate: 10, Window: time.Second}, Prefetch: 20 * time.Millisecond,
+		Penalty: &ratelimit.Penalty{BanAfter: 2, BanFor: time.Second}}
+	clk := &steppedClock{now: testkit.Epoch()}
+	a, b := twoOn(t, clk)
+	mustAllow(t, a, rule, 1, true)
+	mustAllow(t, a, rule, 1, true)
+	mustAllow(t, a, rule, 1, true) // hot: a grant of 3, one used
+	if r, _ := a.Peek(ctx, rule, "k"); r.Remaining != 5 {
+		t.Fatalf("Peek = %+v, want Remaining 5 (2 events and 3 slots)", r)
+	}
+	// Another process fills the key and is banned at its second violation.
+	mustAllow(t, b, rule, 5, true)
+	mustAllow(t, b, rule, 1, false)
+	if r, _ := b.Allow(ctx, rule, "k"); !r.Banned {
+		t.Fatalf("second violation: %+v, want Banned", r)
+	}
+	// a learns of the ban with a Peek: its two slots left admit no more.
+	if r, _ := a.Peek(ctx, rule, "k"); !r.Banned {
+		t.Fatalf("Peek after the ban = %+v, want Banned", r)
+	}
+	if r, err := a.Allow(ctx, rule, "k"); err != nil || r.Allowed {
+		t.Errorf("Allow after a Peek saw the ban = %+v, %v: allowed from a slot of a banned key", r, err)
+	}
+}

@@ -300,7 +300,11 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	if p.prefetch > 0 && u == nil && !peek {
 		return l.prefetched(ctx, conn, r, p, k, n, now, res)
 	}
-	return l.onRedis(ctx, conn, r, p, k, n, peek, u, now, res)
+	path, err := l.onRedis(ctx, conn, r, p, k, n, peek, u, now, res)
+	if res.Banned {
+		l.bannedElsewhere(k) // a ban stops this process' admits from slots at once
+	}
+	return path, err
 }
 
 // onRedis decides a call on Redis (or from the shield), or, when the
