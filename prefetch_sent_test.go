@@ -76,41 +76,35 @@ func TestPrefetchUsableFromTheGrantsTime(t *testing.T) {
 	ctx := context.Background()
 	const step = 3 * time.Millisecond
 	epoch := testkit.Epoch()
-	t.Run("fixed window", func(t *testing.T) {
-		rule := ratelimit.Rule{Name: "r", Kind: ratelimit.FixedWindow, Limit: ratelimit.Limit{Rate: 10, Window: time.Second}, Prefetch: 20 * time.Millisecond}
-		end := epoch.Add(876544 * time.Microsecond) // the end of Epoch's window
-		clk := &steppedClock{now: end.Add(-5 * time.Millisecond)}
-		a, b := twoOn(t, clk)
-		mustAllow(t, a, rule, 1, true)
-		mustAllow(t, a, rule, 1, true)
-		// Hot: the call asks for 3 slots at end - 5ms, and sends at end -
-		// 2ms; Redis gives them 5ms, to the window's end.
-		clk.arm(step)
-		mustAllow(t, a, rule, 1, true)
-		// The next window: another process takes all of it.
-		clk.set(end.Add(time.Millisecond))
-		mustAllow(t, b, rule, 10, true)
-		// The slots left were the last window's: not usable now.
-		if r, _ := a.Allow(ctx, rule, "k"); r.Allowed {
-			t.Errorf("allowed at the next window's start from a slot of the window before: 11 in a window of 10")
-		}
-	})
-	t.Run("calendar quota", func(t *testing.T) {
-		// A quota sends the call's time with the real clock too.
-		rule := ratelimit.Rule{Name: "r", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: 10, Period: ratelimit.Day}, Prefetch: 20 * time.Millisecond}
-		midnight := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC) // the end of Epoch's day
-		clk := &steppedClock{now: midnight.Add(-5 * time.Millisecond)}
-		a, b := twoOn(t, clk)
-		mustAllow(t, a, rule, 1, true)
-		mustAllow(t, a, rule, 1, true)
-		clk.arm(step)
-		mustAllow(t, a, rule, 1, true)
-		clk.set(midnight.Add(time.Millisecond))
-		mustAllow(t, b, rule, 10, true)
-		if r, _ := a.Allow(ctx, rule, "k"); r.Allowed {
-			t.Errorf("allowed in the next day from a slot of the day before: 11 in a day of 10")
-		}
-	})
+	// A fixed window and a day's quota (which sends the call's time with
+	// the real clock too): the call asks for 3 slots 5ms before its
+	// window or period ends, and sends at 2ms before; Redis gives them
+	// the 5ms left. In the next window another process takes all of it,
+	// and the slots left are not usable there.
+	for _, c := range []struct {
+		name string
+		rule ratelimit.Rule
+		end  time.Time
+	}{
+		{"fixed window", ratelimit.Rule{Name: "r", Kind: ratelimit.FixedWindow, Limit: ratelimit.Limit{Rate: 10, Window: time.Second}, Prefetch: 20 * time.Millisecond},
+			epoch.Add(876544 * time.Microsecond)}, // the end of Epoch's window
+		{"calendar quota", ratelimit.Rule{Name: "r", Kind: ratelimit.CalendarQuota, Limit: ratelimit.Limit{Rate: 10, Period: ratelimit.Day}, Prefetch: 20 * time.Millisecond},
+			time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)}, // the end of Epoch's day
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := &steppedClock{now: c.end.Add(-5 * time.Millisecond)}
+			a, b := twoOn(t, clk)
+			mustAllow(t, a, c.rule, 1, true)
+			mustAllow(t, a, c.rule, 1, true)
+			clk.arm(step)
+			mustAllow(t, a, c.rule, 1, true)
+			clk.set(c.end.Add(time.Millisecond))
+			mustAllow(t, b, c.rule, 10, true)
+			if r, _ := a.Allow(ctx, c.rule, "k"); r.Allowed {
+				t.Errorf("allowed at the next window's start from a slot of the one before: 11 in a window of 10")
+			}
+		})
+	}
 	t.Run("sliding log", func(t *testing.T) {
 		rule := ratelimit.Rule{Name: "r", Limit: ratelimit.Limit{Rate: 10, Window: time.Second}, Prefetch: 20 * time.Millisecond}
 		clk := &steppedClock{now: epoch}

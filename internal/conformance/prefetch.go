@@ -73,6 +73,14 @@ var hotFixed = ratelimit.Rule{Name: "hot", Kind: ratelimit.FixedWindow, Limit: r
 // fixedEnd is the end of the window testkit.Epoch is in, from it.
 const fixedEnd = 876544 * time.Microsecond
 
+// grantBeforeFixedEnd are the steps of a hot fixed window's grant of three
+// slots 5ms before its window ends: usable for those 5ms, one used.
+var grantBeforeFixedEnd = []prefetchStep{
+	{at: fixedEnd - 5*ms, want: ok(10, 9, 5*ms), path: ratelimit.PathRedis},
+	{at: fixedEnd - 5*ms, want: ok(10, 8, 5*ms), path: ratelimit.PathRedis},
+	{at: fixedEnd - 5*ms, want: ok(10, 7, 5*ms), path: ratelimit.PathPrefetch},
+}
+
 // prefetchCase is one table of the Prefetch suite.
 type prefetchCase struct {
 	name  string
@@ -143,16 +151,12 @@ var prefetchCases = []prefetchCase{
 	{
 		name: "a fixed window's slots are usable until their window ends",
 		rule: hotFixed,
-		steps: []prefetchStep{
-			{at: fixedEnd - 5*ms, want: ok(10, 9, 5*ms), path: ratelimit.PathRedis},
-			{at: fixedEnd - 5*ms, want: ok(10, 8, 5*ms), path: ratelimit.PathRedis},
-			// Three slots, usable for the 5ms left of their window.
-			{at: fixedEnd - 5*ms, want: ok(10, 7, 5*ms), path: ratelimit.PathPrefetch},
+		steps: append(slices.Clone(grantBeforeFixedEnd),
 			// The next window: the two left are not usable, and go back
 			// with the next request, which takes 3 + 1 of the new window.
-			{at: fixedEnd, want: ok(10, 9, sec), path: ratelimit.PathPrefetch},
-			{at: fixedEnd, do: peek, want: ok(10, 6, sec), path: ratelimit.PathRedis},
-		},
+			prefetchStep{at: fixedEnd, want: ok(10, 9, sec), path: ratelimit.PathPrefetch},
+			prefetchStep{at: fixedEnd, do: peek, want: ok(10, 6, sec), path: ratelimit.PathRedis},
+		),
 	},
 	{
 		name: "a bucket's grant takes its slots as events at the grant's time plus Prefetch, and settles at what was used",

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"slices"
 	"time"
 
 	"github.com/ratelimit-go/ratelimit"
@@ -175,18 +176,15 @@ var slotEndCases = []prefetchCase{
 	{
 		name: "fixed window: what goes back to an ended window takes nothing from the next",
 		rule: hotFixed,
-		steps: []prefetchStep{
-			{at: fixedEnd - 5*ms, want: ok(10, 9, 5*ms), path: ratelimit.PathRedis},
-			{at: fixedEnd - 5*ms, want: ok(10, 8, 5*ms), path: ratelimit.PathRedis},
-			// Three slots, usable for the 5ms left: two unused.
-			{at: fixedEnd - 5*ms, want: ok(10, 7, 5*ms), path: ratelimit.PathPrefetch},
+		// Three slots, usable for the 5ms left: two unused.
+		steps: append(slices.Clone(grantBeforeFixedEnd),
 			// Another process' call opens the next window (1 event).
-			{at: fixedEnd, inst: 1, want: ok(10, 9, sec), path: ratelimit.PathRedis},
+			prefetchStep{at: fixedEnd, inst: 1, want: ok(10, 9, sec), path: ratelimit.PathRedis},
 			// L0's two go back to the ended window (nothing taken from
 			// the new one: count 1); it gets 3 + 1 of the 9 free.
-			{at: fixedEnd, want: ok(10, 8, sec), path: ratelimit.PathPrefetch},
-			{at: fixedEnd, inst: 1, do: peek, want: ok(10, 5, sec), path: ratelimit.PathRedis},
-		},
+			prefetchStep{at: fixedEnd, want: ok(10, 8, sec), path: ratelimit.PathPrefetch},
+			prefetchStep{at: fixedEnd, inst: 1, do: peek, want: ok(10, 5, sec), path: ratelimit.PathRedis},
+		),
 	},
 	{
 		name: "calendar quota: slots are usable until the period ends, and what goes back to it takes nothing from the next",
