@@ -5,6 +5,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 )
@@ -28,7 +29,8 @@ type spec struct {
 	rate    int
 	window  time.Duration
 	penalty bool // ours only: the rule carries a Penalty
-	gcra    bool // ours only: the rule is of Kind GCRA with Burst = rate
+	// kind is ours only: the rule's Kind (a GCRA rule takes Burst = rate).
+	kind ratelimit.Kind
 	// prefetch is ours only: the rule's Prefetch.
 	prefetch time.Duration
 }

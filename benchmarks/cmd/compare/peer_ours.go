@@ -34,9 +34,8 @@ func (o *ours) Degraded() int64 { return o.degraded.Load() }
 // bans at 10 for a minute (a mostly-allowed case never violates); a GCRA
 // rule takes Burst = Rate, as redis_rate's contender does.
 func ourRule(s spec) ratelimit.Rule {
-	r := ratelimit.Rule{Name: s.name, Limit: ratelimit.Limit{Rate: s.rate, Window: s.window}}
-	if s.gcra {
-		r.Kind = ratelimit.GCRA
+	r := ratelimit.Rule{Name: s.name, Kind: s.kind, Limit: ratelimit.Limit{Rate: s.rate, Window: s.window}}
+	if s.kind == ratelimit.GCRA {
 		r.Limit.Burst = s.rate
 	}
 	if s.penalty {
@@ -86,11 +85,13 @@ var (
 		}}
 	// oursPrefetch is ours under the same spec with Prefetch 20ms (see
 	// Rule.Prefetch).
-	oursPrefetch = contender{name: "ratelimit, Prefetch 20ms", remote: true,
-		open: func(addr string, s spec) (limiter, func(), error) {
-			s.prefetch = 20 * time.Millisecond
-			return openOurs(addr, s)
-		}}
+	oursPrefetch = oursAs("ratelimit, Prefetch 20ms", ratelimit.SlidingLog, 20*time.Millisecond)
+	// oursGCRAPrefetch, oursFixed and oursFixedPrefetch are case P's kinds
+	// whose grant costs Redis the same whatever its size: GCRA with and
+	// without Prefetch, and the fixed window with and without it.
+	oursGCRAPrefetch  = oursAs("ratelimit GCRA, Prefetch 20ms", ratelimit.GCRA, 20*time.Millisecond)
+	oursFixed         = oursAs("ratelimit fixed window", ratelimit.FixedWindow, 0)
+	oursFixedPrefetch = oursAs("ratelimit fixed window, Prefetch 20ms", ratelimit.FixedWindow, 20*time.Millisecond)
 	// oursGCRA and oursGCRALocal are ours under the same spec with a rule
 	// of Kind GCRA (Burst = Rate), on Redis and in process.
 	oursGCRA      = contender{name: "ratelimit GCRA", remote: true, open: openOursGCRA}
@@ -98,6 +99,15 @@ var (
 )
 
 func openOursGCRA(addr string, s spec) (limiter, func(), error) {
-	s.gcra = true
+	s.kind = ratelimit.GCRA
 	return openOurs(addr, s)
+}
+
+// oursAs is ours on Redis under the same spec with a rule of the given
+// kind and Prefetch.
+func oursAs(name string, kind ratelimit.Kind, prefetch time.Duration) contender {
+	return contender{name: name, remote: true, open: func(addr string, s spec) (limiter, func(), error) {
+		s.kind, s.prefetch = kind, prefetch
+		return openOurs(addr, s)
+	}}
 }
