@@ -258,13 +258,13 @@ func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *pairGrants,
 
 // askOwn asks, at at, for a grant of want slots beside the call's n (g.mu
 // held, the pair hot, no request on its way), whose grant serves the call
-// first (see serve); what lapsed goes back with the request. It returns
-// PathPrefetch when the grant served the call, PathShield when Redis had
-// no slot and the call is rejected in-process (see reject), PathNone
-// otherwise; g.mu is unlocked.
+// first (see grant.Pair.Install); what lapsed goes back with the request.
+// It returns PathPrefetch when the grant served the call, PathShield when
+// Redis had no slot and the call is rejected in-process (see reject),
+// PathNone otherwise; g.mu is unlocked.
 func (l *Limiter) askOwn(ctx context.Context, conn *redisConn, g *pairGrants, p *plan, k lkey, n, want, at int64, res *Result) Path {
-	// This call is the first its own grant serves (see serve), before the
-	// calls that wait for it.
+	// This call is the first its own grant serves, before the calls that
+	// wait for it (they queue after it).
 	g.asking = make(chan struct{})
 	g.ResetQueue()
 	w := g.Enqueue(n)
@@ -306,9 +306,9 @@ const (
 
 // waitOnWay waits, with g.mu held, for the request on its way, queued so
 // that the grant it brings serves the call's n events as it comes, after
-// the calls that waited before it (see serve), until *deadline (set, and
-// the call counted in the pair's demand, at its first wait: Options.Timeout
-// from then). It returns the clock's reading after the wait, and how it
+// the calls that waited before it (see grant.Pair.Install), until
+// *deadline (set, and the call counted in the pair's demand, at its first
+// wait: Options.Timeout from then). It returns the clock's reading after the wait, and how it
 // ended; res holds the call's Result when the grant served it.
 func (l *Limiter) waitOnWay(ctx context.Context, g *pairGrants, n int64, deadline *time.Time, res *Result) (int64, waitEnd) {
 	ch := g.asking
@@ -359,8 +359,8 @@ func (g *pairGrants) reject(p *plan, at int64, res *Result) Path {
 
 // askFor asks Redis at now for want slots of k's meter into g, whose
 // asking the caller set, giving back backs (what earlier grants left); the
-// grant becomes g's live one or its next (see install), and asking is
-// closed.
+// grant becomes g's live one or its next (see grant.Pair.Install), and
+// asking is closed.
 func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *pairGrants, p *plan, k lkey, want, now int64, backs []grantBack) {
 	id := l.member(l.seq.Add(1)) + "g"
 	// The grant's time: Redis' usable and empty run from the time it
