@@ -120,6 +120,8 @@ func (p *plan) terms() grant.Terms {
 // process' own count, and the give-backs owed for the write-back's loop.
 type grantBooks struct{ l *Limiter }
 
+var _ grant.Books[lkey, plan] = grantBooks{}
+
 // Unmirror takes n events counted for k at at out of the process' own
 // count (slots of a grant given back unused).
 func (b grantBooks) Unmirror(k lkey, p *plan, at, n int64) { b.l.local.unmirror(k, p, at, n) }
@@ -150,7 +152,7 @@ func (l *Limiter) pairOf(k lkey, p *plan) *pairGrants {
 	if g, ok := f.pairs.Peek(k); ok {
 		return g
 	}
-	g := &pairGrants{Pair: grant.New(k, *p, p.terms(), grant.Books[lkey, plan](grantBooks{l}))}
+	g := &pairGrants{Pair: grant.New[lkey, plan](k, *p, p.terms(), grantBooks{l})}
 	if prev, found, _ := f.pairs.PeekOrAdd(k, g); found {
 		return prev
 	}
