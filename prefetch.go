@@ -86,24 +86,11 @@ type prefetcher struct {
 }
 
 // pairGrants is one pair's grants in this process (internal/grant's Pair:
-// its slots, the next grant, the calls that wait, its rate), and what of
-// them is the Limiter's: the request on its way, and when Redis had no
-// slot for the last. Its lock guards it.
+// its slots, the next grant, the calls that wait, its rate, the wait after
+// a refused request), and the request on its way. Its lock guards it.
 type pairGrants struct {
 	mu sync.Mutex
 	grant.Pair[lkey, plan]
-
-	full int64 // µs: Redis had no slot to grant; none is asked for before this
-
-	// When Redis last had no slot for a request, under a rule without a
-	// penalty: until full the pair's calls without a slot are rejected
-	// in-process (see reject), as a rejection of one event at the
-	// request's time answers them, a slot freed at retryAt, the log empty
-	// at resetAt (µs, the process' clock); the last was rejected at
-	// knocked; wanted is what the request asked for, what the pair still
-	// wants while its calls keep coming (see fromGrant).
-	noSlot                            bool
-	retryAt, resetAt, knocked, wanted int64
 
 	asking chan struct{} // closed when the request on its way returns
 }
@@ -241,13 +228,10 @@ func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *pairGrants,
 			return PathNone
 		}
 	}
-	want := g.Demand()
-	if at < g.full { // no slot was free a moment ago
+	if g.Paused(at) { // no slot was free a moment ago
 		return g.reject(p, at, res)
 	}
-	if want < 2 && g.noSlot && at < g.knocked+p.prefetch {
-		want = max(g.wanted, 2) // the calls kept coming while Redis had no slot
-	}
+	want := g.Wanted(at, p.prefetch)
 	if want < 2 { // cold: what a lapsed grant left goes back
 		if at >= g.Until() {
 			l.giveBackLater(g)
@@ -290,7 +274,7 @@ func (l *Limiter) askOwn(ctx context.Context, conn *redisConn, g *pairGrants, p 
 		return PathPrefetch
 	}
 	w.Leave()
-	if at < g.full {
+	if g.Paused(at) {
 		return g.reject(p, at, res)
 	}
 	g.mu.Unlock()
@@ -350,12 +334,11 @@ func (l *Limiter) waitOnWay(ctx context.Context, g *pairGrants, n int64, deadlin
 // Either way it unlocks g.
 func (g *pairGrants) reject(p *plan, at int64, res *Result) Path {
 	defer g.mu.Unlock()
-	if !g.noSlot {
+	rj, ok := g.Reject(at)
+	if !ok {
 		return PathNone
 	}
-	g.knocked = at
-	*res = Result{Limit: int(p.rate), RetryAfter: time.Duration(max(g.full, g.retryAt)-at) * time.Microsecond,
-		ResetAfter: time.Duration(max(0, g.resetAt-at)) * time.Microsecond}
+	*res = Result{Limit: int(p.rate), RetryAfter: rj.RetryAfter, ResetAfter: rj.ResetAfter}
 	return PathShield
 }
 
@@ -382,7 +365,7 @@ func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *pairGrants, p 
 	if !ok || got == 0 {
 		return
 	}
-	g.noSlot, g.wanted = false, 0
+	g.Granted()
 	nx := grant.Slots[plan]{Plan: *p, Terms: p.terms(), ID: id, N: got, Until: sent + rep.usable, Count: rep.count,
 		At: rep.at, Mark: rep.mark, Empty: sent + rep.empty}
 	if rep.pace > 0 {
@@ -409,36 +392,32 @@ func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *pairGrants, p 
 // the shield on, none before a slot frees (within Options.ShieldMax); the
 // pair's calls are rejected in-process meanwhile (see reject). Slots that
 // give-backs and Resets free are left to that request, as the hot-key
-// shield leaves them. The caller holds g.mu.
+// shield leaves them (see grant.Pair.Refused). The caller holds g.mu.
 func (l *Limiter) noSlot(g *pairGrants, p *plan, sent, want int64, none []int64) {
-	g.full = sent + p.prefetch
-	g.noSlot = none != nil && !p.penalize && l.set.ShieldMax >= 0
-	if !g.noSlot {
-		return
+	r := grant.Refusal{Sent: sent, Want: want, Prefetch: p.prefetch, Shield: none != nil && l.shieldsGrants(p)}
+	var at int64
+	if r.Shield {
+		at = l.localNow()
+		r.RetryAt, r.ResetAt, r.MaxWait = at+none[0], at+none[1], max(0, int64(l.set.ShieldMax/time.Microsecond))
 	}
-	at := l.localNow()
-	g.retryAt, g.resetAt, g.wanted = at+none[0], at+none[1], want
-	if sm := int64(l.set.ShieldMax / time.Microsecond); sm > 0 {
-		g.full = max(g.full, min(g.retryAt, at+sm))
-	} else {
-		g.full = max(g.full, g.retryAt)
-	}
+	g.Refused(r, at)
 }
+
+// shieldsGrants reports whether the calls of a pair of p's whose request
+// Redis refused are rejected in-process until its next request (see
+// reject): under a rule without a penalty, the shield on.
+func (l *Limiter) shieldsGrants(p *plan) bool { return !p.penalize && l.set.ShieldMax >= 0 }
 
 // paced notes in g that Redis granted less than was asked (want, sent at
 // sent) of a meter that frees room continuously: the next request waits
 // pace µs (lua/grant.lua), within Options.ShieldMax, so that it finds more
 // than the little freed since, and meanwhile the calls the grant's slots
 // cannot take are rejected in-process as when Redis had no slot (see
-// reject), RetryAfter at that request, ResetAfter at empty. The caller
-// holds g.mu.
+// reject), RetryAfter at that request, ResetAfter at empty (see
+// grant.Pair.Paced). The caller holds g.mu.
 func (l *Limiter) paced(g *pairGrants, p *plan, sent, want, pace, empty int64) {
-	g.retryAt, g.full = sent+pace, sent+pace
-	if sm := int64(l.set.ShieldMax / time.Microsecond); sm > 0 {
-		g.full = min(g.full, sent+max(sm, p.prefetch))
-	}
-	g.noSlot = !p.penalize && l.set.ShieldMax >= 0
-	g.resetAt, g.wanted = empty, want
+	g.Paced(grant.Refusal{Sent: sent, Want: want, Prefetch: p.prefetch, Shield: l.shieldsGrants(p),
+		RetryAt: sent + pace, ResetAt: empty, MaxWait: max(0, int64(l.set.ShieldMax/time.Microsecond))})
 }
 
 // giveBackLater closes g's grant and owes what it and the one before it
@@ -462,7 +441,7 @@ func (l *Limiter) giveBackLater(g *pairGrants) {
 func (l *Limiter) useGrant(conn *redisConn, g *pairGrants, k lkey, n, now int64, res *Result) {
 	u, want := g.Use(n, now)
 	*res = allowedFrom(u)
-	refresh := want > 0 && g.asking == nil && now >= g.full
+	refresh := want > 0 && g.asking == nil && !g.Paused(now)
 	var p plan
 	var backs []grantBack
 	if refresh {
@@ -657,8 +636,7 @@ func (l *Limiter) voidGrant(k lkey) {
 	}
 	if g, ok := l.prefetch.pairs.Peek(k); ok {
 		g.mu.Lock()
-		g.Drop()
-		g.full, g.noSlot, g.wanted = 0, false, 0 // the log is empty
+		g.Void()
 		g.mu.Unlock()
 	}
 }

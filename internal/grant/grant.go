@@ -27,6 +27,12 @@
 //     after slow round trips ([Pair.RoundTrip]).
 //   - What a grant left unused goes back: slots used+1 .. granted of the
 //     live one, all of a next one ([Pair.Drop]).
+//   - A request Redis refuses (no slot, or fewer than asked of a meter that
+//     frees room continuously) makes the next wait, for Prefetch or until
+//     a slot frees ([Pair.Refused], [Pair.Paced]); meanwhile the pair's
+//     calls without a slot may be rejected in-process ([Pair.Reject]), and
+//     while they keep coming the pair asks again for what it wanted
+//     ([Pair.Wanted]).
 //
 // A Pair is not safe for concurrent use: its caller's lock guards it.
 package grant
@@ -135,6 +141,17 @@ type Pair[K, P any] struct {
 	// queue holds the calls that wait for the request on its way, first
 	// come first (see Install).
 	queue []*Waiter
+
+	// full (µs): Redis refused the pair's last request, and the next waits
+	// until then (see Refused, Paced). With shield, until then the pair's
+	// calls without a slot are rejected (see Reject), as a rejection of one
+	// event at the request's time answers them, a slot freed at retryAt,
+	// the meter empty at resetAt (µs); the last was rejected at knocked;
+	// wanted is what the request asked for, what the pair still wants
+	// while its calls keep coming (see Wanted).
+	full                              int64
+	shield                            bool
+	retryAt, resetAt, knocked, wanted int64
 }
 
 // MinCap is the least a request's cap halves to (see [Pair.RoundTrip]).
