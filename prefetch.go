@@ -128,7 +128,7 @@ func allowedFrom(u grant.Use) Result {
 func (l *Limiter) pairOf(k lkey, p *plan) *pairGrants {
 	f := &l.prefetch
 	f.once.Do(func() {
-		f.pairs, _ = lru.NewWithEvict[lkey, *pairGrants](maxPrefetchPairs, func(k lkey, g *pairGrants) {
+		f.pairs, _ = lru.NewWithEvict[lkey, *pairGrants](maxPrefetchPairs, func(_ lkey, g *pairGrants) {
 			g.mu.Lock()
 			defer g.mu.Unlock()
 			for _, b := range g.Drop() {
