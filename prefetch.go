@@ -8,6 +8,7 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/ratelimit-go/ratelimit/internal/grant"
 	"github.com/ratelimit-go/ratelimit/internal/script"
 	"github.com/redis/rueidis"
 )
@@ -78,99 +79,59 @@ func (p *plan) setPrefetch(r *Rule) string {
 // they owe Redis, and their counts (see Stats).
 type prefetcher struct {
 	once  sync.Once
-	pairs *lru.Cache[lkey, *grant]
+	pairs *lru.Cache[lkey, *pairGrants]
 	backs owedQueue[grantBack]
 
 	grants, granted, used, returned atomic.Uint64
 }
 
-// grant is one pair's slots in this process, and the rate of its allowed
-// calls. Its lock guards it.
-type grant struct {
-	mu    sync.Mutex
-	p     plan
-	local *localStore // the process' own count, where a grant's slots are mirrored
-	id    string      // the member id of the slots: id:1 .. id:slots ("": none)
-	slots int64       // granted
-	used  int64       // used: id:1 .. id:used
-	until int64       // µs, the process' clock: usable while it reads less
-	count int64       // the meter's count at the grant, before its slots
-	at    int64       // where the slots went (lua/grant.lua: a window's or period's index)
-	mark  int64       // the pair's last Reset when they were granted
-	empty int64       // µs, the process' clock: the meter is empty then if nothing else comes
-	full  int64       // µs: Redis had no slot to grant; none is asked for before this
+// pairGrants is one pair's grants in this process (internal/grant's Pair:
+// its slots, the next grant, the calls that wait, its rate, the wait after
+// a refused request), and the request on its way. Its lock guards it.
+type pairGrants struct {
+	mu sync.Mutex
+	grant.Pair[lkey, plan]
 
-	// When Redis last had no slot for a request, under a rule without a
-	// penalty: until full the pair's calls without a slot are rejected
-	// in-process (see reject), as a rejection of one event at the
-	// request's time answers them, a slot freed at retryAt, the log empty
-	// at resetAt (µs, the process' clock); the last was rejected at
-	// knocked; wanted is what the request asked for, what the pair still
-	// wants while its calls keep coming (see fromGrant).
-	noSlot                            bool
-	retryAt, resetAt, knocked, wanted int64
-
-	// The pair's allowed events in the current Prefetch-long bucket of
-	// the process' clock and in the one before it, and the events of its
-	// calls that waited for a grant on its way in them (see demand).
-	bucket, cur, prev int64
-	waits, waitsPrev  int64
-
-	asking  chan struct{} // closed when the request on its way returns
-	pending grantBack     // what the grant before this one left unused: goes back with the next request
-
-	// next is a grant that came while this one still had slots: its
-	// slots are used once this one's run out or lapse (see current), so
-	// that a request made ahead of need leaves none of them unused.
-	next nextGrant
-	// lat is the round trip of the pair's requests (µs, the process'
-	// clock, smoothed): the next grant is asked for while what is left
-	// lasts that long at the pair's rate (see useGrant). capSlots caps
-	// the slots a request asks for (see request); 0: none.
-	lat, capSlots int64
-
-	// queue holds the calls that wait for the request on its way, first
-	// come first: the grant it brings serves them before any other call
-	// (see serve).
-	queue []*grantWaiter
+	asking chan struct{} // closed when the request on its way returns
 }
 
-// grantWaiter is a call waiting for a request on its way: n events; done
-// when the grant it brought served it (res is its Result), gone when it
-// stopped waiting.
-type grantWaiter struct {
-	n          int64
-	done, gone bool
-	res        Result
+// grantBack is what a process gives back of a grant (see grant.Back).
+type grantBack = grant.Back[lkey, plan]
+
+// terms is what internal/grant reads of p.
+func (p *plan) terms() grant.Terms {
+	return grant.Terms{Rate: p.rate, Prefetch: p.prefetch, Records: p.keepsRecords()}
 }
 
-// nextGrant is a grant that waits for the live one to run out or lapse:
-// the grant's fields as they are when it is live, and the plan it was
-// made under.
-type nextGrant struct {
-	p                                    plan
-	id                                   string
-	slots, until, count, at, mark, empty int64
+// grantBooks is where a pair's grants report what they close: the
+// process' own count, and the give-backs owed for the write-back's loop.
+type grantBooks struct{ l *Limiter }
+
+var _ grant.Books[lkey, plan] = grantBooks{}
+
+// Unmirror takes n events counted for k at at out of the process' own
+// count (slots of a grant given back unused).
+func (b grantBooks) Unmirror(k lkey, p *plan, at, n int64) { b.l.local.unmirror(k, p, at, n) }
+
+// Owe owes gb to Redis, for the write-back's loop, woken at once.
+func (b grantBooks) Owe(gb grantBack) {
+	b.l.prefetch.backs.add(gb, maxOwedSettles)
+	b.l.kickWriteBack()
 }
 
-// grantBack is what a process gives back of a grant: slots from .. to of
-// id in k's meter, which went where at says, under the Reset mark.
-type grantBack struct {
-	k        lkey
-	p        plan
-	id       string
-	from, to int64
-	at, mark int64
+// allowedFrom is the Result of a call allowed from a grant (see grant.Use).
+func allowedFrom(u grant.Use) Result {
+	return Result{Allowed: true, Limit: u.Limit, Remaining: u.Remaining, ResetAfter: u.ResetAfter}
 }
 
-// pair returns k's grant, made for p (in the process' store local) when
-// there is none.
-func (f *prefetcher) pair(k lkey, p *plan, local *localStore) *grant {
+// pairOf returns k's grants, made for p when there are none.
+func (l *Limiter) pairOf(k lkey, p *plan) *pairGrants {
+	f := &l.prefetch
 	f.once.Do(func() {
-		f.pairs, _ = lru.NewWithEvict[lkey, *grant](maxPrefetchPairs, func(k lkey, g *grant) {
+		f.pairs, _ = lru.NewWithEvict[lkey, *pairGrants](maxPrefetchPairs, func(_ lkey, g *pairGrants) {
 			g.mu.Lock()
 			defer g.mu.Unlock()
-			for _, b := range g.drop(k) {
+			for _, b := range g.Drop() {
 				f.backs.add(b, maxOwedSettles)
 			}
 		})
@@ -178,7 +139,7 @@ func (f *prefetcher) pair(k lkey, p *plan, local *localStore) *grant {
 	if g, ok := f.pairs.Peek(k); ok {
 		return g
 	}
-	g := &grant{p: *p, local: local}
+	g := &pairGrants{Pair: grant.New[lkey, plan](k, *p, p.terms(), grantBooks{l})}
 	if prev, found, _ := f.pairs.PeekOrAdd(k, g); found {
 		return prev
 	}
@@ -193,171 +154,26 @@ func (p *plan) sameLimit(q *plan) bool {
 		p.penalize == q.penalize && p.emit == q.emit && p.period == q.period && p.loc == q.loc
 }
 
-// roll moves the rate's buckets to now's.
-func (g *grant) roll(now int64) {
-	switch b := floorDiv(now, g.p.prefetch); {
-	case b == g.bucket+1:
-		g.bucket, g.prev, g.cur = b, g.cur, 0
-		g.waitsPrev, g.waits = g.waits, 0
-	case b > g.bucket:
-		g.bucket, g.prev, g.cur = b, 0, 0
-		g.waitsPrev, g.waits = 0, 0
-	}
-}
-
-// has reports whether n slots are usable at now.
-func (g *grant) has(now, n int64) bool {
-	return g.id != "" && now < g.until && g.slots-g.used >= n
-}
-
-// current makes the next grant live when the live one cannot serve n
-// events at now (it ran out or lapsed); what it left goes back with the
-// pair's next request (see retire). The caller holds g.mu.
-func (l *Limiter) current(g *grant, k lkey, now, n int64) {
-	if g.next.id == "" || g.has(now, n) {
-		return
-	}
-	l.retire(g, k)
-	nx := g.next
-	g.next = nextGrant{}
-	g.live(nx)
-}
-
-// live makes nx the live grant, none of its slots used. The caller holds
-// g.mu and retired the live one.
-func (g *grant) live(nx nextGrant) {
-	g.p, g.id, g.slots, g.used, g.until, g.count = nx.p, nx.id, nx.slots, 0, nx.until, nx.count
-	g.at, g.mark, g.empty = nx.at, nx.mark, nx.empty
-}
-
-// install makes the grant nx at now the pair's live one, or its next when
-// the live one still serves calls: its slots are then used after the live
-// one's. The grant it makes live serves the calls that waited for it first
-// (see serve). The caller holds g.mu.
-func (l *Limiter) install(g *grant, k lkey, nx nextGrant, now int64) {
-	if g.has(now, 1) {
-		if g.next.id != "" {
-			// A third grant (a pair asks once at a time, and not while a
-			// next one waits): the live one makes way.
-			l.current(g, k, g.until, 1)
-		}
-		if g.has(now, 1) {
-			g.next = nx
-			return
-		}
-	}
-	l.retire(g, k)
-	g.live(nx)
-	l.serve(g, now)
-}
-
-// serve allows, from the live grant at now, the calls that waited for it,
-// first come first, while it holds their slots: each is decided at the
-// grant's coming, at a reading of the clock after its wait. Those it
-// cannot serve wake and try again. The caller holds g.mu.
-func (l *Limiter) serve(g *grant, now int64) {
-	for _, w := range g.queue {
-		if w.gone || w.done {
-			continue
-		}
-		if !g.has(now, w.n) {
-			break
-		}
-		g.used += w.n
-		g.cur += w.n
-		w.done = true
-		w.res = g.result(now)
-		l.prefetch.used.Add(uint64(w.n))
-	}
-	g.queue = nil
-}
-
-// result is the Result of a call allowed from the live grant at now, its
-// slots counted used: Remaining is the meter's count at the grant less
-// what this process used of it since; ResetAfter when the meter is empty
-// if nothing else comes (a log: when the slots' stamp leaves the window).
-func (g *grant) result(now int64) Result {
-	return Result{Allowed: true, Limit: int(g.p.rate), Remaining: int(max(0, g.p.rate-g.count-g.used)),
-		ResetAfter: time.Duration(g.empty-now) * time.Microsecond}
-}
-
-// closeNext closes the next grant and returns what of it is unused: all.
-func (g *grant) closeNext(k lkey) (grantBack, bool) {
-	nx := g.next
-	if nx.id == "" {
-		return grantBack{}, false
-	}
-	g.next = nextGrant{}
-	g.local.unmirror(k, &nx.p, nx.until-1, nx.slots)
-	return grantBack{k: k, p: nx.p, id: nx.id, from: 1, to: nx.slots, at: nx.at, mark: nx.mark}, true
-}
-
-// leftover closes the grant and returns what of it goes back to Redis, if
-// anything: its unused slots, and a bucket's grant even when it was all
-// used, since it is a reservation (lua/gcra.lua's gcra.take) that Redis
-// keeps until it is settled.
-func (g *grant) leftover(k lkey) (grantBack, bool) {
-	b := grantBack{k: k, p: g.p, id: g.id, from: g.used + 1, to: g.slots, at: g.at, mark: g.mark}
-	g.id, g.slots, g.used = "", 0, 0
-	if b.id == "" {
-		return b, false
-	}
-	unused := b.from <= b.to
-	if unused {
-		g.local.unmirror(k, &g.p, g.until-1, b.to-b.from+1)
-	}
-	return b, unused || b.p.keepsRecords()
-}
-
-// drop closes the grant and returns what it owes Redis: what it, the next
-// one and the grant before it left unused.
-func (g *grant) drop(k lkey) []grantBack {
-	var out []grantBack
-	if b, ok := g.leftover(k); ok {
-		out = append(out, b)
-	}
-	if b, ok := g.closeNext(k); ok {
-		out = append(out, b)
-	}
-	if g.pending.id != "" {
-		out = append(out, g.pending)
-		g.pending = grantBack{}
-	}
-	return out
-}
-
 // prefetched decides a plain call (Allow or AllowN) of a rule with
 // Prefetch: from the pair's grant when it holds the slots, otherwise on
 // Redis (see onRedis), after asking for a grant when the pair is hot.
 func (l *Limiter) prefetched(ctx context.Context, conn *redisConn, r *Rule, p *plan, k lkey, n, now int64, res *Result) (Path, error) {
-	g := l.prefetch.pair(k, p, l.local)
+	g := l.pairOf(k, p)
 	if path := l.fromGrant(ctx, conn, g, p, k, n, now, res); path != PathNone {
 		return path, nil
 	}
 	path, err := l.onRedis(ctx, conn, r, p, k, n, false, nil, now, res)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.roll(now)
+	g.Roll(now)
 	switch {
 	case err != nil:
 	case res.Banned:
-		l.banned(g, k)
+		g.Ban() // a ban stops this process' admits from slots at once
 	case res.Allowed:
-		g.cur += n
+		g.Allowed(n)
 	}
 	return path, err
-}
-
-// banned closes g's grants: a ban stops this process' admits from slots
-// at once. What the live one left goes back with the pair's next request
-// (see retire), the next one's through the write-back's loop. The caller
-// holds g.mu.
-func (l *Limiter) banned(g *grant, k lkey) {
-	l.retire(g, k)
-	if b, ok := g.closeNext(k); ok {
-		l.prefetch.backs.add(b, maxOwedSettles)
-		l.kickWriteBack()
-	}
 }
 
 // bannedElsewhere closes k's grants, if the process holds any, when a call
@@ -369,7 +185,7 @@ func (l *Limiter) bannedElsewhere(k lkey) {
 	}
 	if g, ok := l.prefetch.pairs.Peek(k); ok {
 		g.mu.Lock()
-		l.banned(g, k)
+		g.Ban()
 		g.mu.Unlock()
 	}
 }
@@ -384,20 +200,20 @@ func (l *Limiter) bannedElsewhere(k lkey) {
 // it decided into res, or PathNone. now is the call's time; a slot's use is
 // judged at the clock's reading after any wait, so that it is never later
 // than the grant's end.
-func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *plan, k lkey, n, now int64, res *Result) Path {
+func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *pairGrants, p *plan, k lkey, n, now int64, res *Result) Path {
 	at := now
 	var deadline time.Time
 	g.mu.Lock()
-	if !g.p.sameLimit(p) {
+	if !g.Plan().sameLimit(p) {
 		// The rule changed under its name: the grant was made, and its
 		// Results are reported, under the old one.
-		l.giveBackLater(g, k)
-		g.p = *p
+		l.giveBackLater(g)
+		g.SetPlan(*p, p.terms())
 	}
-	g.roll(now)
+	g.Roll(now)
 	for {
-		l.current(g, k, at, n)
-		if g.has(at, n) {
+		g.Current(at, n)
+		if g.Has(at, n) {
 			l.useGrant(conn, g, k, n, at, res)
 			return PathPrefetch
 		}
@@ -412,16 +228,13 @@ func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *p
 			return PathNone
 		}
 	}
-	want := g.demand()
-	if at < g.full { // no slot was free a moment ago
+	if g.Paused(at) { // no slot was free a moment ago
 		return g.reject(p, at, res)
 	}
-	if want < 2 && g.noSlot && at < g.knocked+p.prefetch {
-		want = max(g.wanted, 2) // the calls kept coming while Redis had no slot
-	}
+	want := g.Wanted(at, p.prefetch)
 	if want < 2 { // cold: what a lapsed grant left goes back
-		if at >= g.until {
-			l.giveBackLater(g, k)
+		if at >= g.Until() {
+			l.giveBackLater(g)
 		}
 		g.mu.Unlock()
 		return PathNone
@@ -431,36 +244,37 @@ func (l *Limiter) fromGrant(ctx context.Context, conn *redisConn, g *grant, p *p
 
 // askOwn asks, at at, for a grant of want slots beside the call's n (g.mu
 // held, the pair hot, no request on its way), whose grant serves the call
-// first (see serve); what lapsed goes back with the request. It returns
-// PathPrefetch when the grant served the call, PathShield when Redis had
-// no slot and the call is rejected in-process (see reject), PathNone
-// otherwise; g.mu is unlocked.
-func (l *Limiter) askOwn(ctx context.Context, conn *redisConn, g *grant, p *plan, k lkey, n, want, at int64, res *Result) Path {
-	// This call is the first its own grant serves (see serve), before the
-	// calls that wait for it.
-	w := &grantWaiter{n: n}
-	g.asking, g.queue = make(chan struct{}), []*grantWaiter{w}
+// first (see grant.Pair.Install); what lapsed goes back with the request.
+// It returns PathPrefetch when the grant served the call, PathShield when
+// Redis had no slot and the call is rejected in-process (see reject),
+// PathNone otherwise; g.mu is unlocked.
+func (l *Limiter) askOwn(ctx context.Context, conn *redisConn, g *pairGrants, p *plan, k lkey, n, want, at int64, res *Result) Path {
+	// This call is the first its own grant serves, before the calls that
+	// wait for it (they queue after it).
+	g.asking = make(chan struct{})
+	g.ResetQueue()
+	w := g.Enqueue(n)
 	var backs []grantBack
-	if at >= g.until {
+	if at >= g.Until() {
 		// What the lapsed grant left, and what the one before it left,
 		// go back with the request (retiring it first would send the
 		// latter on its own: a script more).
-		backs = g.drop(k)
-	} else if g.pending.id != "" {
-		backs, g.pending = []grantBack{g.pending}, grantBack{}
+		backs = g.Drop()
+	} else if b, ok := g.TakePending(); ok {
+		backs = []grantBack{b}
 	}
-	want = g.ask(want) + n
+	want = g.Ask(want) + n
 	g.mu.Unlock()
 	l.request(ctx, conn, g, p, k, want, backs)
 	at = l.localNow()
 	g.mu.Lock()
-	if w.done {
-		*res = w.res
+	if u, ok := w.Served(); ok {
+		*res = allowedFrom(u)
 		g.mu.Unlock()
 		return PathPrefetch
 	}
-	w.gone = true
-	if at < g.full {
+	w.Leave()
+	if g.Paused(at) {
 		return g.reject(p, at, res)
 	}
 	g.mu.Unlock()
@@ -478,28 +292,27 @@ const (
 
 // waitOnWay waits, with g.mu held, for the request on its way, queued so
 // that the grant it brings serves the call's n events as it comes, after
-// the calls that waited before it (see serve), until *deadline (set, and
-// the call counted in the pair's demand, at its first wait: Options.Timeout
-// from then). It returns the clock's reading after the wait, and how it
+// the calls that waited before it (see grant.Pair.Install), until
+// *deadline (set, and the call counted in the pair's demand, at its first
+// wait: Options.Timeout from then). It returns the clock's reading after the wait, and how it
 // ended; res holds the call's Result when the grant served it.
-func (l *Limiter) waitOnWay(ctx context.Context, g *grant, n int64, deadline *time.Time, res *Result) (int64, waitEnd) {
+func (l *Limiter) waitOnWay(ctx context.Context, g *pairGrants, n int64, deadline *time.Time, res *Result) (int64, waitEnd) {
 	ch := g.asking
-	w := &grantWaiter{n: n}
-	g.queue = append(g.queue, w)
+	w := g.Enqueue(n)
 	if deadline.IsZero() {
-		g.waits += n
+		g.Waited(n)
 		*deadline = time.Now().Add(l.set.Timeout)
 	}
 	g.mu.Unlock()
 	came := l.awaitGrant(ctx, ch, *deadline)
 	at := l.localNow()
 	g.mu.Lock()
-	if w.done {
-		*res = w.res
+	if u, ok := w.Served(); ok {
+		*res = allowedFrom(u)
 		g.mu.Unlock()
 		return at, waitServed
 	}
-	w.gone = true
+	w.Leave()
 	if !came {
 		g.mu.Unlock()
 		return at, waitOver
@@ -519,40 +332,21 @@ func (l *Limiter) waitOnWay(ctx context.Context, g *grant, n int64, deadline *ti
 // (under a penalty a rejection counts a violation; a request not made
 // asks nothing of Redis) Redis or the shield decides: it returns PathNone.
 // Either way it unlocks g.
-func (g *grant) reject(p *plan, at int64, res *Result) Path {
+func (g *pairGrants) reject(p *plan, at int64, res *Result) Path {
 	defer g.mu.Unlock()
-	if !g.noSlot {
+	rj, ok := g.Reject(at)
+	if !ok {
 		return PathNone
 	}
-	g.knocked = at
-	*res = Result{Limit: int(p.rate), RetryAfter: time.Duration(max(g.full, g.retryAt)-at) * time.Microsecond,
-		ResetAfter: time.Duration(max(0, g.resetAt-at)) * time.Microsecond}
+	*res = Result{Limit: int(p.rate), RetryAfter: rj.RetryAfter, ResetAfter: rj.ResetAfter}
 	return PathShield
-}
-
-// demand is the pair's allowed events in the last Prefetch, its rate, or
-// the events of its calls that waited for a grant in it, when more (they
-// were not allowed while they waited, and are calls of the pair all the
-// same): a grant holds at most that many slots (beside the call that
-// asks; see ask).
-func (g *grant) demand() int64 { return max(g.prev, g.cur, g.waitsPrev, g.waits) }
-
-// ask caps want, the slots a request asks for, at capSlots (see request):
-// a slot costs Redis a few µs (its ZADD member, its trim, its Lua string),
-// and a grant Redis takes longer to make than Prefetch lapses on its way
-// while the pair's calls wait for it. The caller holds g.mu.
-func (g *grant) ask(want int64) int64 {
-	if g.capSlots > 0 {
-		return max(1, min(want, g.capSlots))
-	}
-	return want
 }
 
 // askFor asks Redis at now for want slots of k's meter into g, whose
 // asking the caller set, giving back backs (what earlier grants left); the
-// grant becomes g's live one or its next (see install), and asking is
-// closed.
-func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *grant, p *plan, k lkey, want, now int64, backs []grantBack) {
+// grant becomes g's live one or its next (see grant.Pair.Install), and
+// asking is closed.
+func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *pairGrants, p *plan, k lkey, want, now int64, backs []grantBack) {
 	id := l.member(l.seq.Add(1)) + "g"
 	// The grant's time: Redis' usable and empty run from the time it
 	// took the slots at, its TIME, no earlier than the clock's reading
@@ -571,23 +365,23 @@ func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *grant, p *plan
 	if !ok || got == 0 {
 		return
 	}
-	g.noSlot, g.wanted = false, 0
-	nx := nextGrant{p: *p, id: id, slots: got, until: sent + rep.usable, count: rep.count,
-		at: rep.at, mark: rep.mark, empty: sent + rep.empty}
+	g.Granted()
+	nx := grant.Slots[plan]{Plan: *p, Terms: p.terms(), ID: id, N: got, Until: sent + rep.usable, Count: rep.count,
+		At: rep.at, Mark: rep.mark, Empty: sent + rep.empty}
 	if rep.pace > 0 {
-		l.paced(g, p, sent, want, rep.pace, nx.empty)
+		l.paced(g, p, sent, want, rep.pace, nx.Empty)
 	}
-	l.install(g, k, nx, l.localNow())
+	l.prefetch.used.Add(uint64(g.Install(nx, l.localNow())))
 	// The process' own count holds the grant's slots, stamped at the
 	// grant's last instant: one entry for the grant instead of one a use,
 	// no earlier than any use (so that the degraded share counts them a
 	// window after their uses at least), and in the window or period
 	// Redis took them in. What goes back unused leaves it (leftover).
-	l.local.addEvents(k, p, nx.until-1, got, "", false)
+	l.local.addEvents(k, p, nx.Until-1, got, "", false)
 	l.prefetch.grants.Add(1)
 	l.prefetch.granted.Add(uint64(got))
 	if l.closed.Load() {
-		l.giveBackLater(g, k) // Close gave back what it found already
+		l.giveBackLater(g) // Close gave back what it found already
 	}
 }
 
@@ -598,56 +392,39 @@ func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *grant, p *plan
 // the shield on, none before a slot frees (within Options.ShieldMax); the
 // pair's calls are rejected in-process meanwhile (see reject). Slots that
 // give-backs and Resets free are left to that request, as the hot-key
-// shield leaves them. The caller holds g.mu.
-func (l *Limiter) noSlot(g *grant, p *plan, sent, want int64, none []int64) {
-	g.full = sent + p.prefetch
-	g.noSlot = none != nil && !p.penalize && l.set.ShieldMax >= 0
-	if !g.noSlot {
-		return
+// shield leaves them (see grant.Pair.Refused). The caller holds g.mu.
+func (l *Limiter) noSlot(g *pairGrants, p *plan, sent, want int64, none []int64) {
+	r := grant.Refusal{Sent: sent, Want: want, Prefetch: p.prefetch, Shield: none != nil && l.shieldsGrants(p)}
+	var at int64
+	if r.Shield {
+		at = l.localNow()
+		r.RetryAt, r.ResetAt, r.MaxWait = at+none[0], at+none[1], max(0, int64(l.set.ShieldMax/time.Microsecond))
 	}
-	at := l.localNow()
-	g.retryAt, g.resetAt, g.wanted = at+none[0], at+none[1], want
-	if sm := int64(l.set.ShieldMax / time.Microsecond); sm > 0 {
-		g.full = max(g.full, min(g.retryAt, at+sm))
-	} else {
-		g.full = max(g.full, g.retryAt)
-	}
+	g.Refused(r, at)
 }
+
+// shieldsGrants reports whether the calls of a pair of p's whose request
+// Redis refused are rejected in-process until its next request (see
+// reject): under a rule without a penalty, the shield on.
+func (l *Limiter) shieldsGrants(p *plan) bool { return !p.penalize && l.set.ShieldMax >= 0 }
 
 // paced notes in g that Redis granted less than was asked (want, sent at
 // sent) of a meter that frees room continuously: the next request waits
 // pace µs (lua/grant.lua), within Options.ShieldMax, so that it finds more
 // than the little freed since, and meanwhile the calls the grant's slots
 // cannot take are rejected in-process as when Redis had no slot (see
-// reject), RetryAfter at that request, ResetAfter at empty. The caller
-// holds g.mu.
-func (l *Limiter) paced(g *grant, p *plan, sent, want, pace, empty int64) {
-	g.retryAt, g.full = sent+pace, sent+pace
-	if sm := int64(l.set.ShieldMax / time.Microsecond); sm > 0 {
-		g.full = min(g.full, sent+max(sm, p.prefetch))
-	}
-	g.noSlot = !p.penalize && l.set.ShieldMax >= 0
-	g.resetAt, g.wanted = empty, want
-}
-
-// retire closes g's grant: what it left unused goes back with the pair's
-// next request, and what was to go back with it already (a ban closed a
-// grant in between) through the write-back's loop. The caller holds g.mu.
-func (l *Limiter) retire(g *grant, k lkey) {
-	if b, ok := g.leftover(k); ok {
-		if g.pending.id != "" {
-			l.prefetch.backs.add(g.pending, maxOwedSettles)
-			l.kickWriteBack()
-		}
-		g.pending = b
-	}
+// reject), RetryAfter at that request, ResetAfter at empty (see
+// grant.Pair.Paced). The caller holds g.mu.
+func (l *Limiter) paced(g *pairGrants, p *plan, sent, want, pace, empty int64) {
+	g.Paced(grant.Refusal{Sent: sent, Want: want, Prefetch: p.prefetch, Shield: l.shieldsGrants(p),
+		RetryAt: sent + pace, ResetAt: empty, MaxWait: max(0, int64(l.set.ShieldMax/time.Microsecond))})
 }
 
 // giveBackLater closes g's grant and owes what it and the one before it
 // did not use to Redis, for the write-back's loop, woken at once. The
 // caller holds g.mu.
-func (l *Limiter) giveBackLater(g *grant, k lkey) {
-	if bs := g.drop(k); len(bs) > 0 {
+func (l *Limiter) giveBackLater(g *pairGrants) {
+	if bs := g.Drop(); len(bs) > 0 {
 		for _, b := range bs {
 			l.prefetch.backs.add(b, maxOwedSettles)
 		}
@@ -657,32 +434,22 @@ func (l *Limiter) giveBackLater(g *grant, k lkey) {
 
 // useGrant allows the call for n events at now from g into res (the
 // process' own count holds the grant's slots already: see askFor), and
-// unlocks g.
-// Remaining is the log's count at the grant, less what this process used of
-// it since; ResetAfter when the slot's stamp leaves the window. When the
-// grant runs low (less than a quarter of the pair's demand left, or an
-// eighth of its Prefetch, or what is left lasts less than a request's
-// round trip at the pair's rate), and no next grant waits, this call asks
-// for the next before it returns (it is allowed already), so that the
-// pair's other calls need not wait for it: for the pair's demand less what
-// this grant still serves before it lapses, as the next one's slots are
-// used after this one's.
-func (l *Limiter) useGrant(conn *redisConn, g *grant, k lkey, n, now int64, res *Result) {
-	g.used += n
-	g.cur += n
-	p := g.p
-	*res = g.result(now)
-	demand, left, rest := g.demand(), g.slots-g.used, g.until-now
-	serves := min(left, demand*rest/p.prefetch) // at the pair's rate, before it lapses
-	low := 4*left < demand || 8*rest < p.prefetch || serves*p.prefetch < g.lat*demand || rest < g.lat
-	want := demand - serves
-	refresh := g.asking == nil && g.next.id == "" && now >= g.full && low && want > 0
-	want = g.ask(want)
+// unlocks g. When the grant runs low (see grant.Pair.Use), no request is on
+// its way and Redis had slots at the last, this call asks for the next
+// grant before it returns (it is allowed already), so that the pair's
+// other calls need not wait for it.
+func (l *Limiter) useGrant(conn *redisConn, g *pairGrants, k lkey, n, now int64, res *Result) {
+	u, want := g.Use(n, now)
+	*res = allowedFrom(u)
+	refresh := want > 0 && g.asking == nil && !g.Paused(now)
+	var p plan
 	var backs []grantBack
 	if refresh {
-		g.asking, g.queue = make(chan struct{}), nil
-		if g.pending.id != "" {
-			backs, g.pending = []grantBack{g.pending}, grantBack{}
+		p = *g.Plan()
+		g.asking = make(chan struct{})
+		g.ResetQueue()
+		if b, ok := g.TakePending(); ok {
+			backs = []grantBack{b}
 		}
 	}
 	g.mu.Unlock()
@@ -694,33 +461,16 @@ func (l *Limiter) useGrant(conn *redisConn, g *grant, k lkey, n, now int64, res 
 	}
 }
 
-// minCapSlots is the least g.capSlots halves a request to.
-const minCapSlots = 64
-
 // request is askFor at the clock's reading now (after any wait, so that
 // the slots are stamped no earlier than the grant's end, its time plus
-// Prefetch), timed: g.lat learns its round trip, and g.capSlots halves
-// the request after a round trip longer than half of Prefetch (down to
-// minCapSlots), and doubles after one shorter than a quarter, until it no
-// longer caps (see ask).
-func (l *Limiter) request(ctx context.Context, conn *redisConn, g *grant, p *plan, k lkey, want int64, backs []grantBack) {
+// Prefetch), timed: the pair learns its round trip (see
+// grant.Pair.RoundTrip).
+func (l *Limiter) request(ctx context.Context, conn *redisConn, g *pairGrants, p *plan, k lkey, want int64, backs []grantBack) {
 	sent := l.localNow()
 	l.askFor(ctx, conn, g, p, k, want, sent, backs)
 	rt := max(0, l.localNow()-sent)
 	g.mu.Lock()
-	switch {
-	case 2*rt > p.prefetch:
-		g.capSlots = max(minCapSlots, want/2)
-	case 4*rt < p.prefetch && g.capSlots > 0:
-		if g.capSlots *= 2; g.capSlots > 1<<40 {
-			g.capSlots = 0
-		}
-	}
-	if g.lat == 0 {
-		g.lat = rt
-	} else {
-		g.lat = (3*g.lat + rt) / 4
-	}
+	g.RoundTrip(p.prefetch, want, rt)
 	g.mu.Unlock()
 }
 
@@ -787,7 +537,7 @@ func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey
 	sent := err == nil && s.path == PathRedis
 	for _, b := range backs {
 		if sent {
-			l.prefetch.returned.Add(uint64(b.to - b.from + 1))
+			l.prefetch.returned.Add(uint64(b.To - b.From + 1))
 		} else {
 			l.prefetch.backs.add(b, maxOwedSettles) // giving back twice removes nothing more
 		}
@@ -821,7 +571,7 @@ func (l *Limiter) grantArgs(p *plan, want, extra int64, id string, backs []grant
 	args = append(args, l.clockArg(now, p.alg.rules.timed()), itoa(second), itoa(p.rate), itoa(want), fifthArg,
 		itoa(p.prefetch), itoa(instances), itoa(extra), id)
 	for _, b := range backs {
-		args = append(args, b.id, itoa(b.from), itoa(b.to), itoa(b.mark), itoa(b.at))
+		args = append(args, b.ID, itoa(b.From), itoa(b.To), itoa(b.Mark), itoa(b.At))
 	}
 	return args
 }
@@ -851,7 +601,7 @@ func (l *Limiter) alsoCounted(conn *redisConn, k lkey, p *plan, now int64) (int6
 func (l *Limiter) giveGrantsBack(ctx context.Context) {
 	conn := l.conn.Load()
 	for _, b := range l.prefetch.backs.take() {
-		l.askGrant(ctx, conn, &b.p, b.k, 0, "", []grantBack{b}, l.localNow())
+		l.askGrant(ctx, conn, &b.Plan, b.Key, 0, "", []grantBack{b}, l.localNow())
 	}
 }
 
@@ -865,7 +615,7 @@ func (l *Limiter) returnGrants() {
 	for _, k := range f.pairs.Keys() {
 		if g, ok := f.pairs.Peek(k); ok {
 			g.mu.Lock()
-			for _, b := range g.drop(k) {
+			for _, b := range g.Drop() {
 				f.backs.add(b, maxOwedSettles)
 			}
 			g.mu.Unlock()
@@ -886,8 +636,7 @@ func (l *Limiter) voidGrant(k lkey) {
 	}
 	if g, ok := l.prefetch.pairs.Peek(k); ok {
 		g.mu.Lock()
-		g.drop(k)
-		g.full, g.noSlot, g.wanted = 0, false, 0 // the log is empty
+		g.Void()
 		g.mu.Unlock()
 	}
 }

@@ -26,7 +26,7 @@ func TestGrantEndsByItsScriptsTime(t *testing.T) {
 			}
 			k, _ := localKey(r.Name, "k")
 			l := e.l
-			g := l.prefetch.pair(k, &p, l.local)
+			g := l.pairOf(k, &p)
 			// The call's time; the request leaves 5ms later.
 			now := e.clk.Now().UnixMicro()
 			e.clk.advance(5 * time.Millisecond)
@@ -36,11 +36,11 @@ func TestGrantEndsByItsScriptsTime(t *testing.T) {
 			l.askFor(context.Background(), l.conn.Load(), g, &p, k, 3, now, nil)
 			g.mu.Lock()
 			defer g.mu.Unlock()
-			if g.slots == 0 {
+			if s, _ := g.Live(); s.N == 0 {
 				t.Fatal("no grant")
 			}
-			if end := now + p.prefetch; g.until > end {
-				t.Errorf("the grant made at %dµs is usable until %dµs, %v past its time plus Prefetch", now, g.until, time.Duration(g.until-end)*time.Microsecond)
+			if end, until := now+p.prefetch, g.Until(); until > end {
+				t.Errorf("the grant made at %dµs is usable until %dµs, %v past its time plus Prefetch", now, until, time.Duration(until-end)*time.Microsecond)
 			}
 		})
 	}

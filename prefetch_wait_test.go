@@ -11,7 +11,7 @@ import (
 
 // hotPair makes rule's pair k hot on l (two calls on Redis), takes a grant
 // with the third call, and returns the pair's grant and key.
-func hotPair(t *testing.T, l *Limiter, rule Rule) (*grant, lkey) {
+func hotPair(t *testing.T, l *Limiter, rule Rule) (*pairGrants, lkey) {
 	t.Helper()
 	for i := range 3 {
 		if r, err := l.Allow(context.Background(), rule, "k"); err != nil || !r.Allowed {
@@ -22,7 +22,7 @@ func hotPair(t *testing.T, l *Limiter, rule Rule) (*grant, lkey) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return l.prefetch.pair(k, nil, l.local), k
+	return l.pairOf(k, nil), k
 }
 
 // TestPrefetchNextGrantWaits: a grant that comes while the live one still
@@ -35,7 +35,8 @@ func TestPrefetchNextGrantWaits(t *testing.T) {
 	rule := Rule{Name: "n", Limit: Limit{Rate: 100, Window: time.Second}, Prefetch: 50 * time.Millisecond}
 	g, k := hotPair(t, l, rule)
 	g.mu.Lock()
-	live, left, p := g.id, g.slots-g.used, g.p
+	s, used := g.Live()
+	live, left, p := s.ID, s.N-used, s.Plan
 	g.asking = make(chan struct{}) // the test's request, early
 	g.mu.Unlock()
 	if left < 1 {
@@ -43,8 +44,8 @@ func TestPrefetchNextGrantWaits(t *testing.T) {
 	}
 	l.askFor(context.Background(), l.conn.Load(), g, &p, k, 4, at.UnixMicro(), nil)
 	g.mu.Lock()
-	if g.id != live || g.next.slots != 4 {
-		t.Fatalf("after the early request: live grant %q (was %q), next of %d slots; want the live one kept, the next of 4 waiting", g.id, live, g.next.slots)
+	if s, _ := g.Live(); s.ID != live || g.Next().N != 4 {
+		t.Fatalf("after the early request: live grant %q (was %q), next of %d slots; want the live one kept, the next of 4 waiting", s.ID, live, g.Next().N)
 	}
 	g.mu.Unlock()
 	for i := range left + 1 {
@@ -53,8 +54,8 @@ func TestPrefetchNextGrantWaits(t *testing.T) {
 		}
 	}
 	g.mu.Lock()
-	if g.next.id != "" || g.used != 1 || g.slots != 4 {
-		t.Errorf("after the live grant's slots and one more: next %q, live %d of %d used; want the next one live, 1 of 4 used", g.next.id, g.used, g.slots)
+	if s, used := g.Live(); g.Next().ID != "" || used != 1 || s.N != 4 {
+		t.Errorf("after the live grant's slots and one more: next %q, live %d of %d used; want the next one live, 1 of 4 used", g.Next().ID, used, s.N)
 	}
 	g.mu.Unlock()
 	if st := l.Stats(); st.PrefetchSlotsReturned != 0 || st.PrefetchSlotsUsed != uint64(1+left+1) {
@@ -82,10 +83,11 @@ func TestPrefetchWaitersTakeIncomingGrant(t *testing.T) {
 	g, k := hotPair(t, l, rule)
 	// The live grant is gone, and a request is on its way (this test's).
 	g.mu.Lock()
-	l.giveBackLater(g, k)
+	l.giveBackLater(g)
 	ch := make(chan struct{})
-	g.asking, g.queue = ch, nil
-	p := g.p
+	g.asking = ch
+	g.ResetQueue()
+	p := *g.Plan()
 	g.mu.Unlock()
 	before := l.Stats()
 
@@ -105,7 +107,7 @@ func TestPrefetchWaitersTakeIncomingGrant(t *testing.T) {
 		waitFor(t, "the waiter in the queue", func() bool {
 			g.mu.Lock()
 			defer g.mu.Unlock()
-			return len(g.queue) == i+1
+			return g.Queued() == i+1
 		})
 	}
 	// The request returns with three slots.

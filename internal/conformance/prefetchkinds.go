@@ -16,7 +16,7 @@ import (
 // (the counter: from its current window or, weighted, the previous one).
 //
 // Every number below is worked out from lua/grant.lua and the kind's
-// pieces, and from prefetch.go's demand: a pair's demand is its allowed
+// pieces, and from internal/grant's Pair.Demand: a pair's demand is its allowed
 // events in the current Prefetch-long bucket of the clock or the one
 // before; testkit.Epoch is 3.456ms into a 20ms bucket (its µs are
 // …123456), so buckets begin at 16.544ms, 36.544ms, … from it, and the
