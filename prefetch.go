@@ -584,6 +584,14 @@ func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *grant, p *plan
 	// window after their uses at least), and in the window or period
 	// Redis took them in. What goes back unused leaves it (leftover).
 	l.local.addEvents(k, p, nx.until-1, got, "", false)
+	// A bucket's reply carries Redis' whole state, as a decision's does:
+	// the own count merges it, keeping the later (see localShard.mirror),
+	// so that it counts the other instances' events too, and a fallback
+	// right after a grant starts from the fleet's bucket at its share, as
+	// it does after a decision on Redis, not from this process' grants
+	// alone (TestPrefetchFleetKill/gcra: it admitted its share's burst on
+	// top of the fleet's at the kill).
+	l.local.copyBucket(k, p, sent, rep.empty)
 	l.prefetch.grants.Add(1)
 	l.prefetch.granted.Add(uint64(got))
 	if l.closed.Load() {
