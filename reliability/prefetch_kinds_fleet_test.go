@@ -250,9 +250,11 @@ func pfCheckMeter(t *testing.T, srv *redistest.Server, rule ratelimit.Rule, key 
 // lower than the log's 5,000: under the race detector the kill test's 64
 // callers, which pause 10ms, call some 4,000 times a second, and the
 // liveness after the recovery is checked where demand exceeds the Rate.
-// Each runs 3.5s after the restart: one Window of the reserve after Redis
-// lost its data, from the first heartbeat after the restart (500ms), then
-// one whole window aligned to the epoch at least.
+// The kill comes 0.7s to 1.7s into the load (the log's: 1.2s to 2.2s), once
+// grants are in use, and each load runs 3.5s after the restart: one Window
+// of the reserve after Redis lost its data, from the first heartbeat after
+// the restart (500ms), then one whole window aligned to the epoch at least
+// (the quota, which checks no liveness: 3s).
 func pfKillOtherKinds() []pfKillKind {
 	pf := 20 * time.Millisecond
 	before, after := 700*time.Millisecond, 3500*time.Millisecond
