@@ -304,7 +304,8 @@ func pfKillOtherKinds() []pfKillKind {
 //     window instance i had Redis' consent for (fault.consented): each
 //     knows only those when the outage starts, and keeps them; its
 //     fallback adds up to its share, and after a loss of Redis' data it
-//     counts every other's share and its own events for one Window;
+//     counts every other's share and its own events for one Window (a
+//     quota: until the period that held the loss ends, plan.lostFor);
 //   - every other window: the shares together, 4 × shareᵢ.
 //
 // The counter's stated bound, 2 × Rate - 1 in any window-long interval,
@@ -314,8 +315,10 @@ func pfKillOtherKinds() []pfKillKind {
 //
 // Liveness: for the fixed window and the counter, the whole windows that
 // start at least one Window and a heartbeat period after the restart (the
-// reserve after a loss of data then ended) admit what TestPrefetchKindsFleetLoad's
-// windows do (pfCheckLive).
+// reserve after a loss of data then ended) admit what the windows of
+// TestPrefetchKindsFleetLoad do (pfCheckLive). The quota's checks no
+// liveness: after a loss of data its instances admit at most their shares
+// for the rest of the day, the price docs/fallback.md states.
 func pfCheckKillCounts(t *testing.T, f *pfFleet, rule ratelimit.Rule, meter string, ld *pfLoad, k fault) {
 	t.Helper()
 	f.close()
