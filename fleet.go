@@ -77,9 +77,10 @@ func (l *Limiter) kickHeartbeat() {
 // when Redis lost its data (the instances set is newer than the one it
 // announced itself in), the others' decisions of the last window are gone
 // from Redis with it: each instance reserves every other's share for one
-// Window from when it learnt of the loss, and counts its own events of the
-// window (its own count, which Redis lost too) where it counted only those
-// it owes. The reserve leaves an instance
+// Window from when it learnt of the loss (a calendar quota: until the
+// period that held it ends, as Redis lost the period's events, see
+// lostFor), and counts its own events of the window (its own count, which
+// Redis lost too) where it counted only those it owes. The reserve leaves an instance
 // at least its own share, so that a fleet whose shares add up to more than
 // the rule (Options.DegradedShare) is not shut out.
 //
@@ -89,10 +90,12 @@ func (l *Limiter) kickHeartbeat() {
 // away without withdrawing, holds back the others' admissions by its share
 // until it has written back or its announcement runs out.
 
-// reserve returns the events a decision on Redis through conn for a rule
-// of rate and window counts for the other instances (see above), and
-// whether Redis lost its data less than a window ago.
-func (l *Limiter) reserve(conn *redisConn, rate, window int64) (events int64, lost bool) {
+// reserve returns the events a decision on Redis through conn at now for
+// p counts for the other instances (see above), and whether Redis lost its
+// data less than a window ago (a calendar quota: in the period that holds
+// now, whose events it lost, see lostFor).
+func (l *Limiter) reserve(conn *redisConn, p *plan, now int64) (events int64, lost bool) {
+	rate := p.rate
 	n := l.set.fleet.Load()
 	if n <= 1 {
 		return 0, false
@@ -104,7 +107,7 @@ func (l *Limiter) reserve(conn *redisConn, rate, window int64) (events int64, lo
 		// Redis lost its data or who owes: as if both.
 		others, lost = n-1, true
 	}
-	if at := l.lostAt.Load(); at != 0 && l.clock.now()-at < window {
+	if at := l.lostAt.Load(); at != 0 && l.clock.now()-at < p.lostFor(now) {
 		others, lost = n-1, true
 	}
 	if others <= 0 {
@@ -112,6 +115,19 @@ func (l *Limiter) reserve(conn *redisConn, rate, window int64) (events int64, lo
 	}
 	share := l.set.degradedRate(rate)
 	return min(min(others, n-1)*share, max(0, rate-share)), lost
+}
+
+// lostFor is how long, from a loss of Redis' data, a decision of p at now
+// counts the loss (see reserve): a Window, the events Redis lost that
+// still count. A calendar quota (no Window) counts every event of its
+// period: the loss counts while it is of the period that holds now, that
+// is for as long as the period had begun when the loss came (now's time
+// since the period's start, on now's clock, which may be Options.Clock).
+func (p *plan) lostFor(now int64) int64 {
+	if p.window == 0 && p.end > p.start {
+		return now - p.start
+	}
+	return p.window
 }
 
 // rejoinBeats is how many successful heartbeats after a failed one may

@@ -387,6 +387,22 @@ func (s *localStore) addEvents(k lkey, p *plan, now, n int64, member string, owe
 	sh.addEvents(&k, h, p, now, n, member, owe)
 }
 
+// copyBucket merges into k's bucket (GCRA), if this process keeps one,
+// what Redis answered of its own at now: full again reset µs from now, as
+// localShard.mirror does with a decision's reply (bucket.copyFrom, keeping
+// the later). Other meters keep their own count: a grant's reply counts
+// what the fleet's reserve added, which is not an event.
+func (s *localStore) copyBucket(k lkey, p *plan, now, reset int64) {
+	sh, h := s.at(&k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if m, ok := p.alg.local.meter(sh, k, h, *p, now, false); ok {
+		if b, ok := m.(*bucket); ok {
+			b.copyFrom(now, 0, reset)
+		}
+	}
+}
+
 // addEvents is localStore.addEvents. The caller holds sh.mu.
 func (sh *localShard) addEvents(k *lkey, h uint64, p *plan, now, n int64, member string, owe bool) {
 	if m, ok := p.alg.local.meter(sh, *k, h, *p, now, true); ok {

@@ -378,6 +378,14 @@ func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *pairGrants, p 
 	// window after their uses at least), and in the window or period
 	// Redis took them in. What goes back unused leaves it (leftover).
 	l.local.addEvents(k, p, nx.Until-1, got, "", false)
+	// A bucket's reply carries Redis' whole state, as a decision's does:
+	// the own count merges it, keeping the later (see localShard.mirror),
+	// so that it counts the other instances' events too, and a fallback
+	// right after a grant starts from the fleet's bucket at its share, as
+	// it does after a decision on Redis, not from this process' grants
+	// alone (TestPrefetchFleetKill/gcra: it admitted its share's burst on
+	// top of the fleet's at the kill).
+	l.local.copyBucket(k, p, sent, rep.empty)
 	l.prefetch.grants.Add(1)
 	l.prefetch.granted.Add(uint64(got))
 	if l.closed.Load() {
@@ -585,7 +593,7 @@ func (l *Limiter) grantArgs(p *plan, want, extra int64, id string, backs []grant
 // no grant then. Without it, a grant after an outage took slots that were
 // not free.
 func (l *Limiter) alsoCounted(conn *redisConn, k lkey, p *plan, now int64) (int64, bool) {
-	reserve, lost := l.reserve(conn, p.rate, p.window)
+	reserve, lost := l.reserve(conn, p, now)
 	if lost {
 		return 0, false
 	}

@@ -515,19 +515,23 @@ func pfNoGoroutines(t *testing.T, base int) {
 // under the race detector) on a redis-server that is killed mid-grant (just
 // after a Limiter was granted slots, while it uses them) and restarted
 // after 300ms to 800ms (a seeded random phase, logged), with its data
-// (appendonly, fsync always) and without. What must hold (docs/fallback.md,
-// "A fleet across a recovery"; TestRecoveryFleetWindows checks the same
-// for calls decided on Redis):
+// (appendonly, fsync always) and without, for every kind that takes
+// Prefetch (pfKillKinds), each on a server of its own. What must hold
+// (docs/fallback.md, "A fleet across a recovery"; TestRecoveryFleetWindows
+// checks the same for calls decided on Redis):
 //
 //   - no call errs;
-//   - a window that may hold the outage's start holds at most
+//   - every window or interval within the bound of the kind that applies
+//     to it (each kind's check says which and why): for the exact log, a
+//     window that may hold the outage's start holds at most
 //     Σ max(ownᵢ, shareᵢ): ownᵢ the events instance i had Redis' consent
 //     for (its calls that may have been decided before the kill was in
 //     effect, and those it allowed from slots in hand after it, which
-//     Redis counted when it granted them), shareᵢ = ceil(Rate / 4);
-//   - every other window, inside the outage, across the recovery or on a
+//     Redis counted when it granted them), shareᵢ = ceil(Rate / 4); every
+//     other window, inside the outage, across the recovery or on a
 //     healthy Redis: the shares together, 4 × ceil(Rate / 4) = Rate + 3;
-//   - after Close nothing leaks (see pfCheckClose).
+//   - after Close nothing leaks: every slot granted was used or given
+//     back, Redis holds none of the unused ones, no goroutine is left.
 func TestPrefetchFleetKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drives four limiters across a redis-server's kill")
@@ -535,36 +539,68 @@ func TestPrefetchFleetKill(t *testing.T) {
 	if !testkit.HaveRedis(t) {
 		t.Skip("needs redis-server")
 	}
-	for _, c := range []struct {
-		name string
-		args []string
-	}{
-		{"restarted with its data", []string{"--appendonly", "yes", "--appendfsync", "always"}},
-		{"restarted without persistence", nil},
-	} {
-		t.Run(c.name, func(t *testing.T) { pfKill(t, c.args) })
+	for _, kind := range pfKillKinds() {
+		t.Run(kind.name, func(t *testing.T) {
+			for _, c := range []struct {
+				name string
+				args []string
+			}{
+				{"restarted with its data", []string{"--appendonly", "yes", "--appendfsync", "always"}},
+				{"restarted without persistence", nil},
+			} {
+				t.Run(c.name, func(t *testing.T) { pfKill(t, kind, c.args) })
+			}
+		})
 	}
 }
 
-// pfKill is one run of TestPrefetchFleetKill on a server started with args.
-func pfKill(t *testing.T, args []string) {
+// A pfKillKind is one kind's case of TestPrefetchFleetKill: its rule, how
+// long the load runs before the kill (at least before, and up to a second
+// more, a seeded random phase) and after the restart, and what must hold
+// after it (check, which closes the fleet).
+type pfKillKind struct {
+	name          string
+	rule          ratelimit.Rule
+	before, after time.Duration
+	check         func(t *testing.T, f *pfFleet, ld *pfLoad, k fault, stopped int64)
+}
+
+// pfKillKinds are TestPrefetchFleetKill's kinds: the exact log, then the
+// other kinds that take Prefetch (prefetch_kinds_fleet_test.go,
+// prefetch_gcra_fleet_test.go).
+func pfKillKinds() []pfKillKind {
+	log := pfKillKind{name: "sliding log", rule: pfRule, before: 1200 * time.Millisecond, after: 2500 * time.Millisecond,
+		check: func(t *testing.T, f *pfFleet, ld *pfLoad, k fault, stopped int64) {
+			pfCheckClose(t, f, stopped) // first: the sweep below takes seconds
+			checkPFFleetWindows(t, pfRule, ld, k)
+		}}
+	return append([]pfKillKind{log}, pfKillOtherKinds()...)
+}
+
+// pfKillCallers are the callers of each Limiter in TestPrefetchFleetKill,
+// pausing 10ms between calls: at most 1.3 × the log's Rate, so that the
+// windows stay full, and a grant lasts long enough (some 20 slots, as many
+// as an instance allowed in the last Prefetch) to be in use when the kill
+// comes.
+const pfKillCallers = 16
+
+// pfKill is one run of TestPrefetchFleetKill of kind on a server started
+// with args.
+func pfKill(t *testing.T, kind pfKillKind, args []string) {
 	seed := recoverySeed(t)
 	t.Logf("seed %d (replay with RATELIMIT_RECOVERY_SEED=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	// About 1.3 × Rate: the windows stay full, and a grant lasts long
-	// enough (some 20 slots, as many as an instance allowed in the last
-	// Prefetch) to be in use when the kill comes.
-	callers, pause := 16, 10*time.Millisecond
+	callers, pause := pfKillCallers, 10*time.Millisecond
 	srv := redistest.Start(t, redistest.Options{Args: args})
 	// A Timeout generous enough for a loaded 2-core machine (under -race
 	// too), so that only the kill makes calls fail, and a quick probe.
 	f := newPFFleet(t, srv, ratelimit.Options{Timeout: time.Second, ProbeAfter: 200 * time.Millisecond})
-	rule := pfRule
+	rule := kind.rule
 	stop := make(chan struct{})
 	loaded := make(chan *pfLoad)
 	go func() { loaded <- f.drive(rule, callers, pause, stop) }()
 
-	time.Sleep(1200*time.Millisecond + time.Duration(rng.Int64N(int64(time.Second))))
+	time.Sleep(kind.before + time.Duration(rng.Int64N(int64(time.Second))))
 	// Mid-grant: right after a Limiter was granted slots, while it holds
 	// at least 3 it has not used (given back or not: Stats cannot tell).
 	grants := make([]uint64, len(f.lims))
@@ -589,7 +625,7 @@ func pfKill(t *testing.T, args []string) {
 	time.Sleep(300*time.Millisecond + time.Duration(rng.Int64N(int64(500*time.Millisecond))))
 	srv.Restart()
 	k.end = time.Now()
-	time.Sleep(2500 * time.Millisecond)
+	time.Sleep(kind.after)
 	close(stop)
 	ld := <-loaded
 	stopped := redisNow(t, srv)
@@ -600,10 +636,10 @@ func pfKill(t *testing.T, args []string) {
 			inSlots += c.n
 		}
 	}
-	perSec, by := ld.perWindow(rule.Limit.Window)
+	perSec, by := ld.perWindow(time.Second)
 	fromSlots := make([]int, len(perSec))
 	for _, c := range ld.allowed {
-		if i := int(c.end.Sub(ld.start) / rule.Limit.Window); i < len(fromSlots) && c.prefetch {
+		if i := int(c.end.Sub(ld.start) / time.Second); i < len(fromSlots) && c.prefetch {
 			fromSlots[i] += c.n
 		}
 	}
@@ -620,8 +656,7 @@ func pfKill(t *testing.T, args []string) {
 	if inSlots == 0 {
 		t.Logf("no call was allowed from slots in hand after the kill: the grant was used up before it")
 	}
-	pfCheckClose(t, f, stopped) // first: the sweep below takes seconds
-	checkPFFleetWindows(t, rule, ld, k)
+	kind.check(t, f, ld, k, stopped)
 }
 
 // checkPFFleetWindows checks every window-long interval that starts at an
@@ -637,7 +672,7 @@ func checkPFFleetWindows(t *testing.T, r ratelimit.Rule, ld *pfLoad, k fault) {
 	// hold the outage's start.
 	var own [pfInstances]int
 	for _, c := range calls {
-		if c.end.After(k.start.Add(-w)) && (!c.start.After(k.in) || !c.degraded && c.start.Before(k.end)) {
+		if c.end.After(k.start.Add(-w)) && k.consented(c) {
 			own[c.inst] += c.n
 		}
 	}
@@ -683,4 +718,13 @@ func checkPFFleetWindows(t *testing.T, r ratelimit.Rule, ld *pfLoad, k fault) {
 		worst = max(worst, n-bound)
 	}
 	t.Logf("every window within its bound (closest: %d under it)", -worst)
+}
+
+// consented reports whether c had Redis' consent across the kill k: it may
+// have been decided before the kill was in effect, or it was allowed from
+// slots in hand (not Degraded) before the restart, which Redis counted
+// when it granted them. An instance knows these events of its own when
+// the outage starts, and keeps them (docs/fallback.md, "The bounds").
+func (k fault) consented(c pfCall) bool {
+	return !c.start.After(k.in) || !c.degraded && c.start.Before(k.end)
 }
