@@ -270,27 +270,38 @@ func (s *localStore) record(k lkey, p *plan, now, at, n int64, peek bool, d *dec
 	// the next call would get (see shieldFull).
 	landed := decision{allowed: d.allowed, count: d.count}
 	d.count = max(d.count, own) // Redis' count holds what it is owed
-	if shieldMax >= 0 {
-		switch {
-		case d.allowed && !peek:
-			sh.denials.Remove(&k, h) // events arrived: a cached rejection may be stale
-			if sh.shieldFull(&k, h, p, at, n, landed.count, d, shieldMax) {
-				landed.allowed = false
-			}
-		case hd.retry > 0 && hd.others > 0:
-			// The process' own count held the call back with events of
-			// calls on their way in it, which Redis may yet reject: no
-			// rejection to cache.
-		case peek && p.penalize:
-			// A peek counted no violation: the shield's answers would
-			// count them from a state Redis did not decide for a call.
-		case peek:
-			sh.shield(&k, h, p, at, 1, d, shieldMax)
-		default:
-			sh.shield(&k, h, p, at, n, d, shieldMax)
-		}
+	if shieldMax >= 0 && sh.shieldReply(&k, h, p, at, n, peek, d, hd, landed.count, shieldMax) {
+		landed.allowed = false
 	}
 	sh.land(&k, h, hd, &landed, p.rate)
+}
+
+// shieldReply gives the shield, at at, what Redis' decision d for n events
+// of k (peek: one, recording nothing) says (see record): an allowed call
+// drops a cached rejection, which may be stale, and a rejection is cached
+// unless the call's hold (hd) or its peek makes it unfit to answer others.
+// count is Redis' count after the call. It reports whether an allowed
+// call left the pair full and the shield now holds the rejection the next
+// call would get (see shieldFull): the crowd lands the call as that
+// rejection. The caller holds sh.mu.
+func (sh *localShard) shieldReply(k *lkey, h uint64, p *plan, at, n int64, peek bool, d *decision, hd *held, count, shieldMax int64) bool {
+	switch {
+	case d.allowed && !peek:
+		sh.denials.Remove(k, h) // events arrived: a cached rejection may be stale
+		return sh.shieldFull(k, h, p, at, n, count, d, shieldMax)
+	case hd.retry > 0 && hd.others > 0:
+		// The process' own count held the call back with events of
+		// calls on their way in it, which Redis may yet reject: no
+		// rejection to cache.
+	case peek && p.penalize:
+		// A peek counted no violation: the shield's answers would
+		// count them from a state Redis did not decide for a call.
+	case peek:
+		sh.shield(k, h, p, at, 1, d, shieldMax)
+	default:
+		sh.shield(k, h, p, at, n, d, shieldMax)
+	}
+	return false
 }
 
 // shieldFull caches in the shield, at at, the rejection the next call for
