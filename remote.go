@@ -129,8 +129,8 @@ func writeLadder(b *strings.Builder, pp *penaltyPlan) {
 }
 
 // writeHeld writes what the process' own count adds to a call (allow.lua's
-// ARGV[6]): "0" when it adds nothing, as for most calls (encodeCall then
-// leaves it out when no argument follows it), and otherwise
+// ARGV[6]): "0" when it adds nothing, as for most calls (writeTailArgs
+// then leaves it out when no argument follows it), and otherwise
 // retry, owed, ban left and since, joined by ':', and after them the
 // violations it delivers and the time of their last when it delivers any
 // (see held.strikes). One argument instead of four or six: each argument
