@@ -63,23 +63,19 @@ func (hd *held) holds() bool { return hd.retry > 0 || hd.banLeft > 0 }
 // events (peek: one event, recording nothing) under lg.p, and reserves the
 // events when they fit and nothing bans the key (see held). With lg.queue,
 // the call takes a seat in the pair's crowd when it has one, or when the
-// own count is full (see crowd.go), and is not held at all when every seat
-// is taken: hold then returns the seat it waits for, and nothing else; with lg.carry, it is handed the violations the
-// process owes Redis for the pair, to deliver them (see held.strikes).
+// own count is full (see crowd.go, and seatOf), and is not held at all
+// when every seat is taken: hold then returns the seat it waits for, and
+// nothing else; with lg.carry, it is handed the violations the process
+// owes Redis for the pair, to deliver them (see held.strikes).
 func (s *localStore) hold(lg *leg, now int64) (held, *seat) {
 	k, p, n, peek, queue := *lg.k, lg.p, lg.n, lg.peek, lg.queue
 	sh, h := s.atPlan(&k, p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	hd := held{queued: queue, backsDone: sh.backsDone, id: lg.id}
-	// A seat the call was given while it waited: the crowd counts it.
-	granted := lg.seat != nil
-	lg.seat = nil
-	var c *crowd
-	if queue || granted {
-		if c = sh.crowdOf(&k, h); c != nil && !granted && c.full() {
-			return held{}, c.wait()
-		}
+	c, granted, w := sh.seatOf(lg, &k, h)
+	if w != nil {
+		return held{}, w
 	}
 	if p.penalize && sh.bans.Len() > 0 {
 		_, hd.banLeft = sh.banOf(&k, h, now)
@@ -103,7 +99,6 @@ func (s *localStore) hold(lg *leg, now int64) (held, *seat) {
 	if hd.count+asked > p.rate {
 		hd.retry = max(1, m.RetryIn(now, p.window, p.rate, asked))
 		if queue || granted {
-			var w *seat
 			if c, granted, w = sh.fullByOwnCount(&k, h, c, granted); w != nil {
 				return held{}, w
 			}
@@ -129,6 +124,22 @@ func (lg *leg) shieldMax(s *settings) int64 {
 		return -1
 	}
 	return int64(s.ShieldMax / time.Microsecond)
+}
+
+// seatOf takes the seat lg was given while it waited (granted: the crowd
+// counts it) and returns the crowd of lg's pair, k, when lg queues or was
+// given a seat (nil when the pair has none). When every seat is taken and
+// lg was given none, it returns instead the seat to wait for. The caller
+// holds sh.mu.
+func (sh *localShard) seatOf(lg *leg, k *lkey, h uint64) (c *crowd, granted bool, w *seat) {
+	granted = lg.seat != nil
+	lg.seat = nil
+	if lg.queue || granted {
+		if c = sh.crowdOf(k, h); c != nil && !granted && c.full() {
+			return nil, false, c.wait()
+		}
+	}
+	return c, granted, nil
 }
 
 // sit gives a held call a seat in c, when it has a crowd: the one it was
@@ -270,27 +281,38 @@ func (s *localStore) record(k lkey, p *plan, now, at, n int64, peek bool, d *dec
 	// the next call would get (see shieldFull).
 	landed := decision{allowed: d.allowed, count: d.count}
 	d.count = max(d.count, own) // Redis' count holds what it is owed
-	if shieldMax >= 0 {
-		switch {
-		case d.allowed && !peek:
-			sh.denials.Remove(&k, h) // events arrived: a cached rejection may be stale
-			if sh.shieldFull(&k, h, p, at, n, landed.count, d, shieldMax) {
-				landed.allowed = false
-			}
-		case hd.retry > 0 && hd.others > 0:
-			// The process' own count held the call back with events of
-			// calls on their way in it, which Redis may yet reject: no
-			// rejection to cache.
-		case peek && p.penalize:
-			// A peek counted no violation: the shield's answers would
-			// count them from a state Redis did not decide for a call.
-		case peek:
-			sh.shield(&k, h, p, at, 1, d, shieldMax)
-		default:
-			sh.shield(&k, h, p, at, n, d, shieldMax)
-		}
+	if shieldMax >= 0 && sh.shieldReply(&k, h, p, at, n, peek, d, hd, landed.count, shieldMax) {
+		landed.allowed = false
 	}
 	sh.land(&k, h, hd, &landed, p.rate)
+}
+
+// shieldReply gives the shield, at at, what Redis' decision d for n events
+// of k (peek: one, recording nothing) says (see record): an allowed call
+// drops a cached rejection, which may be stale, and a rejection is cached
+// unless the call's hold (hd) or its peek makes it unfit to answer others.
+// count is Redis' count after the call. It reports whether an allowed
+// call left the pair full and the shield now holds the rejection the next
+// call would get (see shieldFull): the crowd lands the call as that
+// rejection. The caller holds sh.mu.
+func (sh *localShard) shieldReply(k *lkey, h uint64, p *plan, at, n int64, peek bool, d *decision, hd *held, count, shieldMax int64) bool {
+	switch {
+	case d.allowed && !peek:
+		sh.denials.Remove(k, h) // events arrived: a cached rejection may be stale
+		return sh.shieldFull(k, h, p, at, n, count, d, shieldMax)
+	case hd.retry > 0 && hd.others > 0:
+		// The process' own count held the call back with events of
+		// calls on their way in it, which Redis may yet reject: no
+		// rejection to cache.
+	case peek && p.penalize:
+		// A peek counted no violation: the shield's answers would
+		// count them from a state Redis did not decide for a call.
+	case peek:
+		sh.shield(k, h, p, at, 1, d, shieldMax)
+	default:
+		sh.shield(k, h, p, at, n, d, shieldMax)
+	}
+	return false
 }
 
 // shieldFull caches in the shield, at at, the rejection the next call for

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/internal/redisio"
 	"github.com/redis/rueidis"
 )
 
@@ -97,7 +98,16 @@ func (l *Limiter) send(ctx context.Context, conn *redisConn, redisKey string, ab
 		}
 		return struct{}{}, nil
 	})
-	took := time.Since(start)
+	return l.outcome(b, g, time.Since(start), err, about)
+}
+
+// outcome is what became of a call that b's breaker ran, or refused, in
+// took (err is what Execute returned, see send). It gives the call's slot
+// back to admission control (g) with what the call tells of the master's
+// latency and health, notes on b whether Redis answered, and counts and
+// logs an outage; a reply that means misuse is logged as an error, which
+// names the rule or group the call was about.
+func (l *Limiter) outcome(b *breaker, g *redisio.Gate, took time.Duration, err error, about subject) (sent, error) {
 	if err == nil {
 		g.Release(took, true, false)
 		b.noteAnswer(answerYes)

@@ -286,6 +286,14 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 		l.alone(p, &k, n, peek, u, now, res)
 		return PathLocal, nil
 	}
+	return l.routeRemote(ctx, r, p, &k, n, peek, u, now, res)
+}
+
+// routeRemote is route's way for a Limiter with Redis, once the call's
+// plan p, key k and time now are known: without Redis while Dial has not
+// connected, from the grants a prefetching rule holds, or on Redis (see
+// onRedis).
+func (l *Limiter) routeRemote(ctx context.Context, r *Rule, p *plan, k *lkey, n int64, peek bool, u *undo, now int64, res *Result) (Path, error) {
 	conn := l.conn.Load()
 	if conn == nil {
 		s := sent{path: PathLocal}
@@ -294,15 +302,15 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 			s.member = l.member(seq) // Dial has not connected yet: see below
 			u.member, u.rec = s.member, seq
 		}
-		*res = l.withoutRedis(r, p, k, n, peek, s, u, now)
+		*res = l.withoutRedis(r, p, *k, n, peek, s, u, now)
 		return PathLocal, nil
 	}
 	if p.prefetch > 0 && u == nil && !peek {
-		return l.prefetched(ctx, conn, r, p, k, n, now, res)
+		return l.prefetched(ctx, conn, r, p, *k, n, now, res)
 	}
-	path, err := l.onRedis(ctx, conn, r, p, k, n, peek, u, now, res)
+	path, err := l.onRedis(ctx, conn, r, p, *k, n, peek, u, now, res)
 	if res.Banned {
-		l.bannedElsewhere(k) // a ban stops this process' admits from slots at once
+		l.bannedElsewhere(*k) // a ban stops this process' admits from slots at once
 	}
 	return path, err
 }

@@ -129,8 +129,8 @@ func writeLadder(b *strings.Builder, pp *penaltyPlan) {
 }
 
 // writeHeld writes what the process' own count adds to a call (allow.lua's
-// ARGV[6]): "0" when it adds nothing, as for most calls (encodeCall then
-// leaves it out when no argument follows it), and otherwise
+// ARGV[6]): "0" when it adds nothing, as for most calls (writeTailArgs
+// then leaves it out when no argument follows it), and otherwise
 // retry, owed, ban left and since, joined by ':', and after them the
 // violations it delivers and the time of their last when it delivers any
 // (see held.strikes). One argument instead of four or six: each argument
@@ -177,13 +177,7 @@ func (hd *held) none() bool {
 // and args cut to the script's arity.
 func encodeCall(keys *[3]string, args *[callArgs]string, prefix string, k lkey, p *plan, now int64, useNow bool, n int64, id string, seq uint64, hd *held, leases []string) ([]string, []string) {
 	one := keyLen(prefix, k)
-	nk := 1 // a rule without penalty needs no KEYS[2]: each key sent costs Redis ~2.9k instructions
-	switch {
-	case hd.holds() || p.alg.rules.leased():
-		nk = 3
-	case p.penalize:
-		nk = 2
-	}
+	nk := callKeys(p, hd)
 	second, fifth, byMember := p.alg.redis.args(*p)
 	// The string's exact size for most calls (an upper bound for the
 	// rest), so that it is allocated once, in the smallest size class
@@ -201,20 +195,11 @@ func encodeCall(keys *[3]string, args *[callArgs]string, prefix string, k lkey, 
 		size += 6 * 21
 	}
 	if p.penalize {
-		pp := &p.penalty
-		var num [32]byte
-		size += decimalLen(pp.memory) + decimalLen(pp.warnAfter) + decimalLen(pp.banAfter) + decimalLen(pp.banFor) +
-			len(strconv.AppendFloat(num[:0], pp.growth, 'g', -1, 64)) + decimalLen(pp.maxBan) + 4
+		size += penaltyLen(&p.penalty)
 	}
 	var b strings.Builder
 	b.Grow(size)
-	writeKey(&b, prefix, k, p.alg.redis.letter())
-	if nk >= 2 {
-		writeKey(&b, prefix, k, 'p')
-	}
-	if nk == 3 {
-		writeKey(&b, prefix, k, 'r')
-	}
+	writeCallKeys(&b, prefix, &k, p, nk)
 	var ends [callArgs]int
 	var num [24]byte
 	if useNow {
@@ -234,23 +219,75 @@ func encodeCall(keys *[3]string, args *[callArgs]string, prefix string, k lkey, 
 		b.Write(strconv.AppendUint(num[:0], seq, 10))
 	}
 	ends[4] = b.Len()
+	count := writeTailArgs(&b, &ends, p, hd, nk)
+	return cutCall(b.String(), keys, args, nk, one, &ends, count, leases)
+}
+
+// callKeys is how many keys encodeCall sends for a call under p that hd
+// holds: the meter's, then the penalty state's for a rule with a penalty,
+// then the pair's last Reset (or a concurrency rule's mark) when the
+// process' own count holds the call back, or for a concurrency rule.
+func callKeys(p *plan, hd *held) int {
+	switch {
+	case hd.holds() || p.alg.rules.leased():
+		return 3
+	case p.penalize:
+		return 2
+	}
+	return 1 // a rule without penalty needs no KEYS[2]: each key sent costs Redis ~2.9k instructions
+}
+
+// penaltyLen is the length of a penalty's arguments as encodeCall writes
+// them: memory, and the ladder (see writeLadder).
+func penaltyLen(pp *penaltyPlan) int {
+	var num [32]byte
+	return decimalLen(pp.memory) + decimalLen(pp.warnAfter) + decimalLen(pp.banAfter) + decimalLen(pp.banFor) +
+		len(strconv.AppendFloat(num[:0], pp.growth, 'g', -1, 64)) + decimalLen(pp.maxBan) + 4
+}
+
+// writeCallKeys writes the first nk of a call's keys of k (see callKeys):
+// its meter's, under the kind's letter, its penalty state's and its last
+// Reset's.
+func writeCallKeys(b *strings.Builder, prefix string, k *lkey, p *plan, nk int) {
+	writeKey(b, prefix, *k, p.alg.redis.letter())
+	if nk >= 2 {
+		writeKey(b, prefix, *k, 'p')
+	}
+	if nk == 3 {
+		writeKey(b, prefix, *k, 'r')
+	}
+}
+
+// writeTailArgs writes a call's arguments after the fifth, when it has
+// any, and where each ends into ends: what the process' own count adds
+// (hd, see writeHeld), and a penalty's memory and ladder. It returns how
+// many arguments the call has.
+func writeTailArgs(b *strings.Builder, ends *[callArgs]int, p *plan, hd *held, nk int) int {
 	count := 5
 	if !hd.none() || p.penalize || nk == 3 {
 		// Left out when it is "0" and nothing follows it (a rule
 		// without penalty or leases): each argument sent costs Redis
 		// ~1.3k instructions.
-		writeHeld(&b, hd)
+		writeHeld(b, hd)
 		ends[5] = b.Len()
 		count = 6
 	}
 	if p.penalize {
+		var num [24]byte
 		b.Write(strconv.AppendInt(num[:0], p.penalty.memory, 10))
 		ends[6] = b.Len()
-		writeLadder(&b, &p.penalty)
+		writeLadder(b, &p.penalty)
 		ends[7] = b.Len()
 		count = callArgs
 	}
-	s := b.String()
+	return count
+}
+
+// cutCall slices s, a call's nk keys of one bytes each and then its count
+// arguments, each ending at its ends, into keys and args, and returns
+// them cut to the script's arity, with an Acquire's leases after the
+// arguments.
+func cutCall(s string, keys *[3]string, args *[callArgs]string, nk, one int, ends *[callArgs]int, count int, leases []string) ([]string, []string) {
 	for i := range nk {
 		keys[i] = s[i*one : (i+1)*one]
 	}

@@ -102,14 +102,7 @@ func (sh *localShard) shielded(k *lkey, h uint64, p *plan, now, n int64, peek, l
 	}
 	d := decision{count: e.rate, retry: e.retryAt - now, reset: max(0, e.resetAt-now), banned: e.banned}
 	if e.n > 1 && !e.banned {
-		// A rejection of one event leaves none (Remaining 0) until it
-		// ends; one of n events may leave some, and more as events
-		// leave the window: Remaining is the process' own count's.
-		if m, ok := sh.meter(k, h, p, now, false); ok {
-			d.count = max(m.Count(now, p.window), e.rate-e.n+1)
-		} else {
-			d.count = e.rate - e.n + 1
-		}
+		d.count = sh.shieldedCount(k, h, p, e, now)
 	}
 	switch {
 	case e.banned:
@@ -129,6 +122,18 @@ func (sh *localShard) shielded(k *lkey, h uint64, p *plan, now, n int64, peek, l
 		sh.violate(k, h, p, now, peek, p, &d)
 	}
 	return d, true
+}
+
+// shieldedCount is the count the shield answers with at now from e, a
+// rejection of more than one event that no ban made. A rejection of one
+// event leaves none (Remaining 0) until it ends; one of n events may leave
+// some, and more as events leave the window: Remaining is the process' own
+// count's. The caller holds sh.mu.
+func (sh *localShard) shieldedCount(k *lkey, h uint64, p *plan, e *denial, now int64) int64 {
+	if m, ok := sh.meter(k, h, p, now, false); ok {
+		return max(m.Count(now, p.window), e.rate-e.n+1)
+	}
+	return e.rate - e.n + 1
 }
 
 // violate counts a violation of k at now under p on the process' own
