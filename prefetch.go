@@ -376,7 +376,8 @@ func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *pairGrants, p 
 	// grant's last instant: one entry for the grant instead of one a use,
 	// no earlier than any use (so that the degraded share counts them a
 	// window after their uses at least), and in the window or period
-	// Redis took them in. What goes back unused leaves it (grant.Pair.Drop, or the leftover of a grant that ends).
+	// Redis took them in. What goes back unused leaves it (grant.Pair's
+	// Drop, or the leftover of a grant that ends).
 	l.local.addEvents(k, p, nx.Until-1, got, "", false)
 	// A bucket's reply carries Redis' whole state, as a decision's does:
 	// the own count merges it, keeping the later (see localShard.mirror),
