@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -177,18 +178,21 @@ func TestGCRAReservationDecidedWithoutRedis(t *testing.T) {
 }
 
 // afterReply is a client that runs a function once, right after Redis
-// answered the next script call and before its caller sees the answer:
-// what the function does lands between Redis' decision and the process'
-// record of it.
+// answered the next script call on the key key and before its caller sees
+// the answer: what the function does lands between Redis' decision and the
+// process' record of it. Other calls (the fleet's, the write-back's) do
+// not run it.
 type afterReply struct {
 	rueidis.Client
+	key  string
 	next atomic.Pointer[func()]
 }
 
 func (c *afterReply) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	script := strings.HasPrefix(strings.ToUpper(cmd.Commands()[0]), "EVAL")
+	args := cmd.Commands() // read before Do, which recycles cmd
+	ours := strings.HasPrefix(strings.ToUpper(args[0]), "EVAL") && slices.Contains(args, c.key)
 	res := c.Client.Do(ctx, cmd)
-	if script {
+	if ours {
 		if f := c.next.Swap(nil); f != nil {
 			(*f)()
 		}
@@ -214,9 +218,9 @@ func TestGCRASettleBetweenDecisionAndRecord(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("settled at %d", c.actual), func(t *testing.T) {
 			e := newWBEnv(t, Options{})
-			client := &afterReply{Client: e.client}
+			client := &afterReply{Client: e.client, key: meterKey(reservedBucket, "k")}
 			e.client = client
-			l := e.limiter(Options{ShieldMax: -1})
+			l := e.limiter(Options{ShieldMax: -1, HeartbeatInterval: -1})
 			ctx := context.Background()
 			reserve := func(key string, n int) *Reservation {
 				t.Helper()
