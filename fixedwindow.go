@@ -63,10 +63,11 @@ func (f *fixedWindow) Add(now, window, n int64) {
 }
 
 // copyFrom merges what Redis answered into the count: count events in the
-// call's window, unless the count holds more of them itself.
-func (f *fixedWindow) copyFrom(now, count, _ int64) {
+// call's window less the givenBack that settles may have given back since,
+// unless the count holds more of them itself.
+func (f *fixedWindow) copyFrom(now, count, _, givenBack int64) {
 	win, n := f.view(now, f.size)
-	f.win, f.n = win, max(n, count)
+	f.win, f.n = win, max(n, count-givenBack)
 }
 
 // fixedKind is the fixed window's algorithm (Kind FixedWindow): the window

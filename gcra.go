@@ -148,12 +148,31 @@ func (b *bucket) addAs(now, n int64, id uint64) {
 }
 
 // copyFrom merges what Redis answered into the bucket: full again after
-// Reset µs, which Redis rounded up to a whole µs, when that is later than
-// the bucket's own TAT rounded up alike (an equal TAT keeps the bucket's
-// exact ticks).
-func (b *bucket) copyFrom(now, _, reset int64) {
-	if w := now + reset; w > b.w+int64(b2i(b.r > 0)) {
-		b.w, b.r = w, 0
+// reset µs, which Redis rounded up to a whole µs, less the cost of the
+// givenBack tokens that settles may have given back in this process since
+// Redis decided (see localShard.mirror), when that is later than the
+// bucket's own TAT. A give-back of d tokens moves a TAT back by d·T at
+// most (each term of the max over events, see reserved, by d·T or not at
+// all), so Redis' TAT once the give-backs reach it is no earlier than its
+// answer less their cost: the bucket, which took them back already, must
+// not count them again from the answer. It compares Redis' TAT with its
+// own plus that cost, both rounded up to a whole µs as Redis rounds (an
+// equal TAT keeps the bucket's exact ticks).
+func (b *bucket) copyFrom(now, _, reset, givenBack int64) {
+	own := b.tat()
+	var q, rem uint64 // the give-backs' cost: q µs and rem ticks
+	if givenBack > 0 {
+		hi, lo := bits.Mul64(uint64(givenBack), uint64(b.wq))
+		if hi >= uint64(b.rq) {
+			return // more than 2^64 µs
+		}
+		if q, rem = bits.Div64(hi, lo, uint64(b.rq)); q >= uint64(reset) {
+			return // Redis' TAT less the give-backs is no later than now: nothing to learn
+		}
+		own = instant{own.w + int64(q), own.r}.plus(int64(rem), b.rq)
+	}
+	if w := now + reset; w > own.w+int64(b2i(own.r > 0)) {
+		b.w, b.r = back(instant{w - int64(q), 0}, int64(rem), b.rq)
 	}
 }
 

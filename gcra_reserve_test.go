@@ -2,9 +2,14 @@ package ratelimit
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/rueidis"
 )
 
 // GCRA reservations beside the behaviour suite (internal/conformance): what
@@ -169,5 +174,87 @@ func TestGCRAReservationDecidedWithoutRedis(t *testing.T) {
 		if got := e.peek(l, reservedBucket, "k"); got != want {
 			t.Fatalf("after the write-back: %+v, want %+v", got, want)
 		}
+	}
+}
+
+// afterReply is a client that runs a function once, right after Redis
+// answered the next script call on the key key and before its caller sees
+// the answer: what the function does lands between Redis' decision and the
+// process' record of it. Other calls (the fleet's, the write-back's) do
+// not run it.
+type afterReply struct {
+	rueidis.Client
+	key  string
+	next atomic.Pointer[func()]
+}
+
+func (c *afterReply) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	args := cmd.Commands() // read before Do, which recycles cmd
+	ours := strings.HasPrefix(strings.ToUpper(args[0]), "EVAL") && slices.Contains(args, c.key)
+	res := c.Client.Do(ctx, cmd)
+	if ours {
+		if f := c.next.Swap(nil); f != nil {
+			(*f)()
+		}
+	}
+	return res
+}
+
+// TestGCRASettleBetweenDecisionAndRecord: a reservation settled while
+// another call of the process is on its way, after Redis decided that call
+// and before the process recorded Redis' answer, gives back in the
+// process' bucket exactly what it gives back on Redis. Redis' answer, a
+// TAT that still held the tokens given back, used to be copied into the
+// bucket whole: the process then counted them again until a later settle
+// recomputed its TAT, and held back calls Redis allows (the flaky
+// TestConformance/ReserveHammer/miniredis/gcra). At a fake instant that
+// stands still, so every count is exact.
+func TestGCRASettleBetweenDecisionAndRecord(t *testing.T) {
+	for _, c := range []struct {
+		actual int
+		want   int // the tokens in use afterwards: the 1 of the call between and actual
+	}{
+		{0, 1}, {2, 3}, {5, 6}, {7, 8},
+	} {
+		t.Run(fmt.Sprintf("settled at %d", c.actual), func(t *testing.T) {
+			e := newWBEnv(t, Options{})
+			client := &afterReply{Client: e.client, key: meterKey(reservedBucket, "k")}
+			e.client = client
+			l := e.limiter(Options{ShieldMax: -1, HeartbeatInterval: -1})
+			ctx := context.Background()
+			reserve := func(key string, n int) *Reservation {
+				t.Helper()
+				r, res, err := l.Reserve(ctx, reservedBucket, key, n)
+				if err != nil || !res.Allowed || res.Degraded {
+					t.Fatalf("Reserve(%d) = %+v, %v", n, res, err)
+				}
+				return r
+			}
+			if err := reserve("warm", 1).Cancel(ctx); err != nil { // the scripts are loaded
+				t.Fatal(err)
+			}
+			r := reserve("k", 5)
+			settle := func() {
+				if err := r.Settle(ctx, c.actual); err != nil {
+					t.Error(err)
+				}
+			}
+			client.next.Store(&settle)
+			reserve("k", 1)
+			if client.next.Load() != nil {
+				t.Fatal("the settle did not run between the call's decision and its record")
+			}
+			want := Result{Allowed: true, Limit: 10, Remaining: 10 - c.want, ResetAfter: time.Duration(c.want) * time.Second}
+			if got := e.peek(l, reservedBucket, "k"); got != want {
+				t.Fatalf("this process: %+v, want %+v", got, want)
+			}
+			if got := e.peek(e.limiter(Options{ShieldMax: -1}), reservedBucket, "k"); got != want {
+				t.Fatalf("another process: %+v, want %+v", got, want)
+			}
+			// What is left is free for this process' next call.
+			if got, err := l.AllowN(ctx, reservedBucket, "k", 10-c.want); err != nil || !got.Allowed || got.Degraded || got.Remaining != 0 {
+				t.Fatalf("AllowN(%d) = %+v, %v; want allowed, Remaining 0", 10-c.want, got, err)
+			}
+		})
 	}
 }

@@ -398,7 +398,7 @@ func (s *localStore) copyBucket(k lkey, p *plan, now, reset int64) {
 	defer sh.mu.Unlock()
 	if m, ok := p.alg.local.meter(sh, k, h, *p, now, false); ok {
 		if b, ok := m.(*bucket); ok {
-			b.copyFrom(now, 0, reset)
+			b.copyFrom(now, 0, reset, 0)
 		}
 	}
 }

@@ -353,12 +353,13 @@ func (sh *localShard) shieldFull(k *lkey, h uint64, p *plan, at, n, count int64,
 // by the round trip, and this process' own count would hold back calls
 // Redis allows. A quota's or a fixed window's count is copied less
 // givenBack, the events settles may have given back since Redis counted
-// (see localShard.backs). The caller holds sh.mu.
+// (see localShard.backs), and a bucket's TAT less their cost (see
+// bucket.copyFrom). The caller holds sh.mu.
 func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, at int64, d *decision, peek bool, givenBack int64) {
 	if d.allowed && !peek {
 		if m, ok := sh.meter(k, h, p, now, false); ok {
 			if c, ok := m.(stateCopier); ok {
-				c.copyFrom(now, d.count-givenBack, d.reset) // a bucket or a quota: Redis' state is in the reply
+				c.copyFrom(now, d.count, d.reset, givenBack) // a bucket or a quota: Redis' state is in the reply
 			}
 		}
 	}
@@ -436,7 +437,9 @@ func (sh *localShard) fullByOwnCount(k *lkey, h uint64, c *crowd, granted bool) 
 // may have lost what this process recorded; this process does not see what
 // others recorded). It takes the reply's numbers by value: a *decision
 // passed through an interface would move every Redis call's decision to
-// the heap.
+// the heap. givenBack is how many events settles may have given back in
+// this process since Redis counted (see localShard.backs): the process'
+// count took them back already, and Redis' answer may still hold them.
 type stateCopier interface {
-	copyFrom(now, count, reset int64)
+	copyFrom(now, count, reset, givenBack int64)
 }

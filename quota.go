@@ -44,12 +44,13 @@ func (q *quota) Add(now, window, n int64) {
 }
 
 // copyFrom merges what Redis answered into the quota: count events in the
-// call's period, unless the quota counts more of them itself.
-func (q *quota) copyFrom(_, count, _ int64) {
+// call's period less the givenBack that settles may have given back since,
+// unless the quota counts more of them itself.
+func (q *quota) copyFrom(_, count, _, givenBack int64) {
 	if q.start != q.at {
 		q.start, q.n = q.at, 0
 	}
-	q.n = max(q.n, count)
+	q.n = max(q.n, count-givenBack)
 }
 
 // unrecord takes back n events recorded in the period that starts at start.
