@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -254,6 +255,65 @@ func TestGCRASettleBetweenDecisionAndRecord(t *testing.T) {
 			// What is left is free for this process' next call.
 			if got, err := l.AllowN(ctx, reservedBucket, "k", 10-c.want); err != nil || !got.Allowed || got.Degraded || got.Remaining != 0 {
 				t.Fatalf("AllowN(%d) = %+v, %v; want allowed, Remaining 0", 10-c.want, got, err)
+			}
+		})
+	}
+}
+
+// TestGCRASettleBetweenGrantAndRecord: as TestGCRASettleBetweenDecisionAndRecord,
+// for a grant of slots (Rule.Prefetch) instead of a decision: a reservation
+// settled after Redis made the grant and before the process merged Redis'
+// bucket into its own (prefetch.go's askFor) gives back in the process'
+// bucket what it gave back on Redis. Merged whole, Redis' TAT counted the
+// tokens given back a second time in the process. At a fake instant that
+// stands still, so the two TATs must be equal.
+func TestGCRASettleBetweenGrantAndRecord(t *testing.T) {
+	rule := reservedBucket
+	rule.Name, rule.Prefetch = "bucket-pf", 500*time.Millisecond
+	for _, actual := range []int{0, 2, 5} {
+		t.Run(fmt.Sprintf("settled at %d", actual), func(t *testing.T) {
+			e := newWBEnv(t, Options{})
+			key := meterKey(rule, "k")
+			client := &afterReply{Client: e.client, key: key}
+			e.client = client
+			var last atomic.Int64 // the last decision's Path
+			l := e.limiter(Options{ShieldMax: -1, HeartbeatInterval: -1, OnDecision: func(d Decision) { last.Store(int64(d.Path)) }})
+			ctx := context.Background()
+			r, res, err := l.Reserve(ctx, rule, "k", 5)
+			if err != nil || !res.Allowed || res.Degraded {
+				t.Fatalf("Reserve(5) = %+v, %v", res, err)
+			}
+			// Two calls on Redis make the pair hot; the third asks for a grant.
+			var path Path
+			for i := 0; path != PathPrefetch; i++ {
+				if i == 3 {
+					t.Fatal("no call was allowed from a grant")
+				}
+				if i == 2 {
+					settle := func() {
+						if err := r.Settle(ctx, actual); err != nil {
+							t.Error(err)
+						}
+					}
+					client.next.Store(&settle)
+				}
+				got, err := l.Allow(ctx, rule, "k")
+				if err != nil || !got.Allowed || got.Degraded {
+					t.Fatalf("call %d = %+v, %v", i, got, err)
+				}
+				path = Path(last.Load())
+			}
+			if client.next.Load() != nil {
+				t.Fatal("the settle did not run between the grant and its record")
+			}
+			k, _ := localKey(rule.Name, "k")
+			sh, h := l.local.at(&k)
+			sh.mu.Lock()
+			own := metersOf[bucket](sh, bucketMeters).Peek(&k, h).tat()
+			sh.mu.Unlock()
+			onRedis := strings.Fields(e.redisValue(key))
+			if len(onRedis) < 2 || onRedis[0] != strconv.FormatInt(own.w, 10) || onRedis[1] != strconv.FormatInt(own.r, 10) {
+				t.Fatalf("the process' TAT is %d µs + %d ticks; Redis' bucket holds %q", own.w, own.r, e.redisValue(key))
 			}
 		})
 	}

@@ -390,17 +390,29 @@ func (s *localStore) addEvents(k lkey, p *plan, now, n int64, member string, owe
 // copyBucket merges into k's bucket (GCRA), if this process keeps one,
 // what Redis answered of its own at now: full again reset µs from now, as
 // localShard.mirror does with a decision's reply (bucket.copyFrom, keeping
-// the later). Other meters keep their own count: a grant's reply counts
-// what the fleet's reserve added, which is not an event.
-func (s *localStore) copyBucket(k lkey, p *plan, now, reset int64) {
+// the later), less what settles in k's shard gave back since backsDone
+// was read (before the request: Redis' reply may still count them, as a
+// held call's may). Other meters keep their own count: a grant's reply
+// counts what the fleet's reserve added, which is not an event.
+func (s *localStore) copyBucket(k lkey, p *plan, now, reset, backsDone int64) {
 	sh, h := s.at(&k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if m, ok := p.alg.local.meter(sh, k, h, *p, now, false); ok {
 		if b, ok := m.(*bucket); ok {
-			b.copyFrom(now, 0, reset, 0)
+			b.copyFrom(now, 0, reset, sh.backs-backsDone)
 		}
 	}
+}
+
+// backsDone returns the give-backs done in k's shard (see localShard.backs):
+// read before a request to Redis, the give-backs begun since then, less
+// it, are those Redis' reply may still count.
+func (s *localStore) backsDone(k lkey) int64 {
+	sh, _ := s.at(&k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.backsDone
 }
 
 // addEvents is localStore.addEvents. The caller holds sh.mu.

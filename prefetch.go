@@ -353,6 +353,7 @@ func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *pairGrants, p 
 	// as the request leaves; or, when the process sends its own time
 	// (Options.Clock, a quota's period), now, which may be earlier.
 	sent := min(now, l.localNow())
+	backsDone := l.local.backsDone(k)
 	rep, ok := l.askGrant(ctx, conn, p, k, want, id, backs, now)
 	got, none := rep.got, rep.none
 	g.mu.Lock()
@@ -385,8 +386,11 @@ func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *pairGrants, p 
 	// right after a grant starts from the fleet's bucket at its share, as
 	// it does after a decision on Redis, not from this process' grants
 	// alone (TestPrefetchFleetKill/gcra: it admitted its share's burst on
-	// top of the fleet's at the kill).
-	l.local.copyBucket(k, p, sent, rep.empty)
+	// top of the fleet's at the kill). A reservation settled while the
+	// request was on its way gave back on Redis after the reply, maybe:
+	// its events are not counted again
+	// (TestGCRASettleBetweenGrantAndRecord).
+	l.local.copyBucket(k, p, sent, rep.empty, backsDone)
 	l.prefetch.grants.Add(1)
 	l.prefetch.granted.Add(uint64(got))
 	if l.closed.Load() {
