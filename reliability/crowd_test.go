@@ -25,7 +25,10 @@ import (
 //
 //   - no call errs or is Degraded (a call that admission control would
 //     shed waits for its key's call on the way instead), and the worst
-//     call stays within 1.5 × Timeout;
+//     call stays within 1.5 × Timeout plus the time the process needs to
+//     schedule it (docs/admission.md): twice the most a sleeper among the
+//     callers woke up late (testkit.WatchScheduling; with 2,048 callers
+//     on two cores, up to 67ms);
 //   - liveness: every whole second from the load's start admits at least
 //     0.9 × Rate (a calendar quota: exactly its Rate in all);
 //   - containment: the exact log never allows more than Rate in any
@@ -201,6 +204,7 @@ func crowdRun(t *testing.T, srv *redistest.Server, rule ratelimit.Rule, via stri
 	began.Store(start.UnixNano())
 	stop := start.Add(seconds * time.Second)
 	var wg sync.WaitGroup
+	lag := testkit.WatchScheduling(stop)
 	for range callers {
 		wg.Add(1)
 		go func() {
@@ -253,20 +257,23 @@ func crowdRun(t *testing.T, srv *redistest.Server, rule ratelimit.Rule, via stri
 	for s := range decided {
 		decided[s] = [2]int64{onRedis[s][0].Load(), onRedis[s][1].Load()}
 	}
-	t.Logf("%d callers via %s: allowed per second %v, scripts per second %v (decisions on Redis, allowed and rejected: %v), worst call %v (decision %v), %d Degraded, %d errors",
-		callers, via, per, ran, decided, time.Duration(worst.Load()).Round(time.Millisecond), time.Duration(slowest.Load()).Round(time.Millisecond), degraded.Load(), errs.Load())
+	late := lag()
+	t.Logf("%d callers via %s: allowed per second %v, scripts per second %v (decisions on Redis, allowed and rejected: %v), worst call %v (decision %v), %d Degraded, %d errors; a sleeper among them woke up to %v late",
+		callers, via, per, ran, decided, time.Duration(worst.Load()).Round(time.Millisecond), time.Duration(slowest.Load()).Round(time.Millisecond), degraded.Load(), errs.Load(), late.Round(time.Millisecond))
 	if d := degraded.Load(); d > 0 {
 		t.Errorf("%d calls came back Degraded from a healthy Redis; log:\n%s", d, logs.String())
 	}
 	// The worst decision, and for the calls made directly the worst call
 	// as the caller timed it (over HTTP it holds the server's and the
 	// client's work too).
-	bound := 3 * ratelimit.DefaultTimeout / 2
+	// The process' own lateness counts twice: a call that waited is woken
+	// by its wait's timer, and then by its reply.
+	bound := 3*ratelimit.DefaultTimeout/2 + 2*late
 	if w := time.Duration(slowest.Load()); w > bound {
-		t.Errorf("the slowest decision took %v, more than 1.5 × Timeout (%v)", w, bound)
+		t.Errorf("the slowest decision took %v, more than 1.5 × Timeout + twice the scheduler's lateness (%v)", w, bound)
 	}
 	if w := time.Duration(worst.Load()); w > bound && via != "httplimit" {
-		t.Errorf("the worst call took %v, more than 1.5 × Timeout (%v)", w, bound)
+		t.Errorf("the worst call took %v, more than 1.5 × Timeout + twice the scheduler's lateness (%v)", w, bound)
 	}
 	rate := int(rule.Limit.Rate)
 	total := 0
