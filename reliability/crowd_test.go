@@ -41,7 +41,12 @@ import (
 //
 // Like TestSpikeOnHealthyRedis it measures the scheduling of thousands of
 // goroutines on two cores: scripts/test runs it without the race
-// detector, one package at a time.
+// detector, one package at a time. What must hold in time (no Degraded
+// call, the worst call, liveness, Redis' scripts) is checked only when the
+// process ran its goroutines in time: a sleeper among the callers woke up
+// at most a fifth of Timeout late (admission control's latency target).
+// Later than that the machine starves the process, and the run logs
+// INCONCLUSIVE and checks no error and containment only.
 func TestHotKeyCrowd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts redis-server and drives crowds for about a minute")
@@ -102,15 +107,17 @@ func TestHotKeyCrowd(t *testing.T) {
 	}
 }
 
-// crowdRun drives callers against one key of rule through via for three
-// seconds and checks what TestHotKeyCrowd says.
+// crowdSeconds is how many seconds crowdRun drives its crowd for.
+const crowdSeconds = 3
+
+// crowdRun drives callers against one key of rule through via for
+// crowdSeconds seconds and checks what TestHotKeyCrowd says.
 func crowdRun(t *testing.T, srv *redistest.Server, rule ratelimit.Rule, via string, callers int) {
-	const seconds = 3
 	var logs testkit.SyncBuffer
 	// The decisions Redis made for the rule, by second and outcome.
-	var onRedis [seconds + 1][2]atomic.Int64
+	var onRedis [crowdSeconds + 1][2]atomic.Int64
 	// AllowAll's other rule has its own script calls: not the key's.
-	var others [seconds + 1]atomic.Int64
+	var others [crowdSeconds + 1]atomic.Int64
 	var began atomic.Int64
 	var slowest atomic.Int64 // the longest decision, as OnDecision times it
 	opts := ratelimit.Options{KeyPrefix: "crowd:", Logger: quietLogger(&logs), OnDecision: func(d ratelimit.Decision) {
@@ -119,7 +126,7 @@ func crowdRun(t *testing.T, srv *redistest.Server, rule ratelimit.Rule, via stri
 		if d.Path != ratelimit.PathRedis || began.Load() == 0 {
 			return
 		}
-		s := min(time.Duration(time.Now().UnixNano()-began.Load())/time.Second, seconds)
+		s := min(time.Duration(time.Now().UnixNano()-began.Load())/time.Second, crowdSeconds)
 		switch {
 		case d.Rule.Name != rule.Name:
 			others[s].Add(1)
@@ -194,7 +201,7 @@ func crowdRun(t *testing.T, srv *redistest.Server, rule ratelimit.Rule, via stri
 		t.Fatalf("unknown way %q", via)
 	}
 
-	scripts := make([]int, 0, seconds+1)
+	scripts := make([]int, 0, crowdSeconds+1)
 	scripts = append(scripts, scriptCalls(t, srv))
 	var mu sync.Mutex
 	var spans []testkit.Span
@@ -202,7 +209,7 @@ func crowdRun(t *testing.T, srv *redistest.Server, rule ratelimit.Rule, via stri
 	var worst atomic.Int64
 	start := time.Now()
 	began.Store(start.UnixNano())
-	stop := start.Add(seconds * time.Second)
+	stop := start.Add(crowdSeconds * time.Second)
 	var wg sync.WaitGroup
 	lag := testkit.WatchScheduling(stop)
 	for range callers {
@@ -236,44 +243,76 @@ func crowdRun(t *testing.T, srv *redistest.Server, rule ratelimit.Rule, via stri
 		}()
 	}
 	// Redis' own count of scripts run, read at each whole second.
-	for s := 1; s <= seconds; s++ {
+	for s := 1; s <= crowdSeconds; s++ {
 		time.Sleep(time.Until(start.Add(time.Duration(s) * time.Second)))
 		scripts = append(scripts, scriptCalls(t, srv))
 	}
 	wg.Wait()
 
-	var per [seconds]int
+	var per [crowdSeconds]int
 	for _, s := range spans {
 		per[s.End.Sub(start)/time.Second] += s.N
 	}
-	var ran [seconds]int
+	var ran [crowdSeconds]int
 	for s := range ran {
 		ran[s] = scripts[s+1] - scripts[s]
 		if via == "AllowAll" {
 			ran[s] -= int(others[s].Load())
 		}
 	}
-	var decided [seconds][2]int64
+	var decided [crowdSeconds][2]int64
 	for s := range decided {
 		decided[s] = [2]int64{onRedis[s][0].Load(), onRedis[s][1].Load()}
 	}
 	late := lag()
 	t.Logf("%d callers via %s: allowed per second %v, scripts per second %v (decisions on Redis, allowed and rejected: %v), worst call %v (decision %v), %d Degraded, %d errors; a sleeper among them woke up to %v late",
 		callers, via, per, ran, decided, time.Duration(worst.Load()).Round(time.Millisecond), time.Duration(slowest.Load()).Round(time.Millisecond), degraded.Load(), errs.Load(), late.Round(time.Millisecond))
-	if d := degraded.Load(); d > 0 {
-		t.Errorf("%d calls came back Degraded from a healthy Redis; log:\n%s", d, logs.String())
+	// What the crowd must do in time (no Degraded call, the worst call's
+	// bound, each second's Rate, Redis' scripts) holds of a process that
+	// runs its goroutines in time. One whose own sleeper woke up later
+	// than admission control's latency target (a fifth of Timeout) is
+	// starved by the machine: its calls' deadlines, which are wall time,
+	// run out while their replies wait to be read, and the library decides
+	// them without Redis as it must. The run then says so and checks what
+	// holds whatever the timing: no error, never over the limit.
+	rate := int(rule.Limit.Rate)
+	total := 0
+	for _, got := range per {
+		total += got
 	}
-	// The worst decision, and for the calls made directly the worst call
-	// as the caller timed it (over HTTP it holds the server's and the
-	// client's work too).
-	// The process' own lateness counts twice: a call that waited is woken
-	// by its wait's timer, and then by its reply.
+	if rule.Kind == ratelimit.CalendarQuota && total > rate {
+		t.Errorf("the day's quota admitted %d, more than its Rate %d", total, rate)
+	}
+	if late > ratelimit.DefaultTimeout/5 {
+		t.Logf("INCONCLUSIVE: the process ran %v late (more than a fifth of Timeout); only errors and the limit are checked", late.Round(time.Millisecond))
+	} else {
+		checkCrowdTiming(t, via, rule, per, ran, degraded.Load(), time.Duration(slowest.Load()), time.Duration(worst.Load()), late, logs.String())
+	}
+	if rule.Kind == ratelimit.SlidingLog && !rule.Approximate {
+		if most, at := testkit.MostContained(spans, rule.Limit.Window); most > rate {
+			t.Errorf("%d events allowed within one window from %v on, more than Rate %d", most, at.Sub(start), rate)
+		}
+	}
+}
+
+// checkCrowdTiming checks what TestHotKeyCrowd's crowd must do in time: no
+// call Degraded; the slowest decision, and for the calls made directly
+// the worst call as the caller timed it (over HTTP it holds the server's
+// and the client's work too), within 1.5 × Timeout plus twice the
+// process' own lateness (a call that waited is woken by its wait's timer,
+// and then by its reply); each second its 0.9 × Rate (a calendar quota:
+// its whole Rate in all); at most 2 × allowed + 20 scripts a second.
+func checkCrowdTiming(t *testing.T, via string, rule ratelimit.Rule, per, ran [crowdSeconds]int, degraded int64, slowest, worst, late time.Duration, logs string) {
+	t.Helper()
+	if degraded > 0 {
+		t.Errorf("%d calls came back Degraded from a healthy Redis; log:\n%s", degraded, logs)
+	}
 	bound := 3*ratelimit.DefaultTimeout/2 + 2*late
-	if w := time.Duration(slowest.Load()); w > bound {
-		t.Errorf("the slowest decision took %v, more than 1.5 × Timeout + twice the scheduler's lateness (%v)", w, bound)
+	if slowest > bound {
+		t.Errorf("the slowest decision took %v, more than 1.5 × Timeout + twice the scheduler's lateness (%v)", slowest, bound)
 	}
-	if w := time.Duration(worst.Load()); w > bound && via != "httplimit" {
-		t.Errorf("the worst call took %v, more than 1.5 × Timeout + twice the scheduler's lateness (%v)", w, bound)
+	if worst > bound && via != "httplimit" {
+		t.Errorf("the worst call took %v, more than 1.5 × Timeout + twice the scheduler's lateness (%v)", worst, bound)
 	}
 	rate := int(rule.Limit.Rate)
 	total := 0
@@ -288,10 +327,5 @@ func crowdRun(t *testing.T, srv *redistest.Server, rule ratelimit.Rule, via stri
 	}
 	if rule.Kind == ratelimit.CalendarQuota && total != rate {
 		t.Errorf("the day's quota admitted %d, want its Rate %d", total, rate)
-	}
-	if rule.Kind == ratelimit.SlidingLog && !rule.Approximate {
-		if most, at := testkit.MostContained(spans, rule.Limit.Window); most > rate {
-			t.Errorf("%d events allowed within one window from %v on, more than Rate %d", most, at.Sub(start), rate)
-		}
 	}
 }
