@@ -386,10 +386,8 @@ func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *pairGrants, p 
 	// right after a grant starts from the fleet's bucket at its share, as
 	// it does after a decision on Redis, not from this process' grants
 	// alone (TestPrefetchFleetKill/gcra: it admitted its share's burst on
-	// top of the fleet's at the kill). A reservation settled while the
-	// request was on its way gave back on Redis after the reply, maybe:
-	// its events are not counted again
-	// (TestGCRASettleBetweenGrantAndRecord).
+	// top of the fleet's at the kill), less what settles gave back since
+	// the request left (TestGCRASettleBetweenGrantAndRecord).
 	l.local.copyBucket(k, p, sent, rep.empty, backsDone)
 	l.prefetch.grants.Add(1)
 	l.prefetch.granted.Add(uint64(got))
