@@ -30,8 +30,14 @@ import "time"
 
 // held is what hold found of one pair before its call went to Redis.
 type held struct {
-	retry   int64 // µs until the process' own count has room for the call (0: it has)
-	owed    int64 // events decided without Redis that still count and are not in Redis yet
+	retry int64 // µs until the process' own count has room for the call (0: it has)
+	owed  int64 // events decided without Redis that still count and are not in Redis yet
+	// fleet is the part of owed that is no debt of this process: the
+	// fleet's reserve, and after a loss of Redis' data the own count
+	// beyond the debts; lost says the call counted such a loss (see
+	// mirror).
+	fleet   int64
+	lost    bool
 	banLeft int64 // µs left of a ban this process knows of (0: none)
 	since   int64 // the oldest event the process' own count holds (0: unknown)
 	count   int64 // the process' own count before the call
@@ -93,6 +99,7 @@ func (s *localStore) hold(lg *leg, now int64) (held, *seat) {
 	if lg.lost {
 		hd.owed = max(hd.owed, hd.count-hd.others+lg.reserve)
 	}
+	hd.fleet, hd.lost = hd.owed-owed, lg.lost
 	if o, ok := m.(ager); ok {
 		hd.since = o.Oldest(now, p.window)
 	}
@@ -275,7 +282,7 @@ func (s *localStore) record(k lkey, p *plan, now, at, n int64, peek bool, d *dec
 	// Redis' count may hold events settles gave back while the call was
 	// on its way: the process' count no longer does, and must not take
 	// them back from the copy.
-	sh.mirror(&k, h, p, now, at, d, peek, sh.backs-hd.backsDone)
+	sh.mirror(&k, h, p, now, at, d, peek, sh.backs-hd.backsDone, hd)
 	// The crowd lands on Redis' answer (see land): an allowed call that
 	// left the pair full lands as a rejection when the shield caches what
 	// the next call would get (see shieldFull).
@@ -354,12 +361,21 @@ func (sh *localShard) shieldFull(k *lkey, h uint64, p *plan, at, n, count int64,
 // Redis allows. A quota's or a fixed window's count is copied less
 // givenBack, the events settles may have given back since Redis counted
 // (see localShard.backs), and a bucket's TAT less their cost (see
-// bucket.copyFrom). The caller holds sh.mu.
-func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, at int64, d *decision, peek bool, givenBack int64) {
-	if d.allowed && !peek {
+// bucket.copyFrom). A count is copied less hd.fleet, what the call had
+// Redis count on top of its meter that is no event (the fleet's reserve):
+// copied whole, the process' own count would hold the reserve, and hand it
+// to Redis again with the next call, more each time. Nothing is copied
+// while a loss of Redis' data counts (hd.lost): the process' own count is
+// then what Redis lost of the pair, as far as the process knows it, and
+// goes to Redis whole with every call; Redis' count since the loss copied
+// into it would count twice (four instances that had used 4,000 of a
+// quota of 12,000 when a restart without persistence came admitted
+// 5,014–8,782 in the day). The caller holds sh.mu.
+func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, at int64, d *decision, peek bool, givenBack int64, hd *held) {
+	if d.allowed && !peek && !hd.lost {
 		if m, ok := sh.meter(k, h, p, now, false); ok {
 			if c, ok := m.(stateCopier); ok {
-				c.copyFrom(now, d.count, d.reset, givenBack) // a bucket or a quota: Redis' state is in the reply
+				c.copyFrom(now, d.count-hd.fleet, d.reset, givenBack) // a bucket or a quota: Redis' state is in the reply
 			}
 		}
 	}
