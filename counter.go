@@ -72,6 +72,22 @@ func (c *counter) Reset(now, window int64, _ bool) int64 {
 	return 0
 }
 
+// lostWeight returns how much of events recorded at or before at (lost
+// from Redis) the counter counts at now: all of them in at's fixed window
+// (its own and, weighted, the one before it), those of at's window weighed
+// as the previous window's in the next one, rounded up, as Count weighs
+// them; none later.
+func lostWeight(window, at, now, events int64) (int64, bool) {
+	switch win := floorDiv(now, window); {
+	case win <= floorDiv(at, window):
+		return events, true
+	case win == floorDiv(at, window)+1:
+		frac := float64(window-(now-win*window)) / float64(window)
+		return int64(math.Ceil(float64(events) * frac)), true
+	}
+	return 0, false
+}
+
 // Add moves the counter to now's window and records n events there.
 func (c *counter) Add(now, window, n int64) {
 	c.win, c.cur, c.prev, _ = c.view(now, window)
@@ -99,6 +115,12 @@ func (counterKind) grouped() string                           { return "approxim
 func (counterKind) dueFrom(p plan, now int64) int64           { return floorDiv(now, p.window) - 1 }
 func (counterKind) named() bool                               { return false }
 func (counterKind) undoArgs(_ plan, win int64) (int64, int64) { return win, 0 }
+
+// lost: what Redis lost counts as the counter weighs it (lostWeight):
+// through the fixed window after the loss's, fading.
+func (counterKind) lost(p plan, at, now, events int64) (int64, bool) {
+	return lostWeight(p.window, at, now, events)
+}
 
 // stamp: the index of the fixed window the event went into.
 func (counterKind) stamp(p plan, now int64) int64 { return floorDiv(now, p.window) }

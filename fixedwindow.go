@@ -97,6 +97,15 @@ func (fixedKind) kept(p plan, now int64) int64 {
 	return (floorDiv(now, p.window)+1)*p.window - now
 }
 
+// lost: a fixed window counts only its own events, so what Redis lost at
+// at counts, whole, until the window that holds at ends.
+func (fixedKind) lost(p plan, at, now, events int64) (int64, bool) {
+	if floorDiv(now, p.window) <= floorDiv(at, p.window) {
+		return events, true
+	}
+	return 0, false
+}
+
 // fixedMeters is the slot of the shard's table of fixed windows.
 var fixedMeters = meterSlot('f')
 

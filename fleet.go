@@ -77,10 +77,14 @@ func (l *Limiter) kickHeartbeat() {
 // when Redis lost its data (the instances set is newer than the one it
 // announced itself in), the others' decisions of the last window are gone
 // from Redis with it: each instance reserves every other's share for one
-// Window from when it learnt of the loss (a calendar quota: until the
-// period that held it ends, as Redis lost the period's events, see
-// lostFor), and counts its own events of the window (its own count, which
-// Redis lost too) where it counted only those it owes. The reserve leaves an instance
+// Window from when it learnt of the loss, and counts its own events of
+// the window (its own count, which Redis lost too) where it counted only
+// those it owes. The other kinds count the loss for as long as their
+// meters count what it held (writeBackKind.lost): a fixed window until the
+// window that held the loss ends, a calendar quota until its period ends,
+// an approximate counter through the next window, fading as the counter
+// weighs it, and a GCRA bucket less a token every emission interval, as
+// the lost bucket would have drained. The reserve leaves an instance
 // at least its own share, so that a fleet whose shares add up to more than
 // the rule (Options.DegradedShare) is not shut out.
 //
@@ -91,9 +95,8 @@ func (l *Limiter) kickHeartbeat() {
 // until it has written back or its announcement runs out.
 
 // reserve returns the events a decision on Redis through conn at now for
-// p counts for the other instances (see above), and whether Redis lost its
-// data less than a window ago (a calendar quota: in the period that holds
-// now, whose events it lost, see lostFor).
+// p counts for the other instances (see above), and whether a loss of
+// Redis' data still counts at now (writeBackKind.lost).
 func (l *Limiter) reserve(conn *redisConn, p *plan, now int64) (events int64, lost bool) {
 	rate := p.rate
 	n := l.set.fleet.Load()
@@ -101,33 +104,41 @@ func (l *Limiter) reserve(conn *redisConn, p *plan, now int64) (events int64, lo
 		return 0, false
 	}
 	settled := l.settled(conn) // first: it may learn who owes
-	others := l.unsettled.Load()
+	share := l.set.degradedRate(rate)
+	most := max(0, rate-share) // the reserve leaves this instance its share
 	if !settled {
 		// Its calls failed, and no heartbeat has said since whether
 		// Redis lost its data or who owes: as if both.
-		others, lost = n-1, true
+		return min((n-1)*share, most), true
 	}
-	if at := l.lostAt.Load(); at != 0 && l.clock.now()-at < p.lostFor(now) {
-		others, lost = n-1, true
+	events = min(min(l.unsettled.Load(), n-1)*share, most)
+	if ls := l.lost.Load(); ls != nil {
+		at, now := ls.on(l, p, now)
+		var still int64
+		still, lost = p.alg.back.lost(*p, at, now, min((n-1)*share, most))
+		events = max(events, still)
 	}
-	if others <= 0 {
-		return 0, lost
-	}
-	share := l.set.degradedRate(rate)
-	return min(min(others, n-1)*share, max(0, rate-share)), lost
+	return max(events, 0), lost
 }
 
-// lostFor is how long, from a loss of Redis' data, a decision of p at now
-// counts the loss (see reserve): a Window, the events Redis lost that
-// still count. A calendar quota (no Window) counts every event of its
-// period: the loss counts while it is of the period that holds now, that
-// is for as long as the period had begun when the loss came (now's time
-// since the period's start, on now's clock, which may be Options.Clock).
-func (p *plan) lostFor(now int64) int64 {
-	if p.window == 0 && p.end > p.start {
-		return now - p.start
+// loss is when a Limiter learnt that Redis had lost its data, on each
+// clock a decision may be made on: the process clock, the Limiter's
+// (Options.Clock's, or the process clock), and Redis' TIME (the heartbeat
+// that told it, see learnFleet). The events Redis lost were recorded
+// before it, on the clock their scripts decided on.
+type loss struct{ process, clock, redis int64 }
+
+// on returns the loss and the time of a decision of p at now, both on the
+// clock p's scripts decide on: the call's time when the Limiter sends it
+// (Options.Clock, or a quota's period), otherwise Redis' TIME, which the
+// process does not read: now on it is the loss' time there moved on by the
+// process clock since, so that a skew between the two clocks moves
+// neither a fixed window's boundary nor a period's.
+func (ls *loss) on(l *Limiter, p *plan, now int64) (at, then int64) {
+	if l.sendsNow(p.alg.rules.timed()) {
+		return ls.clock, now
 	}
-	return p.window
+	return ls.redis, ls.redis + l.clock.now() - ls.process
 }
 
 // rejoinBeats is how many successful heartbeats after a failed one may
@@ -235,7 +246,7 @@ func (l *Limiter) learnFleet(r fleetReply, kicked bool) {
 	if old := l.setAge.Swap(r.age); old > 0 && r.age < old {
 		// A newer set than the one this Limiter announced itself in:
 		// Redis lost its data (see reserve).
-		l.lostAt.Store(l.clock.now())
+		l.lost.Store(&loss{process: l.clock.now(), clock: l.localNow(), redis: r.now})
 	}
 	l.set.fleet.Store(max(1, live))
 	l.unsettled.Store(r.unsettled)

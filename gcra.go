@@ -407,6 +407,29 @@ func (gcraKind) dueFrom(p plan, now int64) int64 { return now - p.refill() + 1 }
 func (gcraKind) kept(p plan, _ int64) int64      { return 2 * p.refill() }
 func (gcraKind) named() bool                     { return false }
 
+// lost: a bucket drains one token every T = wq/rq µs, so of events Redis
+// lost at at (tokens taken at or before it) at most events - ⌊(now -
+// at)/T⌋ are still owed at now, and none once a full bucket has had time
+// to refill (p.refill()); the process' own bucket counts until then.
+func (gcraKind) lost(p plan, at, now, events int64) (int64, bool) {
+	d := now - at
+	if d >= p.refill() {
+		return 0, false
+	}
+	if d <= 0 {
+		return events, true
+	}
+	hi, lo := bits.Mul64(uint64(d), uint64(p.rq))
+	if hi >= uint64(p.wq) {
+		return 0, true
+	}
+	drained, _ := bits.Div64(hi, lo, uint64(p.wq))
+	if drained >= uint64(events) {
+		return 0, true
+	}
+	return events - int64(drained), true
+}
+
 func (gcraKind) compile(r Rule, p plan) (plan, string) {
 	l := &r.Limit
 	if bad := checkWindow(&r, true); bad != "" {

@@ -100,16 +100,22 @@ type shieldKind interface {
 	horizon(p plan) int64
 }
 
-// writeBackKind is what the write-back asks a kind (see writeback.go):
-// stamp is what an event allowed at now is owed under, dueFrom the oldest
-// stamp still worth writing back at now, kept how long what the state
-// holds at now can still count (µs), and named whether events are written
-// back under the member id of the call that may have run on Redis.
+// writeBackKind is what the write-back and the fleet's reserve ask a kind
+// of what Redis lacks (see writeback.go and fleet.go): stamp is what an
+// event allowed at now is owed under, dueFrom the oldest stamp still worth
+// writing back at now, kept how long what the state holds at now can still
+// count (µs), and named whether events are written back under the member
+// id of the call that may have run on Redis. lost says how much of what
+// Redis lost at at still counts at now: of events (the others' shares
+// the reserve counts, see Limiter.reserve), how many a decision at now
+// must count, and whether the loss counts at all (the process' own count
+// is then owed whole). Events lost at at were recorded at at or before it.
 type writeBackKind interface {
 	stamp(p plan, now int64) int64
 	dueFrom(p plan, now int64) int64
 	kept(p plan, now int64) int64
 	named() bool
+	lost(p plan, at, now, events int64) (int64, bool)
 }
 
 // kindParts is a kind's type: every part the package asks of it.
@@ -180,8 +186,17 @@ func (windowKind) degrade(p plan, _ *settings) plan { return p }
 func (windowKind) shieldMark(plan) int64            { return 0 }
 func (windowKind) horizon(plan) int64               { return maxTime }
 func (windowKind) kept(p plan, _ int64) int64       { return 2 * p.window }
-func (windowKind) capacity() string                 { return "Rate" }
-func (windowKind) leased() bool                     { return false }
+
+// lost: an event of the exact log counts for a Window after it was
+// recorded, so what Redis lost at at counts, whole, until at + Window.
+func (windowKind) lost(p plan, at, now, events int64) (int64, bool) {
+	if now-at < p.window {
+		return events, true
+	}
+	return 0, false
+}
+func (windowKind) capacity() string { return "Rate" }
+func (windowKind) leased() bool     { return false }
 
 // checkWindow checks the fields of a rule whose Limit is a Rate per Window:
 // Window, and no Burst, Period or Location unless burst says Burst is its.

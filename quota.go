@@ -171,6 +171,16 @@ func (quotaKind) kept(p plan, now int64) int64 {
 	return end - now
 }
 
+// lost: a quota counts every event of its period, so what Redis lost at
+// at counts, whole, while now is in the period that held at (p's, set for
+// now: see setTime).
+func (quotaKind) lost(p plan, at, now, events int64) (int64, bool) {
+	if p.end > p.start && at >= p.start {
+		return events, true
+	}
+	return 0, false
+}
+
 func (quotaKind) meter(sh *localShard, k lkey, h uint64, p plan, now int64, create bool) (meter, bool) {
 	q := metersOf[quota](sh, quotaMeters).GetOrAdd(&k, h, now, create)
 	if q == nil {

@@ -54,13 +54,13 @@ type Limiter struct {
 	// instance is assumed to owe) and when it last opened; since when
 	// (µs since the epoch) the others must have announced themselves
 	// again to count as settled; and when Redis was seen to have lost its
-	// data (process µs).
+	// data (see loss).
 	setAge              atomic.Int64
 	unsettled           atomic.Int64
 	opens, settledOpens atomic.Int64
 	openedAt            atomic.Int64 // process µs of the last opening
 	settleFrom          atomic.Int64
-	lostAt              atomic.Int64
+	lost                atomic.Pointer[loss]
 	failures            atomic.Int64 // calls to Redis that failed as an outage
 	failedAt            atomic.Int64 // process µs of the first not yet checked (0: none)
 	checkedFailures     atomic.Int64 // those a heartbeat has come after

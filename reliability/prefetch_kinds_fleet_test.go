@@ -304,8 +304,9 @@ func pfKillOtherKinds() []pfKillKind {
 //     window instance i had Redis' consent for (fault.consented): each
 //     knows only those when the outage starts, and keeps them; its
 //     fallback adds up to its share, and after a loss of Redis' data it
-//     counts every other's share and its own events for one Window (a
-//     quota: until the period that held the loss ends, plan.lostFor);
+//     counts every other's share and its own events for as long as the
+//     kind counts what was lost (writeBackKind.lost: a fixed window until
+//     its window ends, a quota until its period ends);
 //   - every other window: the shares together, 4 × shareᵢ.
 //
 // The counter's stated bound, 2 × Rate - 1 in any window-long interval,

@@ -1,0 +1,126 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+
+	"github.com/ratelimit-go/ratelimit/internal/clock"
+)
+
+// TestLostCountsAsTheMeterWould: what Redis lost at at still counts at
+// now as each kind's meter would count it (writeBackKind.lost), at exact
+// instants: the exact log and the leases for a Window, a fixed window until
+// it ends, the approximate counter through the next window as it weighs
+// the previous one, a calendar quota for its period, a GCRA bucket less a
+// token every emission interval until a full bucket has refilled.
+func TestLostCountsAsTheMeterWould(t *testing.T) {
+	const s = int64(time.Second / time.Microsecond)
+	const ms = s / 1000
+	day := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC).UnixMicro()
+	quota := Rule{Name: "q", Kind: CalendarQuota, Limit: Limit{Rate: 100, Period: Day}}
+	cases := []struct {
+		rule      Rule
+		at, now   int64
+		events    int64
+		want      int64
+		wantCount bool
+	}{
+		{Rule{Name: "log", Limit: PerSecond(100)}, 1700 * ms, 1700 * ms, 40, 40, true},
+		{Rule{Name: "log", Limit: PerSecond(100)}, 1700 * ms, 2699 * ms, 40, 40, true},
+		{Rule{Name: "log", Limit: PerSecond(100)}, 1700 * ms, 2700 * ms, 40, 0, false},
+		{Rule{Name: "leases", Kind: Concurrency, Limit: PerSecond(100)}, 1700 * ms, 2699 * ms, 40, 40, true},
+		{Rule{Name: "fixed", Kind: FixedWindow, Limit: PerSecond(100)}, 1700 * ms, 1999 * ms, 40, 40, true},
+		{Rule{Name: "fixed", Kind: FixedWindow, Limit: PerSecond(100)}, 1700 * ms, 2000 * ms, 40, 0, false},
+		{Rule{Name: "fixed", Kind: FixedWindow, Limit: PerSecond(100)}, 1700 * ms, 1500 * ms, 40, 40, true}, // a clock gone back
+		{Rule{Name: "counter", Limit: PerSecond(100), Approximate: true}, 1700 * ms, 1999 * ms, 40, 40, true},
+		{Rule{Name: "counter", Limit: PerSecond(100), Approximate: true}, 1700 * ms, 2000 * ms, 40, 40, true},
+		{Rule{Name: "counter", Limit: PerSecond(100), Approximate: true}, 1700 * ms, 2250 * ms, 40, 30, true},
+		{Rule{Name: "counter", Limit: PerSecond(100), Approximate: true}, 1700 * ms, 2999 * ms, 40, 1, true}, // ceil(40 × 0.001)
+		{Rule{Name: "counter", Limit: PerSecond(100), Approximate: true}, 1700 * ms, 3000 * ms, 40, 0, false},
+		{Rule{Name: "gcra", Kind: GCRA, Limit: PerSecond(100)}, 1000 * ms, 1000 * ms, 40, 40, true},
+		{Rule{Name: "gcra", Kind: GCRA, Limit: PerSecond(100)}, 1000 * ms, 1009 * ms, 40, 40, true},
+		{Rule{Name: "gcra", Kind: GCRA, Limit: PerSecond(100)}, 1000 * ms, 1010 * ms, 40, 39, true}, // T = 10ms
+		{Rule{Name: "gcra", Kind: GCRA, Limit: PerSecond(100)}, 1000 * ms, 1250 * ms, 40, 15, true},
+		{Rule{Name: "gcra", Kind: GCRA, Limit: PerSecond(100)}, 1000 * ms, 1400 * ms, 40, 0, true},
+		{Rule{Name: "gcra", Kind: GCRA, Limit: PerSecond(100)}, 1000 * ms, 1999 * ms, 40, 0, true},
+		{Rule{Name: "gcra", Kind: GCRA, Limit: PerSecond(100)}, 1000 * ms, 2000 * ms, 40, 0, false}, // a full bucket refilled
+		{Rule{Name: "gcra burst", Kind: GCRA, Limit: Limit{Rate: 100, Window: time.Second, Burst: 10}}, 1000 * ms, 1099 * ms, 5, 0, true},
+		{Rule{Name: "gcra burst", Kind: GCRA, Limit: Limit{Rate: 100, Window: time.Second, Burst: 10}}, 1000 * ms, 1100 * ms, 5, 0, false},
+		{quota, day + 3600*s, day + 86399*s, 40, 40, true},
+		{quota, day - 1, day + 86399*s, 40, 0, false},
+		{quota, day + 3600*s, day + 86400*s, 40, 0, false},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%s at %d now %d", c.rule.Name, c.at, c.now), func(t *testing.T) {
+			p, err := c.rule.compile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.alg.rules.timed() {
+				p = p.alg.rules.setTime(p, c.now)
+			}
+			got, counts := p.alg.back.lost(p, c.at, c.now, c.events)
+			if got != c.want || counts != c.wantCount {
+				t.Fatalf("lost(%d at %d, now %d) = %d, %v; want %d, %v", c.events, c.at, c.now, got, counts, c.want, c.wantCount)
+			}
+		})
+	}
+}
+
+// TestFixedWindowLossEndsWithItsWindow: two instances share a fixed window
+// of 10 a second, and Redis loses its data. The instance that learns it
+// counts, for the rest of the window that held the loss, the other's share
+// (5) and its own count of the window on top of Redis' count: its events
+// since the loss, which Redis holds as well, count twice, the price
+// docs/fallback.md states, and it allows 3. In the next window the lost
+// events no longer count, and it allows the whole Rate (before, it counted
+// the loss for a Window from when it learnt it, into the next window; and
+// its own count took in the reserve with every reply, so that it allowed
+// 1 in the loss' window, not 3).
+func TestFixedWindowLossEndsWithItsWindow(t *testing.T) {
+	mr := miniredis.RunT(t)
+	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	mr.SetTime(t0)
+	clk := clock.NewFake(t0.Add(500 * time.Millisecond))
+	a := fleetLimiter(t, mr, "loss:", t0, func(o *Options) { o.Clock = clk })
+	fleetLimiter(t, mr, "loss:", t0)
+	mr.SetTime(t0.Add(5 * time.Second))
+	if n := beat(t, a); n != 2 {
+		t.Fatalf("counts %d, want 2", n)
+	}
+	mr.FlushAll() // a restart without persistence
+	mr.SetTime(t0.Add(6 * time.Second))
+	beat(t, a) // a newer set: Redis lost its data
+	if a.lost.Load() == nil {
+		t.Fatal("the heartbeat after the loss did not tell it")
+	}
+	rule := Rule{Name: "fixed", Kind: FixedWindow, Limit: PerSecond(10)}
+	ctx := context.Background()
+	allowed := func() int {
+		n := 0
+		for range 12 {
+			r, err := a.Allow(ctx, rule, "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Degraded {
+				t.Fatalf("a degraded decision on a healthy Redis: %+v", r)
+			}
+			if r.Allowed {
+				n++
+			}
+		}
+		return n
+	}
+	if n := allowed(); n != 3 {
+		t.Fatalf("in the window of the loss %d allowed, want 3: 10 less the other's share (5) and, twice, its own events since the loss", n)
+	}
+	clk.Set(t0.Add(time.Second)) // the next window: the lost events no longer count
+	if n := allowed(); n != 10 {
+		t.Fatalf("in the next window %d allowed, want the whole Rate, 10", n)
+	}
+}
