@@ -65,8 +65,6 @@ func (c *redisConn) assignGates(gates map[string]*redisio.Gate, timeout time.Dur
 			g = redisio.NewGate(timeout)
 			gates[addr] = g
 		}
-		for i := first / slotsPerBreaker; i <= last/slotsPerBreaker; i++ {
-			c.breakers.all[i].gate.Store(g)
-		}
+		c.breakers.SetGate(int(first), int(last), g)
 	}
 }

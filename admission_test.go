@@ -33,7 +33,7 @@ func TestShedCallsAreDecidedByTheDegradedPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	g := l.conn.Load().breakers.all[0].gate.Load()
+	g := l.conn.Load().breakers.All()[0].Gate()
 	taken := takeAll(g) // every slot taken
 
 	ctx := context.Background()
@@ -89,7 +89,7 @@ func TestShedEventsCountOnRedisDecisions(t *testing.T) {
 	}
 	defer l.Close()
 	// The write-back (not started) comes last, when the test says.
-	g := l.conn.Load().breakers.all[0].gate.Load()
+	g := l.conn.Load().breakers.All()[0].Gate()
 	rule := Rule{Name: "sale", Limit: PerMinute(5)}
 	ctx := context.Background()
 	allow := func() Result {
@@ -157,7 +157,7 @@ func TestShedEventsCountOnGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	g := l.conn.Load().breakers.all[0].gate.Load()
+	g := l.conn.Load().breakers.All()[0].Gate()
 	loose := Rule{Name: "loose", Limit: PerMinute(10)}
 	tight := Rule{Name: "tight", Limit: PerMinute(2)}
 	ctx := context.Background()

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/internal/breaker"
 	"github.com/redis/rueidis"
 )
 
@@ -266,8 +267,8 @@ func (l *Limiter) owes(conn *redisConn) bool {
 	if l.local.owing.events.Load() > 0 {
 		return true
 	}
-	for _, b := range conn.breakers.all {
-		if BreakerState(b.state.Load()) != BreakerClosed {
+	for _, b := range conn.breakers.All() {
+		if b.State() != breaker.Closed {
 			return true
 		}
 	}
@@ -325,7 +326,7 @@ func (l *Limiter) withdraw(conn *redisConn, key string) {
 	l.beating.Lock()
 	defer l.beating.Unlock()
 	l.withdrawn = true
-	if conn.breakers.forKey(key).resting() {
+	if conn.breakers.ForKey(key).Resting() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.set.Timeout)

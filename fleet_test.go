@@ -257,7 +257,7 @@ func TestHeartbeatNeverTakesTheLastSlot(t *testing.T) {
 	mr := miniredis.RunT(t)
 	l := fleetLimiter(t, mr, "spare:", time.Now())
 	mr.FlushAll()
-	g := l.conn.Load().breakers.all[0].gate.Load()
+	g := l.conn.Load().breakers.All()[0].Gate()
 	limit := g.Limit()
 	taken := takeSlots(g, 1) // one slot left: the live calls'
 	l.heartbeat(l.conn.Load(), fleetKey("spare:"))
@@ -317,7 +317,7 @@ func TestNoAnnouncement(t *testing.T) {
 func TestHeartbeatNotStarved(t *testing.T) {
 	mr := miniredis.RunT(t)
 	l := fleetLimiter(t, mr, "starved:", time.Now())
-	g := l.conn.Load().breakers.all[0].gate.Load()
+	g := l.conn.Load().breakers.All()[0].Gate()
 	defer giveBack(g, takeSlots(g, 1)) // one slot left: the live calls'
 	mr.FlushAll()
 	l.heartbeat(l.conn.Load(), fleetKey("starved:"))

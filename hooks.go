@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/internal/breaker"
 	"github.com/ratelimit-go/ratelimit/internal/redisio"
 )
 
@@ -246,17 +247,17 @@ func (l *Limiter) Stats() Stats {
 		s.Connected = true
 		answered, failed := false, false
 		seen := make(map[*redisio.Gate]bool)
-		for _, b := range conn.breakers.all {
-			if BreakerState(b.state.Load()) != BreakerClosed {
+		for _, b := range conn.breakers.All() {
+			if b.State() != breaker.Closed {
 				s.BreakersOpen++
 			}
-			switch b.answered.Load() {
-			case answerYes:
+			switch b.LastAnswer() {
+			case breaker.AnswerYes:
 				answered = true
-			case answerNo:
+			case breaker.AnswerNo:
 				failed = true
 			}
-			if g := b.gate.Load(); !seen[g] {
+			if g := b.Gate(); !seen[g] {
 				seen[g] = true
 				s.InFlight += int(g.InFlight())
 				s.AdmissionLimit += int(g.Limit())

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/internal/breaker"
 	"github.com/ratelimit-go/ratelimit/internal/redisio"
 	"github.com/redis/rueidis"
 )
@@ -24,7 +25,7 @@ var (
 // which case cause says why.
 type sent struct {
 	path  Path
-	b     *breaker // the breaker in front of the key; nil before Dial connects
+	b     *breaker.Breaker // the breaker in front of the key; nil before Dial connects
 	cause error
 	// member is the member id the call's events were sent under, set by
 	// the caller when the call may have run on Redis (see mayHaveRun), so
@@ -71,8 +72,8 @@ func (l *Limiter) send(ctx context.Context, conn *redisConn, redisKey string, ab
 	if conn == nil {
 		return sent{path: PathLocal, cause: errNotConnected}, nil
 	}
-	b := conn.breakers.forKey(redisKey)
-	if b.resting() {
+	b := conn.breakers.ForKey(redisKey)
+	if b.Resting() {
 		return sent{path: PathLocal, b: b, cause: errBreakerOpen}, nil
 	}
 	if err := ctx.Err(); err != nil {
@@ -81,7 +82,7 @@ func (l *Limiter) send(ctx context.Context, conn *redisConn, redisKey string, ab
 	// The budget starts before the wait for a slot, so that waiting and
 	// the call together never pass Timeout.
 	callCtx := l.callContext(ctx)
-	g := b.gate.Load()
+	g := b.Gate()
 	if spare && !g.AcquireSpare() {
 		return sent{path: PathShed, b: b, cause: errShed}, nil
 	}
@@ -92,7 +93,7 @@ func (l *Limiter) send(ctx context.Context, conn *redisConn, redisKey string, ab
 		return sent{path: PathShed, b: b, cause: errShed}, nil
 	}
 	start := time.Now()
-	_, err := b.cb.Execute(func() (struct{}, error) {
+	err := b.Execute(func() (struct{}, error) {
 		if err := run(callCtx, conn.client); err != nil {
 			return struct{}{}, classify(ctx, err)
 		}
@@ -107,10 +108,10 @@ func (l *Limiter) send(ctx context.Context, conn *redisConn, redisKey string, ab
 // latency and health, notes on b whether Redis answered, and counts and
 // logs an outage; a reply that means misuse is logged as an error, which
 // names the rule or group the call was about.
-func (l *Limiter) outcome(b *breaker, g *redisio.Gate, took time.Duration, err error, about subject) (sent, error) {
+func (l *Limiter) outcome(b *breaker.Breaker, g *redisio.Gate, took time.Duration, err error, about subject) (sent, error) {
 	if err == nil {
 		g.Release(took, true, false)
-		b.noteAnswer(answerYes)
+		b.NoteAnswer(breaker.AnswerYes)
 		return sent{path: PathRedis, b: b}, nil
 	}
 	var ce *callError
@@ -125,11 +126,11 @@ func (l *Limiter) outcome(b *breaker, g *redisio.Gate, took time.Duration, err e
 	case callerGone:
 		return sent{b: b}, ce.err
 	case misuse:
-		b.noteAnswer(answerYes)
+		b.NoteAnswer(breaker.AnswerYes)
 		l.log.log(logMisuse, slog.LevelError, "ratelimit: redis refused the call", "about", about.String(), "err", ce.err)
 		return sent{b: b}, fmt.Errorf("%w: %s: %w", ErrRedis, about, ce.err)
 	}
-	b.noteAnswer(answerNo)
+	b.NoteAnswer(breaker.AnswerNo)
 	l.noteFailure()
 	l.logOutage(ce.err)
 	return sent{path: PathLocal, b: b, cause: ce.err}, nil

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/internal/breaker"
 	"github.com/ratelimit-go/ratelimit/internal/redisio"
 	"github.com/ratelimit-go/ratelimit/internal/script"
 	"github.com/redis/rueidis"
@@ -22,7 +23,7 @@ import (
 type Limiter struct {
 	set     settings
 	local   *localStore
-	changes *changeQueue
+	changes *breaker.Queue
 	log     *throttledLog
 
 	deadlines *redisio.SharedDeadline // bounds Redis calls by Options.Timeout
@@ -81,12 +82,12 @@ type Limiter struct {
 // pointer to it can be swapped in once Dial has connected.
 type redisConn struct {
 	client   rueidis.Client
-	breakers breakerSet
+	breakers breaker.Set
 }
 
 func (l *Limiter) newConn(c rueidis.Client) *redisConn {
-	conn := &redisConn{client: &script.Client{Client: c}, breakers: newBreakerSet(c.Mode() == rueidis.ClientModeCluster, &l.set, l.changes)}
-	if conn.breakers.cluster {
+	conn := &redisConn{client: &script.Client{Client: c}, breakers: newBreakers(c.Mode() == rueidis.ClientModeCluster, &l.set, l.changes)}
+	if conn.breakers.Cluster() {
 		l.workers.Add(1)
 		go func() {
 			defer l.workers.Done()
@@ -159,7 +160,7 @@ func newLimiter(opts Options, remote bool) (*Limiter, error) {
 	l := &Limiter{
 		set:       set,
 		local:     newLocalStore(set.LocalCapacity),
-		changes:   newChangeQueue(),
+		changes:   breaker.NewQueue(),
 		log:       newThrottledLog(set.Logger, set.LogInterval),
 		deadlines: redisio.NewSharedDeadline(set.Timeout),
 		clock:     newProcessClock(),
@@ -174,7 +175,7 @@ func newLimiter(opts Options, remote bool) (*Limiter, error) {
 		l.workers.Add(1)
 		go func() {
 			defer l.workers.Done()
-			l.changes.run(l.done, l.announce)
+			l.changes.Run(l.done, l.announce)
 		}()
 	}
 	return l, nil
@@ -182,7 +183,8 @@ func newLimiter(opts Options, remote bool) (*Limiter, error) {
 
 // announce reports a breaker state change to the log (each kind at most
 // once per LogInterval) and to the user's hook (every one, in order).
-func (l *Limiter) announce(c BreakerChange) {
+func (l *Limiter) announce(bc breaker.Change) {
+	c := BreakerChange{Breaker: bc.Name, From: breakerState(bc.From), To: breakerState(bc.To)}
 	kind, level, msg := logHalfOpen, slog.LevelInfo, "ratelimit: redis circuit breaker half-open; probing redis"
 	switch c.To {
 	case BreakerOpen:
@@ -425,7 +427,7 @@ func (l *Limiter) unsent(conn *redisConn, r *Rule, lg *leg, u *undo, now int64, 
 	// waited for it, or when the time is the process' own, which never
 	// goes back: the call came late (see shielded).
 	late := lg.waited || l.set.Clock == nil
-	if b := conn.breakers.forPair(l.set.KeyPrefix, &k, p); b.resting() {
+	if b := pairBreaker(&conn.breakers, l.set.KeyPrefix, &k, p); b.Resting() {
 		return l.resting(r, p, k, n, peek, u, now, late, b, res), true
 	}
 	if l.set.ShieldMax >= 0 {
@@ -535,7 +537,7 @@ func redisDecision(ctx context.Context, c rueidis.Client, s *script.Script, p *p
 // release and the decision: from the shield when it holds a rejection
 // (see shielded; late as redisOnce passes it), otherwise as withoutRedis
 // decides it.
-func (l *Limiter) resting(r *Rule, p *plan, k lkey, n int64, peek bool, u *undo, now int64, late bool, b *breaker, res *Result) Path {
+func (l *Limiter) resting(r *Rule, p *plan, k lkey, n int64, peek bool, u *undo, now int64, late bool, b *breaker.Breaker, res *Result) Path {
 	s := sent{path: PathLocal, b: b, cause: errBreakerOpen}
 	if u.named() && !peek {
 		seq := l.seq.Add(1)
@@ -603,7 +605,7 @@ func (l *Limiter) withoutRedis(r *Rule, p *plan, k lkey, n int64, peek bool, s s
 	case DegradedDeny:
 		retry := l.set.ProbeAfter
 		if s.b != nil && s.path == PathLocal {
-			retry = s.b.untilProbe()
+			retry = s.b.UntilProbe()
 		}
 		return Result{Limit: int(rate), RetryAfter: retry, Degraded: true}
 	}

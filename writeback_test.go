@@ -105,7 +105,7 @@ func (e *wbEnv) refuse() {
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		if r.Degraded && e.l.conn.Load().breakers.all[0].resting() {
+		if r.Degraded && e.l.conn.Load().breakers.All()[0].Resting() {
 			return
 		}
 	}
