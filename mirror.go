@@ -1,6 +1,10 @@
 package ratelimit
 
-import "time"
+import (
+	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/meter"
+)
 
 // The mirror and the hold: this process' own count of a pair, kept in the
 // local store, counts in every decision Redis makes for it.
@@ -93,7 +97,7 @@ func (s *localStore) hold(lg *leg, now int64) (held, *seat) {
 	if lg.lost {
 		hd.owed = max(hd.owed, hd.count-hd.others+lg.reserve)
 	}
-	if o, ok := m.(ager); ok {
+	if o, ok := m.(meter.Ager); ok {
 		hd.since = o.Oldest(now, p.window)
 	}
 	if hd.count+asked > p.rate {
@@ -354,12 +358,12 @@ func (sh *localShard) shieldFull(k *lkey, h uint64, p *plan, at, n, count int64,
 // Redis allows. A quota's or a fixed window's count is copied less
 // givenBack, the events settles may have given back since Redis counted
 // (see localShard.backs), and a bucket's TAT less their cost (see
-// bucket.copyFrom). The caller holds sh.mu.
+// meter.Bucket.CopyFrom). The caller holds sh.mu.
 func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, at int64, d *decision, peek bool, givenBack int64) {
 	if d.allowed && !peek {
 		if m, ok := sh.meter(k, h, p, now, false); ok {
-			if c, ok := m.(stateCopier); ok {
-				c.copyFrom(now, d.count, d.reset, givenBack) // a bucket or a quota: Redis' state is in the reply
+			if c, ok := m.(meter.StateCopier); ok {
+				c.CopyFrom(now, d.count, d.reset, givenBack) // a bucket, a quota, a fixed window: Redis' state is in the reply
 			}
 		}
 	}
@@ -430,16 +434,4 @@ func (sh *localShard) fullByOwnCount(k *lkey, h uint64, c *crowd, granted bool) 
 		return c, granted, c.wait()
 	}
 	return c, granted, nil
-}
-
-// stateCopier is a meter whose whole state a decision of Redis' carries:
-// the mirror merges it into its own, keeping the later of the two (Redis
-// may have lost what this process recorded; this process does not see what
-// others recorded). It takes the reply's numbers by value: a *decision
-// passed through an interface would move every Redis call's decision to
-// the heap. givenBack is how many events settles may have given back in
-// this process since Redis counted (see localShard.backs): the process'
-// count took them back already, and Redis' answer may still hold them.
-type stateCopier interface {
-	copyFrom(now, count, reset, givenBack int64)
 }
