@@ -54,12 +54,25 @@ func gcd(a, b int64) int64 {
 // Fit sets the bucket's plan: wq ticks an event, rq ticks a µs, a bucket
 // of burst tokens. A TAT kept for another rq (the degraded share, a
 // changed rule) keeps its whole µs; the remainders, under 1µs, are cut to
-// fit, as lua/gcra.lua does.
+// fit, as lua/gcra.lua does (see refit). Fit is inlined into the kind's
+// every call: under the same rq the remainders fit already (0 <= r < rq).
 func (b *Bucket) Fit(wq, rq, burst int64) {
-	if b.res != nil && b.rq != rq {
+	if b.rq != rq {
+		b.refit(rq)
+	}
+	b.wq, b.burst = wq, burst
+}
+
+// refit is Fit's part for another rq: the TAT's remainder and the
+// reservations' are cut to fit rq. It is kept out of line, so that Fit
+// stays small enough to inline.
+//
+//go:noinline
+func (b *Bucket) refit(rq int64) {
+	if b.res != nil {
 		b.res.cut(rq)
 	}
-	b.wq, b.rq, b.burst, b.r = wq, rq, burst, min(b.r, rq-1)
+	b.rq, b.r = rq, min(b.r, rq-1)
 }
 
 // TAT returns the theoretical arrival time: whole µs w and r ticks of

@@ -182,6 +182,9 @@ func TestBucketMatchesTheModel(t *testing.T) {
 				}
 			}
 			w, r := b.TAT()
+			if r < 0 || r >= rq {
+				t.Fatalf("round %d step %d: the TAT's remainder %d is outside [0, %d): Fit relies on it", round, step, r, rq)
+			}
 			if got, want := w*rq+r, model(events); got != want {
 				t.Fatalf("round %d step %d (window %d, rate %d): TAT %d ticks, the model's %d", round, step, window, rate, got, want)
 			}
