@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/internal/meter"
 	"github.com/redis/rueidis"
 )
 
@@ -30,8 +31,8 @@ func (e *wbEnv) outstanding(l *Limiter, key string) (onRedis, local int) {
 	sh, h := l.local.at(&k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if b := metersOf[bucket](sh, bucketMeters).Peek(&k, h); b != nil && b.res != nil {
-		local = len(b.res.out)
+	if b := metersOf[meter.Bucket](sh, bucketMeters).Peek(&k, h); b != nil {
+		local = b.Outstanding()
 	}
 	return onRedis, local
 }
@@ -309,11 +310,11 @@ func TestGCRASettleBetweenGrantAndRecord(t *testing.T) {
 			k, _ := localKey(rule.Name, "k")
 			sh, h := l.local.at(&k)
 			sh.mu.Lock()
-			own := metersOf[bucket](sh, bucketMeters).Peek(&k, h).tat()
+			tw, tr := metersOf[meter.Bucket](sh, bucketMeters).Peek(&k, h).TAT()
 			sh.mu.Unlock()
 			onRedis := strings.Fields(e.redisValue(key))
-			if len(onRedis) < 2 || onRedis[0] != strconv.FormatInt(own.w, 10) || onRedis[1] != strconv.FormatInt(own.r, 10) {
-				t.Fatalf("the process' TAT is %d µs + %d ticks; Redis' bucket holds %q", own.w, own.r, e.redisValue(key))
+			if len(onRedis) < 2 || onRedis[0] != strconv.FormatInt(tw, 10) || onRedis[1] != strconv.FormatInt(tr, 10) {
+				t.Fatalf("the process' TAT is %d µs + %d ticks; Redis' bucket holds %q", tw, tr, e.redisValue(key))
 			}
 		})
 	}

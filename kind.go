@@ -3,15 +3,20 @@ package ratelimit
 import (
 	"fmt"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/meter"
 )
 
 // algorithm is one kind of limit, as each part of the package asks it: the
 // rule's checks (ruleKind), the local meter (localKind), the Redis script
 // and its arguments (redisKind), the shield's marks (shieldKind), and the
 // write-back's stamps (writeBackKind). Each kind is one type in its own file
-// with its meter and its lua/ file: slidingKind (slidinglog.go),
-// counterKind (counter.go, a SlidingLog rule with Approximate), gcraKind
-// (gcra.go), quotaKind (quota.go), concurrencyKind (concurrency.go). A
+// beside its lua/ file, its meter's state and arithmetic in an internal
+// package (the meter.Meter it returns): slidingKind (slidinglog.go, an
+// eventlog.Log), counterKind (counter.go, a SlidingLog rule with
+// Approximate, a meter.Counter), gcraKind (gcra.go, a meter.Bucket),
+// quotaKind (quota.go, a meter.Quota), concurrencyKind (concurrency.go,
+// an eventlog.Log), fixedKind (fixedwindow.go, a meter.FixedWindow). A
 // plan holds its kind's algorithm, the one the registry below made for
 // it, compared by pointer (the shield and the write-back match a plan's
 // kind that way); the rest of the package asks it, never which kind a plan
@@ -65,7 +70,7 @@ type localKind interface {
 	newMeters(size int) meterTable
 	meterName() string
 	// meter returns k's meter under p, creating it if asked to.
-	meter(sh *localShard, k lkey, h uint64, p plan, now int64, create bool) (meter, bool)
+	meter(sh *localShard, k lkey, h uint64, p plan, now int64, create bool) (meter.Meter, bool)
 	// unrecord takes n events at now back from k's meter.
 	unrecord(sh *localShard, k lkey, h uint64, p plan, now, n int64)
 	// dropEmpty forgets k's meter when it holds nothing at now.
@@ -235,12 +240,12 @@ func (p *plan) unreserve(sh *localShard, k *lkey, h uint64, now, n int64, id uin
 // recordKeeper is a kind whose meter keeps what a reservation took as a
 // record of its own, by the reservation's id (in this process the number of
 // the call that took it, see undo.rec; in Redis its member id): GCRA, whose bucket cannot
-// give tokens back by moving its TAT (see reserved in gcra.go). The other
+// give tokens back by moving its TAT (see meter.Bucket). The other
 // kinds keep a reservation's record in a Redis key beside the meter
 // (allow.lua's Reserve) and take events back from their meter. A
 // reservation of such a kind, and an AllowAll pair of it that a later pair
 // may undo, is recorded under its id on every path (see undo.records):
-// in this process' meter (idMeter) and in Redis' (its kind's <kind>.hold
+// in this process' meter (meter.IDMeter) and in Redis' (its kind's <kind>.hold
 // piece), and given back by that id.
 type recordKeeper interface {
 	// settleAs gives back d of the events the reservation id holds in
@@ -256,20 +261,14 @@ func (p *plan) keepsRecords() bool {
 	return ok
 }
 
-// idMeter is a meter that records events under a reservation's id (a
-// GCRA bucket: see recordKeeper).
-type idMeter interface {
-	addAs(now, n int64, id uint64)
-}
-
 // addTo records n events at now in m under p, under id when it is not 0
 // and m keeps records by id. (An id is a number, not the member string: a
 // string read from a call's leg and passed on would move the call's plan
 // to the heap.)
-func addTo(m meter, p *plan, now, n int64, id uint64) {
+func addTo(m meter.Meter, p *plan, now, n int64, id uint64) {
 	if id != 0 {
-		if im, ok := m.(idMeter); ok {
-			im.addAs(now, n, id)
+		if im, ok := m.(meter.IDMeter); ok {
+			im.AddAs(now, n, id)
 			return
 		}
 	}

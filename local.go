@@ -4,6 +4,8 @@ import (
 	"hash/maphash"
 	"sync"
 	"unsafe"
+
+	"github.com/ratelimit-go/ratelimit/internal/meter"
 )
 
 // DefaultLocalCapacity is the number of keys the local limiter keeps when
@@ -249,7 +251,7 @@ func (sh *localShard) banOf(k *lkey, h uint64, now int64) (*strikes, int64) {
 // may add events) it creates the meter and prunes it first, as an allowing
 // or rejecting script does; a peek or a banned call only reads. The call
 // fits when count + asked is at most the rate. The caller holds sh.mu.
-func (sh *localShard) measure(k *lkey, h uint64, p *plan, now, n int64, peek, record bool) (m meter, count, asked int64) {
+func (sh *localShard) measure(k *lkey, h uint64, p *plan, now, n int64, peek, record bool) (m meter.Meter, count, asked int64) {
 	asked = n
 	if peek {
 		asked = 1
@@ -266,7 +268,7 @@ func (sh *localShard) measure(k *lkey, h uint64, p *plan, now, n int64, peek, re
 
 // meter returns the record of k's events under p, creating it if asked
 // to. The caller holds sh.mu.
-func (sh *localShard) meter(k *lkey, h uint64, p *plan, now int64, create bool) (meter, bool) {
+func (sh *localShard) meter(k *lkey, h uint64, p *plan, now int64, create bool) (meter.Meter, bool) {
 	return p.alg.local.meter(sh, *k, h, *p, now, create)
 }
 
@@ -389,7 +391,7 @@ func (s *localStore) addEvents(k lkey, p *plan, now, n int64, member string, owe
 
 // copyBucket merges into k's bucket (GCRA), if this process keeps one,
 // what Redis answered of its own at now: full again reset µs from now, as
-// localShard.mirror does with a decision's reply (bucket.copyFrom, keeping
+// localShard.mirror does with a decision's reply (meter.Bucket.CopyFrom, keeping
 // the later), less what settles in k's shard gave back since backsDone
 // was read (before the request: Redis' reply may still count them, as a
 // held call's may). Other meters keep their own count: a grant's reply
@@ -399,8 +401,8 @@ func (s *localStore) copyBucket(k lkey, p *plan, now, reset, backsDone int64) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if m, ok := p.alg.local.meter(sh, k, h, *p, now, false); ok {
-		if b, ok := m.(*bucket); ok {
-			b.copyFrom(now, 0, reset, sh.backs-backsDone)
+		if b, ok := m.(*meter.Bucket); ok {
+			b.CopyFrom(now, 0, reset, sh.backs-backsDone)
 		}
 	}
 }

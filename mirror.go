@@ -1,6 +1,10 @@
 package ratelimit
 
-import "time"
+import (
+	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/meter"
+)
 
 // The mirror and the hold: this process' own count of a pair, kept in the
 // local store, counts in every decision Redis makes for it.
@@ -100,7 +104,7 @@ func (s *localStore) hold(lg *leg, now int64) (held, *seat) {
 		hd.owed = max(hd.owed, hd.count-hd.others+lg.reserve)
 	}
 	hd.fleet, hd.lost = hd.owed-owed, lg.lost
-	if o, ok := m.(ager); ok {
+	if o, ok := m.(meter.Ager); ok {
 		hd.since = o.Oldest(now, p.window)
 	}
 	if hd.count+asked > p.rate {
@@ -361,21 +365,21 @@ func (sh *localShard) shieldFull(k *lkey, h uint64, p *plan, at, n, count int64,
 // Redis allows. A quota's or a fixed window's count is copied less
 // givenBack, the events settles may have given back since Redis counted
 // (see localShard.backs), and a bucket's TAT less their cost (see
-// bucket.copyFrom). A count is copied less hd.fleet, what the call had
-// Redis count on top of its meter that is no event (the fleet's reserve):
-// copied whole, the process' own count would hold the reserve, and hand it
-// to Redis again with the next call, more each time. Nothing is copied
-// while a loss of Redis' data counts (hd.lost): the process' own count is
-// then what Redis lost of the pair, as far as the process knows it, and
-// goes to Redis whole with every call; Redis' count since the loss copied
-// into it would count twice (four instances that had used 4,000 of a
-// quota of 12,000 when a restart without persistence came admitted
+// meter.Bucket.CopyFrom). A count is copied less hd.fleet, what the call
+// had Redis count on top of its meter that is no event (the fleet's
+// reserve): copied whole, the process' own count would hold the reserve,
+// and hand it to Redis again with the next call, more each time. Nothing is
+// copied while a loss of Redis' data counts (hd.lost): the process' own
+// count is then what Redis lost of the pair, as far as the process knows
+// it, and goes to Redis whole with every call; Redis' count since the loss
+// copied into it would count twice (four instances that had used 4,000 of
+// a quota of 12,000 when a restart without persistence came admitted
 // 5,014–8,782 in the day). The caller holds sh.mu.
 func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, at int64, d *decision, peek bool, givenBack int64, hd *held) {
 	if d.allowed && !peek && !hd.lost {
 		if m, ok := sh.meter(k, h, p, now, false); ok {
-			if c, ok := m.(stateCopier); ok {
-				c.copyFrom(now, d.count-hd.fleet, d.reset, givenBack) // a bucket or a quota: Redis' state is in the reply
+			if c, ok := m.(meter.StateCopier); ok {
+				c.CopyFrom(now, d.count-hd.fleet, d.reset, givenBack) // a bucket, a quota, a fixed window: Redis' state is in the reply
 			}
 		}
 	}
@@ -446,16 +450,4 @@ func (sh *localShard) fullByOwnCount(k *lkey, h uint64, c *crowd, granted bool) 
 		return c, granted, c.wait()
 	}
 	return c, granted, nil
-}
-
-// stateCopier is a meter whose whole state a decision of Redis' carries:
-// the mirror merges it into its own, keeping the later of the two (Redis
-// may have lost what this process recorded; this process does not see what
-// others recorded). It takes the reply's numbers by value: a *decision
-// passed through an interface would move every Redis call's decision to
-// the heap. givenBack is how many events settles may have given back in
-// this process since Redis counted (see localShard.backs): the process'
-// count took them back already, and Redis' answer may still hold them.
-type stateCopier interface {
-	copyFrom(now, count, reset, givenBack int64)
 }

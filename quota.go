@@ -5,60 +5,9 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/ratelimit-go/ratelimit/internal/meter"
 )
-
-// quota is the local path's calendar quota of one key (Kind CalendarQuota):
-// the start of the period its count belongs to and the count. lua/quota.lua
-// keeps the same two numbers in Redis. A count of another period than the
-// call's counts as 0. Its shard's lock guards it.
-type quota struct {
-	start int64 // µs: the period the count belongs to
-	n     int64 // events in it
-	// The call's period, set by localShard.meter from its plan.
-	at, end int64
-}
-
-func (q *quota) Prune(int64, int64) {}
-
-func (q *quota) Count(int64, int64) int64 {
-	if q.start != q.at {
-		return 0
-	}
-	return q.n
-}
-
-// RetryIn returns how long until the next period starts: a spent quota
-// comes back only then.
-func (q *quota) RetryIn(now, _, _, _ int64) int64 { return q.end - now }
-
-func (q *quota) Reset(now, window int64, justAdded bool) int64 {
-	if justAdded || q.Count(now, window) > 0 {
-		return q.end - now
-	}
-	return 0
-}
-
-func (q *quota) Add(now, window, n int64) {
-	q.n = q.Count(now, window) + n
-	q.start = q.at
-}
-
-// copyFrom merges what Redis answered into the quota: count events in the
-// call's period less the givenBack that settles may have given back since,
-// unless the quota counts more of them itself.
-func (q *quota) copyFrom(_, count, _, givenBack int64) {
-	if q.start != q.at {
-		q.start, q.n = q.at, 0
-	}
-	q.n = max(q.n, count-givenBack)
-}
-
-// unrecord takes back n events recorded in the period that starts at start.
-func (q *quota) unrecord(start, n int64) {
-	if q.start == start {
-		q.n = max(0, q.n-n)
-	}
-}
 
 // span is a calendar period computed once and reused by every call inside
 // it (see periodBounds).
@@ -103,7 +52,7 @@ func periodBounds(period Period, loc *time.Location, now int64) (start, end int6
 }
 
 // quotaKind is the calendar quota's algorithm (Kind CalendarQuota): the
-// period and its count in Redis (lua/quota.lua), a quota here. The call's
+// period and its count in Redis (lua/quota.lua), a meter.Quota here. The call's
 // time fixes its period.
 type quotaKind struct{}
 
@@ -181,29 +130,29 @@ func (quotaKind) lost(p plan, at, now, events int64) (int64, bool) {
 	return 0, false
 }
 
-func (quotaKind) meter(sh *localShard, k lkey, h uint64, p plan, now int64, create bool) (meter, bool) {
-	q := metersOf[quota](sh, quotaMeters).GetOrAdd(&k, h, now, create)
+func (quotaKind) meter(sh *localShard, k lkey, h uint64, p plan, now int64, create bool) (meter.Meter, bool) {
+	q := metersOf[meter.Quota](sh, quotaMeters).GetOrAdd(&k, h, now, create)
 	if q == nil {
 		return nil, false
 	}
-	q.at, q.end = p.start, p.end
+	q.SetPeriod(p.start, p.end)
 	return q, true
 }
 
 func (quotaKind) unrecord(sh *localShard, k lkey, h uint64, p plan, _, n int64) {
-	if q := metersOf[quota](sh, quotaMeters).Peek(&k, h); q != nil {
-		q.unrecord(p.start, n)
+	if q := metersOf[meter.Quota](sh, quotaMeters).Peek(&k, h); q != nil {
+		q.Unrecord(p.start, n)
 	}
 }
 
 func (quotaKind) dropEmpty(sh *localShard, k lkey, h uint64, _ int64) {
-	if q := metersOf[quota](sh, quotaMeters).Peek(&k, h); q != nil && q.n == 0 {
-		metersOf[quota](sh, quotaMeters).Remove(&k, h)
+	if q := metersOf[meter.Quota](sh, quotaMeters).Peek(&k, h); q != nil && q.Empty() {
+		metersOf[meter.Quota](sh, quotaMeters).Remove(&k, h)
 	}
 }
 
 // quotaMeters is the slot of the shard's table of quotas.
 var quotaMeters = meterSlot('q')
 
-func (quotaKind) newMeters(size int) meterTable { return newMeters[quota](size) }
+func (quotaKind) newMeters(size int) meterTable { return newMeters[meter.Quota](size) }
 func (quotaKind) meterName() string             { return "quota" }

@@ -1,36 +1,9 @@
 package ratelimit
 
-import "github.com/ratelimit-go/ratelimit/internal/eventlog"
-
-// meter is what a local decision needs of a key's record of events: the
-// exact sliding log or the approximate counter. Only Prune and Add change
-// it, where the scripts write: a peek, a rejection and a banned call read
-// without writing on both paths, so a clock that later goes backwards finds
-// the same state in Redis and locally.
-type meter interface {
-	// Prune drops what no call can count any more, as an allowing or
-	// rejecting call does in Redis.
-	Prune(now, window int64)
-	// Count returns the count at now.
-	Count(now, window int64) int64
-	// RetryIn returns how long until asked more events fit under rate;
-	// called only when they do not fit now.
-	RetryIn(now, window, rate, asked int64) int64
-	// Reset returns how long until the record is empty; justAdded says the
-	// call has just added events at now.
-	Reset(now, window int64, justAdded bool) int64
-	// Add records n events at now.
-	Add(now, window, n int64)
-}
-
-// ager is a meter that knows when its oldest event still in the window was
-// recorded, which lets a script tell the events a Reset voided from those
-// it did not (see held.since): the sliding log is one.
-type ager interface {
-	// Oldest returns the time of the oldest event still in the window at
-	// now (maxTime when there is none).
-	Oldest(now, window int64) int64
-}
+import (
+	"github.com/ratelimit-go/ratelimit/internal/eventlog"
+	"github.com/ratelimit-go/ratelimit/internal/meter"
+)
 
 // maxTime is later than every event.
 const maxTime = eventlog.MaxTime
@@ -61,7 +34,7 @@ var slidingScripts = composeKind("sliding")
 // args: the window, and the call's member id.
 func (slidingKind) args(p plan) (int64, int64, bool) { return p.window, 0, true }
 
-func (slidingKind) meter(sh *localShard, k lkey, h uint64, _ plan, now int64, create bool) (meter, bool) {
+func (slidingKind) meter(sh *localShard, k lkey, h uint64, _ plan, now int64, create bool) (meter.Meter, bool) {
 	lg := metersOf[eventlog.Log](sh, logMeters).GetAt(&k, h, now)
 	if lg == nil {
 		if !create {

@@ -12,7 +12,7 @@ import (
 // TestUndoTakesCounterEventsOnlyFromTheirWindow: events an AllowAll pair
 // (or a reservation) recorded in an approximate counter are taken back from
 // the fixed window they went into while it still counts, the current one or
-// the one before it, as counter.go's unrecord does; an older window's no
+// the one before it, as meter.Counter.Unrecord does; an older window's no
 // longer count, and the counter's count is other events.
 func TestUndoTakesCounterEventsOnlyFromTheirWindow(t *testing.T) {
 	mr := miniredis.RunT(t)

@@ -3,8 +3,8 @@
 -- fixed windows of the rule's length; the count at now is estimated as the
 -- current window's events plus the previous window's, weighted by how much
 -- of the previous window the sliding window still covers: est = prev *
--- ((window - elapsed) / window) + cur. Memory is O(1) per key. counter.go
--- computes the same numbers with the same operations in the same order, so
+-- ((window - elapsed) / window) + cur. Memory is O(1) per key.
+-- internal/meter's Counter computes the same numbers with the same operations in the same order, so
 -- both paths decide alike.
 --
 -- The counter is a HASH with w (index of the current fixed window, now /

@@ -1,7 +1,7 @@
 -- fixedwindow.lua: the fixed-window counter of one (rule, key) pair (Kind
 -- FixedWindow): the events of the current window, windows of the rule's
--- length aligned to the Unix epoch. fixedwindow.go keeps the same two
--- numbers on the local path.
+-- length aligned to the Unix epoch. internal/meter's FixedWindow keeps
+-- the same two numbers on the local path.
 --
 -- The counter is a STRING 'w c': the index of the window its count
 -- belongs to (now / window, rounded down) and the count. A count of an

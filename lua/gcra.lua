@@ -1,7 +1,7 @@
 -- gcra.lua: the GCRA bucket of one (rule, key) pair (Kind GCRA), a token
 -- bucket kept as its theoretical arrival time (TAT): the time the bucket is
--- full again. gcra.go keeps the same numbers on the local path and
--- computes the same integers.
+-- full again. internal/meter's Bucket keeps the same numbers on the local
+-- path and computes the same integers.
 --
 -- The emission interval T = window / rate is normalised by their gcd into
 -- wq / rq (µs), so that it is exact: time is counted in ticks of 1/rq µs,
@@ -48,8 +48,8 @@
 -- proportion to them). Records live and expire with the TAT itself, so
 -- they cannot outlive it or be lost while it stands. Every sum stays below
 -- 2^53 as the TAT's do: a record's terms add at most n * wq ticks, and a
--- settle's extra is added in parts (gcra.owe). gcra.go's reserved says why
--- this is exact.
+-- settle's extra is added in parts (gcra.owe). internal/meter's reserved
+-- (reserved.go) says why this is exact.
 
 {{/* gcra.div defines gcra_div(a, b): floor(a / b) for integers a >= 0,
 b >= 1 below 2^53, correcting the double division's rounding. */}}
@@ -73,7 +73,7 @@ local wq, rq = tonumber({{.Second}}), tonumber({{.Fifth}})
 expression given as the piece's argument, for the rq in rq, and ext, its
 outstanding reservations (nil for a plain bucket; see gcra.ext). A
 remainder kept for another rate (a changed rule) is cut to fit: the TAT
-moves by less than 1µs, as gcra.go does. */}}
+moves by less than 1µs, as internal/meter's Bucket.Fit does. */}}
 {{- define "gcra.state" -}}
 local stored = redis.call('GET', {{.}})
 local w, r, ext = 0, 0, nil
@@ -289,8 +289,8 @@ end
 {{- end}}
 
 {{/* gcra.settle gives back n of the tokens the outstanding reservation
-settle_id took (n = 0 settles it at its cost), as gcra.go's bucket.settle
-does: the reservation joins the main sequence at its actual cost a = n_i -
+settle_id took (n = 0 settles it at its cost), as internal/meter's
+Bucket.Settle does: the reservation joins the main sequence at its actual cost a = n_i -
 n, main = max(main, x_i + a*T + (C - C_i)), each later record j moves to
 x_j = max(x_j, x_i + a*T + (C_j - C_i)) and C_j + a*T, C to C + a*T; then
 the TAT is the main sequence's with the records left chained after it in

@@ -1,7 +1,7 @@
 -- quota.lua: the calendar quota of one (rule, key) pair (Kind
 -- CalendarQuota): the events of the current period. Lua has no time zones:
 -- Go computes the period's bounds from the call's time and passes them.
--- quota.go keeps the same two numbers on the local path.
+-- internal/meter's Quota keeps the same two numbers on the local path.
 --
 -- The quota is a STRING 'start count': the start of the period (µs) the
 -- count belongs to, and the count. A count of another period counts as 0.

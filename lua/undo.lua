@@ -21,9 +21,9 @@
 --          undoArgs): for a counter the index of the fixed window the
 --          events went into (allow.lua's last number); once the counter
 --          has moved to another window they are no longer its current
---          count, and nothing is taken back, as counter.go's local path
---          does. For a quota: the start of the period the events went
---          into, likewise. For a bucket: wq and rq (see gcra.lua); its
+--          count, and nothing is taken back, as the local path's
+--          meter.Counter.Unrecord does. For a quota: the start of the
+--          period the events went into, likewise. For a bucket: wq and rq (see gcra.lua); its
 --          events are the reservation's ARGV[1] keeps in the bucket.
 -- ARGV[5]  a log's, only for a call of more than one event: the index of
 --          the first of its events to take back (its members are id:1 ..

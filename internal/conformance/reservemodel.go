@@ -108,7 +108,7 @@ func ReserveAgainstModel(t *testing.T, backends []Backend) {
 // 2^52 ticks, a full bucket up to 2^50µs), with reservations and settles
 // (up to MaxSettleFactor × Burst) near the Burst: every number a
 // reservation's record or a settle computes must stay exact as a double in
-// Lua (see gcra.go's reserved), and every Result must be the model's.
+// Lua (see internal/meter's reserved), and every Result must be the model's.
 func ReserveAtExactnessBound(t *testing.T, backends []Backend) {
 	for _, b := range backends {
 		t.Run(b.Name, func(t *testing.T) {
