@@ -315,6 +315,13 @@ func (sh *localShard) shieldReply(k *lkey, h uint64, p *plan, at, n int64, peek 
 		// The process' own count held the call back with events of
 		// calls on their way in it, which Redis may yet reject: no
 		// rejection to cache.
+	case hd.owed > hd.fleet:
+		// The call carried events this process decided without Redis,
+		// which the write-back is about to bring: Redis counted them
+		// without their times, as if they lasted (an exact log's retry:
+		// a whole Window), and once written back they leave at their own
+		// times. Cached, such a rejection turned away for 5s calls Redis
+		// would have allowed after a 4s outage (TestShieldAfterOutage).
 	case peek && p.penalize:
 		// A peek counted no violation: the shield's answers would
 		// count them from a state Redis did not decide for a call.

@@ -486,3 +486,39 @@ func TestWriteBackUnderTheCallsMember(t *testing.T) {
 		t.Fatalf("Stats = %+v, want 4 written back", s)
 	}
 }
+
+// TestShieldAfterOutage: the first calls on Redis after an outage carry the
+// events the process decided without it, which the write-back has not
+// brought yet; Redis counts them without their times, as if they lasted a
+// whole Window, so its rejection's RetryAfter is that Window. The shield
+// must not cache such a rejection: once written back, the events leave at
+// their own times, and Redis allows the calls after them. Cached, it
+// turned those calls away for the rest of the Window (a 4s outage under a
+// rule of 100 per 10s: nothing allowed for 5s after the written-back
+// events had left).
+func TestShieldAfterOutage(t *testing.T) {
+	e := newWBEnv(t, Options{})
+	rule := Rule{Name: "sale", Limit: Limit{Rate: 5, Window: 10 * time.Second}}
+	for i := range 5 {
+		if r := e.allow(e.l, rule, "k"); !r.Allowed || r.Degraded {
+			t.Fatalf("call %d on redis = %+v", i, r)
+		}
+	}
+	e.refuse()
+	e.clk.advance(10 * time.Second) // the first five left
+	for i := range 5 {
+		if r := e.allow(e.l, rule, "k"); !r.Allowed || !r.Degraded {
+			t.Fatalf("call %d without redis = %+v", i, r)
+		}
+	}
+	e.back()
+	e.clk.advance(2 * time.Second)
+	if r := e.allow(e.l, rule, "k"); r.Allowed || r.Degraded {
+		t.Fatalf("the call after the outage, carrying the five owed = %+v; want rejected on redis", r)
+	}
+	e.flush() // the five, stamped 10s in
+	e.clk.advance(8 * time.Second)
+	if r := e.allow(e.l, rule, "k"); !r.Allowed || r.Degraded {
+		t.Fatalf("the call once the written-back events left = %+v; want allowed on redis", r)
+	}
+}
