@@ -75,8 +75,9 @@ func (l *Limiter) kickHeartbeat() {
 // opened: their calls failed too, likely, and they may owe Redis as well,
 // so they count until they announce themselves again (this assumes that
 // the hosts' clocks agree to well within a heartbeat period). And
-// when Redis lost its data (the instances set is newer than the one it
-// announced itself in), the others' decisions of the last window are gone
+// when Redis lost its data (the fleet's epoch, which outlives the set by a
+// day, is newer than the one it announced itself in: see lua/fleet.lua),
+// the others' decisions of the last window are gone
 // from Redis with it: each instance reserves every other's share for one
 // Window from when it learnt of the loss, and counts its own events of
 // the window (its own count, which Redis lost too) where it counted only
@@ -202,8 +203,9 @@ func (l *Limiter) beat(conn *redisConn, key string, kicked bool) {
 }
 
 // fleetReply is lua/fleet.lua's reply: the live instances, the age of the
-// set (µs), the instances not settled, and Redis' time (µs).
-type fleetReply struct{ live, age, unsettled, now int64 }
+// set (µs), the instances not settled, Redis' time (µs), and when Redis'
+// data began as far as the fleet knows (µs, its epoch).
+type fleetReply struct{ live, age, unsettled, now, epoch int64 }
 
 // sendBeat runs lua/fleet.lua: this Limiter is live for three heartbeat
 // periods, owes Redis or not, and counts as settled from settleFrom.
@@ -216,14 +218,14 @@ func (l *Limiter) sendBeat(conn *redisConn, key string, spare bool) (fleetReply,
 	var r fleetReply
 	err := l.sendWithoutFallback(context.Background(), conn, key, subject{"heartbeat", key}, "announcing the limiter", spare,
 		func(ctx context.Context, c rueidis.Client) error {
-			reply, err := fleetScript.Exec(ctx, c, []string{key, key + ":born", key + ":owing"}, []string{l.id, itoa(period), owes, itoa(l.settleFrom.Load())}).AsIntSlice()
+			reply, err := fleetScript.Exec(ctx, c, []string{key, key + ":born", key + ":owing", key + ":epoch"}, []string{l.id, itoa(period), owes, itoa(l.settleFrom.Load())}).AsIntSlice()
 			if err != nil {
 				return err
 			}
-			if len(reply) != 4 {
+			if len(reply) != 5 {
 				return &callError{cause: misuse, err: errors.New("unexpected heartbeat reply")}
 			}
-			r = fleetReply{live: reply[0], age: reply[1], unsettled: reply[2], now: reply[3]}
+			r = fleetReply{live: reply[0], age: reply[1], unsettled: reply[2], now: reply[3], epoch: reply[4]}
 			return nil
 		})
 	return r, err
@@ -231,7 +233,7 @@ func (l *Limiter) sendBeat(conn *redisConn, key string, spare bool) (fleetReply,
 
 // learnFleet takes what a heartbeat's reply says of the fleet: the count
 // of live instances (never lowered by a kicked beat, a rejoining one, or a
-// set younger than three periods), a loss of Redis' data (a set younger
+// set younger than three periods), a loss of Redis' data (an epoch newer
 // than the one this Limiter announced itself in), and the instances not
 // settled.
 func (l *Limiter) learnFleet(r fleetReply, kicked bool) {
@@ -244,9 +246,10 @@ func (l *Limiter) learnFleet(r fleetReply, kicked bool) {
 	if r.age < 3*period || rejoining || kicked {
 		live = max(live, l.set.fleet.Load())
 	}
-	if old := l.setAge.Swap(r.age); old > 0 && r.age < old {
-		// A newer set than the one this Limiter announced itself in:
-		// Redis lost its data (see reserve).
+	if old := l.epoch.Swap(r.epoch); old != 0 && r.epoch != old {
+		// A newer epoch than the one this Limiter announced itself in:
+		// Redis lost its data (see reserve). A set that ran out while
+		// every Limiter was away keeps its epoch (see lua/fleet.lua).
 		l.lost.Store(&loss{process: l.clock.now(), clock: l.localNow(), redis: r.now})
 	}
 	l.set.fleet.Store(max(1, live))

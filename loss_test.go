@@ -124,3 +124,35 @@ func TestFixedWindowLossEndsWithItsWindow(t *testing.T) {
 		t.Fatalf("in the next window %d allowed, want the whole Rate, 10", n)
 	}
 }
+
+// TestSetRunOutIsNoLoss: an instances set that ran out (no Limiter
+// announced itself for three heartbeat periods: all were cut off from
+// Redis, or Redis was paused) is made anew under the fleet's epoch, which
+// outlives it by a day: no loss of Redis' data is counted. A FLUSHALL takes
+// the epoch too, and is one.
+func TestSetRunOutIsNoLoss(t *testing.T) {
+	mr := miniredis.RunT(t)
+	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	mr.SetTime(t0)
+	a := fleetLimiter(t, mr, "runout:", t0)
+	fleetLimiter(t, mr, "runout:", t0)
+	mr.SetTime(t0.Add(time.Minute))
+	if n := beat(t, a); n != 2 {
+		t.Fatalf("counts %d, want 2", n)
+	}
+	mr.FastForward(4 * time.Hour) // past three periods of an hour: the set runs out
+	mr.SetTime(t0.Add(4 * time.Hour))
+	if mr.Exists("runout:v1:{instances}") {
+		t.Fatal("the instances set outlived three heartbeat periods")
+	}
+	beat(t, a)
+	if a.lost.Load() != nil {
+		t.Fatal("a set that ran out counted as a loss of Redis' data")
+	}
+	mr.FlushAll()
+	mr.SetTime(t0.Add(5 * time.Hour))
+	beat(t, a)
+	if a.lost.Load() == nil {
+		t.Fatal("a FLUSHALL did not count as a loss of Redis' data")
+	}
+}

@@ -48,15 +48,15 @@ type Limiter struct {
 	hbKick           chan struct{}
 	beating          sync.Mutex // one heartbeat at a time; guards withdrawn
 	withdrawn        bool       // Close withdrew the Limiter from the fleet
-	// The fleet's reserve (see fleet.go): the instances set's age at the
-	// last heartbeat; other live instances that may hold decisions Redis
+	// The fleet's reserve (see fleet.go): the epoch of Redis' data at the
+	// last heartbeat (see lua/fleet.lua); other live instances that may hold decisions Redis
 	// lacks, as the last heartbeat counted them; the breaker's openings,
 	// and those a heartbeat has settled since (until then every other
 	// instance is assumed to owe) and when it last opened; since when
 	// (µs since the epoch) the others must have announced themselves
 	// again to count as settled; and when Redis was seen to have lost its
 	// data (see loss).
-	setAge              atomic.Int64
+	epoch               atomic.Int64
 	unsettled           atomic.Int64
 	opens, settledOpens atomic.Int64
 	openedAt            atomic.Int64 // process µs of the last opening

@@ -18,6 +18,17 @@
 -- KEYS[3]  the Limiters that owe Redis decisions they made without it
 --          (<prefix>v1:{instances}:owing): a ZSET of ids scored as in
 --          KEYS[1].
+-- KEYS[4]  when Redis' data began, as far as the fleet knows, in µs
+--          (<prefix>v1:{instances}:epoch): made by the first heartbeat
+--          that finds it missing, and kept for epochLife past the last
+--          heartbeat, so that it outlives the set by far: a set that ran
+--          out (every Limiter cut off from Redis, or Redis paused, for
+--          three heartbeat periods) is made anew under the same epoch,
+--          while Redis losing its data (a restart without persistence,
+--          a FLUSHALL) loses the epoch with it, and the next heartbeat
+--          makes a newer one. epochLife is a day: a fleet whose every
+--          Limiter stayed away from Redis for longer than that counts it
+--          as a loss, which costs under-admission, never more.
 -- ARGV[1]  the Limiter's id.
 -- ARGV[2]  the Limiter's heartbeat period in µs.
 -- ARGV[3]  '1' when the Limiter owes Redis decisions it made without it
@@ -30,19 +41,27 @@
 -- its debt), keeps the sets for as long as their longest-lived member, and
 -- returns how many Limiters are live, this one included, how old the set
 -- is, in µs, how many other live Limiters may hold decisions Redis lacks,
--- and Redis' TIME. Those are the Limiters that owe some, those that missed
+-- Redis' TIME, and the epoch. Those are the Limiters that owe some, those that missed
 -- a heartbeat (their last is more than one and a half of this one's
 -- periods old: Redis may be out of their reach, and they decide without
 -- it), and those whose last heartbeat came before ARGV[4]. (A Limiter's
 -- last heartbeat is its score less three periods: this one's, as every
 -- Limiter of a fleet has the same.)
 {{- define "fleet" -}}
-local set, born, owing = KEYS[1], KEYS[2], KEYS[3]
+local set, born, owing, epoch_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local now
 do
   {{template "now.redis"}}
 end
 local live = 3 * tonumber(ARGV[2])
+local epoch_life = 86400000
+local epoch = redis.call('GET', epoch_key)
+if not epoch then
+  epoch = string.format('%d', now)
+  redis.call('SET', epoch_key, epoch, 'PX', epoch_life)
+elseif redis.call('PTTL', epoch_key) < epoch_life / 2 then
+  redis.call('PEXPIRE', epoch_key, epoch_life)
+end
 if redis.call('EXISTS', set) == 0 then
   redis.call('SET', born, string.format('%d', now))
 end
@@ -76,5 +95,5 @@ for _, id in ipairs(redis.call('ZRANGE', owing, 0, -1)) do
     unsettled = unsettled + 1
   end
 end
-return {redis.call('ZCARD', set), now - since, unsettled, now}
+return {redis.call('ZCARD', set), now - since, unsettled, now, tonumber(epoch)}
 {{- end}}

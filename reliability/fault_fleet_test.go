@@ -153,10 +153,10 @@ func TestFleetOnCluster(t *testing.T) {
 		node := cluster.Node(i)
 		want := 0
 		if node == owner {
-			want = 2
+			want = 3
 		}
 		if n := mustInt(t, node, "DBSIZE"); n != want {
-			t.Errorf("node %s holds %d keys, want %d: one instances set and the time it was made, on the node of their slot", node.Addr(), n, want)
+			t.Errorf("node %s holds %d keys, want %d: one instances set, the time it was made and the fleet's epoch, on the node of their slot", node.Addr(), n, want)
 		}
 	}
 	if n := mustInt(t, owner, "ZCARD", key); n != len(fleet) {
