@@ -123,24 +123,27 @@ func (l *Limiter) reserve(conn *redisConn, p *plan, now int64) (events int64, lo
 	return max(events, 0), lost
 }
 
-// loss is when a Limiter learnt that Redis had lost its data, on each
-// clock a decision may be made on: the process clock, the Limiter's
-// (Options.Clock's, or the process clock), and Redis' TIME (the heartbeat
-// that told it, see learnFleet). The events Redis lost were recorded
-// before it, on the clock their scripts decided on.
-type loss struct{ process, clock, redis int64 }
+// loss is when Redis lost its data, as a Limiter learnt it from a
+// heartbeat (see learnFleet): on Redis' clock at the latest when the
+// fleet's new epoch was made, age µs before the heartbeat's TIME, redis;
+// the Limiter learnt it at process on the process clock, and at clock on
+// its own (Options.Clock, or the process clock), which need not run as
+// Redis' does (a fake Clock may stand still), so that only the learning
+// bounds the loss there. The events Redis lost were recorded before both,
+// on the clock their scripts decided on.
+type loss struct{ process, clock, redis, age int64 }
 
 // on returns the loss and the time of a decision of p at now, both on the
 // clock p's scripts decide on: the call's time when the Limiter sends it
 // (Options.Clock, or a quota's period), otherwise Redis' TIME, which the
-// process does not read: now on it is the loss' time there moved on by the
+// process does not read: now on it is the heartbeat's TIME moved on by the
 // process clock since, so that a skew between the two clocks moves
 // neither a fixed window's boundary nor a period's.
 func (ls *loss) on(l *Limiter, p *plan, now int64) (at, then int64) {
 	if l.sendsNow(p.alg.rules.timed()) {
 		return ls.clock, now
 	}
-	return ls.redis, ls.redis + l.clock.now() - ls.process
+	return ls.redis - ls.age, ls.redis + l.clock.now() - ls.process
 }
 
 // rejoinBeats is how many successful heartbeats after a failed one may
@@ -250,7 +253,7 @@ func (l *Limiter) learnFleet(r fleetReply, kicked bool) {
 		// A newer epoch than the one this Limiter announced itself in:
 		// Redis lost its data (see reserve). A set that ran out while
 		// every Limiter was away keeps its epoch (see lua/fleet.lua).
-		l.lost.Store(&loss{process: l.clock.now(), clock: l.localNow(), redis: r.now})
+		l.lost.Store(&loss{process: l.clock.now(), clock: l.localNow(), redis: r.now, age: max(0, r.now-r.epoch)})
 	}
 	l.set.fleet.Store(max(1, live))
 	l.unsettled.Store(r.unsettled)
