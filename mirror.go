@@ -379,9 +379,7 @@ func (sh *localShard) shieldFull(k *lkey, h uint64, p *plan, at, n, count int64,
 // copied while a loss of Redis' data counts (hd.lost): the process' own
 // count is then what Redis lost of the pair, as far as the process knows
 // it, and goes to Redis whole with every call; Redis' count since the loss
-// copied into it would count twice (four instances that had used 4,000 of
-// a quota of 12,000 when a restart without persistence came admitted
-// 5,014–8,782 in the day). The caller holds sh.mu.
+// copied into it would count twice. The caller holds sh.mu.
 func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, at int64, d *decision, peek bool, givenBack int64, hd *held) {
 	if d.allowed && !peek && !hd.lost {
 		if m, ok := sh.meter(k, h, p, now, false); ok {
