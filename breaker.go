@@ -33,16 +33,15 @@ func (s BreakerState) String() string {
 	return "unknown"
 }
 
-// breakerState returns s as a BreakerState.
-func breakerState(s breaker.State) BreakerState {
-	switch s {
-	case breaker.Open:
-		return BreakerOpen
-	case breaker.HalfOpen:
-		return BreakerHalfOpen
-	}
-	return BreakerClosed
-}
+// breakerState returns s as a BreakerState: internal/breaker's states are
+// numbered as BreakerState's (checked at compile time below).
+func breakerState(s breaker.State) BreakerState { return BreakerState(s) }
+
+// The states of internal/breaker and BreakerState are numbered alike: an
+// index other than 0 does not compile.
+var _ = [1]struct{}{}[BreakerState(breaker.Closed)-BreakerClosed]
+var _ = [1]struct{}{}[BreakerState(breaker.HalfOpen)-BreakerHalfOpen]
+var _ = [1]struct{}{}[BreakerState(breaker.Open)-BreakerOpen]
 
 // BreakerChange is one state change of a circuit breaker.
 type BreakerChange struct {
