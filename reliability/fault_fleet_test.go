@@ -1,6 +1,8 @@
 package reliability_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -162,4 +164,58 @@ func TestFleetOnCluster(t *testing.T) {
 	if n := mustInt(t, owner, "ZCARD", key); n != len(fleet) {
 		t.Errorf("the instances set holds %d members, want %d", n, len(fleet))
 	}
+}
+
+// TestFaultPauseIsNoLoss: redis-server's thread sleeps (DEBUG SLEEP) for
+// longer than three heartbeat periods, so the instances set runs out and
+// the next heartbeat makes it anew. The fleet's epoch outlives the set, so
+// no loss of Redis' data is counted: once the instances have announced
+// themselves again, a decision on Redis counts no reserve, and Peek
+// reports the whole Rate. (Before the epoch, a set made anew was a loss:
+// each instance counted the other's share for a Window.) A FLUSHALL then
+// is a loss: each counts the other's share.
+func TestFaultPauseIsNoLoss(t *testing.T) {
+	if !testkit.HaveRedis(t) {
+		t.Skip("needs redis-server")
+	}
+	srv := redistest.Start(t, redistest.Options{EnableDebug: true})
+	clk := testkit.NewClock() // stands still: only the heartbeats' TIME moves
+	var logs testkit.SyncBuffer
+	var fleet [2]*ratelimit.Limiter
+	for i := range fleet {
+		opts := testkit.OutageOptions(clk, &logs, nil)
+		opts.KeyPrefix = "pause:"
+		opts.HeartbeatInterval = 100 * time.Millisecond
+		fleet[i] = testkit.NewLimiter(t, testkit.NewClient(t, srv.Addr()), opts)
+	}
+	testkit.Eventually(t, "each limiter counts two instances", func() bool {
+		return fleet[0].Stats().Instances == 2 && fleet[1].Stats().Instances == 2
+	})
+	rule := ratelimit.Rule{Name: "pause", Limit: ratelimit.PerHour(10)}
+	remaining := func() int {
+		r, err := fleet[0].Peek(context.Background(), rule, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Degraded {
+			return -1
+		}
+		return r.Remaining
+	}
+	testkit.Eventually(t, "the whole Rate before the pause", func() bool { return remaining() == 10 })
+	born := func() string {
+		v, err := srv.Do("GET", "pause:v1:{instances}:born")
+		if err != nil && !errors.Is(err, redistest.ErrNil) {
+			t.Fatal(err)
+		}
+		return v
+	}
+	before := born()
+	srv.DebugSleep(time.Second) // ten heartbeat periods
+	testkit.Eventually(t, "the instances set made anew after the sleep", func() bool { return born() != before })
+	testkit.Eventually(t, "the whole Rate after the set ran out", func() bool { return remaining() == 10 })
+	if _, err := srv.Do("FLUSHALL"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "the other's share reserved after a FLUSHALL", func() bool { return remaining() == 5 })
 }
