@@ -31,23 +31,9 @@ func TestFaultFleetShare(t *testing.T) {
 	rule := ratelimit.Rule{Name: "fleet", Limit: ratelimit.Limit{Rate: 13, Window: time.Second}}
 	share := (rule.Limit.Rate + instances - 1) / instances
 
-	var fleet [instances]*ratelimit.Limiter
-	for i := range fleet {
-		opts := testkit.OutageOptions(clk, &logs, nil)
-		opts.KeyPrefix = "fleet:"
-		// A live instance is one beaten within three heartbeats: 1.5 s,
-		// long enough that a busy machine does not drop one.
-		opts.HeartbeatInterval = 500 * time.Millisecond
-		fleet[i] = testkit.NewLimiter(t, testkit.NewClient(t, srv.Addr()), opts)
-	}
-	testkit.Eventually(t, "every limiter counts four instances", func() bool {
-		for _, l := range fleet {
-			if l.Stats().Instances != instances {
-				return false
-			}
-		}
-		return true
-	})
+	// A live instance is one beaten within three heartbeats: 1.5 s, long
+	// enough that a busy machine does not drop one.
+	fleet := outageFleet(t, srv, clk, &logs, "fleet:", 500*time.Millisecond, instances)
 	if n := mustInt(t, srv, "ZCARD", "fleet:v1:{instances}"); n != instances {
 		t.Fatalf("the instances set holds %d members, want %d", n, instances)
 	}
@@ -181,16 +167,7 @@ func TestFaultPauseIsNoLoss(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{EnableDebug: true})
 	clk := testkit.NewClock() // stands still: only the heartbeats' TIME moves
 	var logs testkit.SyncBuffer
-	var fleet [2]*ratelimit.Limiter
-	for i := range fleet {
-		opts := testkit.OutageOptions(clk, &logs, nil)
-		opts.KeyPrefix = "pause:"
-		opts.HeartbeatInterval = 100 * time.Millisecond
-		fleet[i] = testkit.NewLimiter(t, testkit.NewClient(t, srv.Addr()), opts)
-	}
-	testkit.Eventually(t, "each limiter counts two instances", func() bool {
-		return fleet[0].Stats().Instances == 2 && fleet[1].Stats().Instances == 2
-	})
+	fleet := outageFleet(t, srv, clk, &logs, "pause:", 100*time.Millisecond, 2)
 	rule := ratelimit.Rule{Name: "pause", Limit: ratelimit.PerHour(10)}
 	remaining := func() int {
 		r, err := fleet[0].Peek(context.Background(), rule, "k")
@@ -218,4 +195,27 @@ func TestFaultPauseIsNoLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, "the other's share reserved after a FLUSHALL", func() bool { return remaining() == 5 })
+}
+
+// outageFleet returns n limiters on srv under prefix, as n instances of a
+// service, with testkit.OutageOptions on clk and logs and a heartbeat every
+// period, once each counts n live instances.
+func outageFleet(t *testing.T, srv *redistest.Server, clk ratelimit.Clock, logs *testkit.SyncBuffer, prefix string, period time.Duration, n int) []*ratelimit.Limiter {
+	t.Helper()
+	fleet := make([]*ratelimit.Limiter, n)
+	for i := range fleet {
+		opts := testkit.OutageOptions(clk, logs, nil)
+		opts.KeyPrefix = prefix
+		opts.HeartbeatInterval = period
+		fleet[i] = testkit.NewLimiter(t, testkit.NewClient(t, srv.Addr()), opts)
+	}
+	testkit.Eventually(t, fmt.Sprintf("every limiter counts %d instances", n), func() bool {
+		for _, l := range fleet {
+			if l.Stats().Instances != n {
+				return false
+			}
+		}
+		return true
+	})
+	return fleet
 }
