@@ -32,8 +32,8 @@ import (
 //     most.
 //
 // Liveness: from one Window after the last recovery on (every instance has
-// written back by then) the fleet admits at least 0.9 × Rate in each
-// whole window.
+// written back by then) the fleet admits at least 0.9 × Rate in every
+// interval of 1.2 Windows (see checkLiveAfter).
 func TestRecoveryFleetWindows(t *testing.T) {
 	rules := recoveryRules()[:3]
 	opts := recoveryOptions()
@@ -120,8 +120,20 @@ func checkFleetWindows(t *testing.T, r ratelimit.Rule, calls []spanCall, faults 
 	t.Logf("rule %q (Rate %d, Window %v): every window within its bound (closest: %d under it)", r.Name, rate, r.Limit.Window, -worst)
 }
 
-// checkLiveAfter checks that every whole window from from to the last
-// call admitted at least 0.9 × Rate.
+// checkLiveAfter checks liveness from from to the last call: every
+// interval of Window + Window/5 holds at least 0.9 × Rate allowed calls
+// (by their return), and so does each whole window, logged one by one, in
+// total.
+//
+// Not each tumbling window on its own: while demand exceeds it, an exact
+// log admits a call when each slot frees, a reuse delay later (the round
+// trip, the shield's retry, a stall of the scheduler). A slot is used once
+// per Window plus that delay, so one whose use drifts across a window's
+// boundary skips that window, and the slots admitted together at a
+// recovery drift together: in CI a healthy fleet admitted 30, 30, 26, 30
+// in consecutive windows of recover0 (Rate 30), the 4 that window lacked
+// taken just after its end. An interval of Window + D holds a use of every
+// slot whose reuse delay is under D.
 func checkLiveAfter(t *testing.T, r ratelimit.Rule, calls []spanCall, from time.Time) {
 	t.Helper()
 	if len(calls) == 0 {
@@ -129,24 +141,39 @@ func checkLiveAfter(t *testing.T, r ratelimit.Rule, calls []spanCall, from time.
 	}
 	end := calls[len(calls)-1].end
 	w := r.Limit.Window
-	windows := 0
-	for a := from; !a.Add(w).After(end); a = a.Add(w) {
-		n := 0
-		var per [8]int
+	in := func(a, b time.Time) (n int, per [4]int) {
 		for _, c := range calls {
-			if !c.end.Before(a) && c.end.Before(a.Add(w)) {
+			if !c.end.Before(a) && c.end.Before(b) {
 				n += c.n
 				per[c.inst%len(per)] += c.n
 			}
 		}
-		t.Logf("rule %q: window from +%v after the last recovery's window: %d (by instance %v)", r.Name, a.Sub(from).Round(time.Millisecond), n, per[:4])
+		return n, per
+	}
+	windows, total := 0, 0
+	for a := from; !a.Add(w).After(end); a = a.Add(w) {
+		n, per := in(a, a.Add(w))
+		t.Logf("rule %q: window from +%v after the last recovery's window: %d (by instance %v)", r.Name, a.Sub(from).Round(time.Millisecond), n, per)
 		windows++
-		if 10*n < 9*int(r.Limit.Rate) {
-			t.Errorf("rule %q: the window from %s, after the last recovery, admitted %d, under 0.9 × Rate (%d)", r.Name, a.Format("15:04:05.000000"), n, r.Limit.Rate)
-		}
+		total += n
 	}
 	if windows == 0 {
 		t.Errorf("rule %q: no whole window after %s to check liveness in", r.Name, from.Format("15:04:05.000"))
+		return
+	}
+	if 10*total < 9*windows*int(r.Limit.Rate) {
+		t.Errorf("rule %q: %d windows after the last recovery admitted %d, under 0.9 × Rate (%d) each", r.Name, windows, total, r.Limit.Rate)
+	}
+	span := w + w/5
+	least, at := -1, from
+	for a := from; !a.Add(span).After(end); a = a.Add(w / 20) {
+		if n, _ := in(a, a.Add(span)); least < 0 || n < least {
+			least, at = n, a
+		}
+	}
+	t.Logf("rule %q: the fewest in an interval of %v: %d, from +%v", r.Name, span, least, at.Sub(from).Round(time.Millisecond))
+	if 10*least < 9*int(r.Limit.Rate) {
+		t.Errorf("rule %q: the %v from %s, after the last recovery, admitted %d, under 0.9 × Rate (%d)", r.Name, span, at.Format("15:04:05.000000"), least, r.Limit.Rate)
 	}
 }
 
