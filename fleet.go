@@ -124,13 +124,15 @@ func (l *Limiter) reserve(conn *redisConn, p *plan, now int64) (events int64, lo
 }
 
 // loss is when Redis lost its data, as a Limiter learnt it from a
-// heartbeat (see learnFleet): on Redis' clock at the latest when the
-// fleet's new epoch was made, age µs before the heartbeat's TIME, redis;
-// the Limiter learnt it at process on the process clock, and at clock on
-// its own (Options.Clock, or the process clock), which need not run as
-// Redis' does (a fake Clock may stand still), so that only the learning
-// bounds the loss there. The events Redis lost were recorded before both,
-// on the clock their scripts decided on.
+// heartbeat (see learnFleet): on Redis' clock, everything it lost had been
+// recorded age µs before the heartbeat's TIME, redis (by the server's
+// start when it lost its data by stopping, otherwise by the making of the
+// fleet's new epoch: lua/fleet.lua's KEYS[5]); the Limiter learnt it at
+// process on the process clock, and at clock on its own (Options.Clock,
+// or the process clock), which need not run as Redis' does (a fake Clock
+// may stand still), so that only the learning bounds the loss there. The
+// events Redis lost were recorded before both, on the clock their scripts
+// decided on, and stamped up to a Prefetch later (a grant's slots).
 type loss struct{ process, clock, redis, age int64 }
 
 // on returns the loss and the time of a decision of p at now, both on the
@@ -138,12 +140,14 @@ type loss struct{ process, clock, redis, age int64 }
 // (Options.Clock, or a quota's period), otherwise Redis' TIME, which the
 // process does not read: now on it is the heartbeat's TIME moved on by the
 // process clock since, so that a skew between the two clocks moves
-// neither a fixed window's boundary nor a period's.
+// neither a fixed window's boundary nor a period's. The loss is as late as
+// the latest stamp it may have held: a grant's, p's Prefetch past its
+// recording (every process of a fleet gives a rule the same Prefetch).
 func (ls *loss) on(l *Limiter, p *plan, now int64) (at, then int64) {
 	if l.sendsNow(p.alg.rules.timed()) {
-		return ls.clock, now
+		return ls.clock + p.prefetch, now
 	}
-	return ls.redis - ls.age, ls.redis + l.clock.now() - ls.process
+	return ls.redis - ls.age + p.prefetch, ls.redis + l.clock.now() - ls.process
 }
 
 // rejoinBeats is how many successful heartbeats after a failed one may
@@ -206,9 +210,10 @@ func (l *Limiter) beat(conn *redisConn, key string, kicked bool) {
 }
 
 // fleetReply is lua/fleet.lua's reply: the live instances, the age of the
-// set (µs), the instances not settled, Redis' time (µs), and when Redis'
-// data began as far as the fleet knows (µs, its epoch).
-type fleetReply struct{ live, age, unsettled, now, epoch int64 }
+// set (µs), the instances not settled, Redis' time (µs), when Redis' data
+// began as far as the fleet knows (µs, its epoch), and a time by which
+// everything Redis lost before the epoch had been recorded (µs).
+type fleetReply struct{ live, age, unsettled, now, epoch, lostBy int64 }
 
 // sendBeat runs lua/fleet.lua: this Limiter is live for three heartbeat
 // periods, owes Redis or not, and counts as settled from settleFrom.
@@ -221,14 +226,14 @@ func (l *Limiter) sendBeat(conn *redisConn, key string, spare bool) (fleetReply,
 	var r fleetReply
 	err := l.sendWithoutFallback(context.Background(), conn, key, subject{"heartbeat", key}, "announcing the limiter", spare,
 		func(ctx context.Context, c rueidis.Client) error {
-			reply, err := fleetScript.Exec(ctx, c, []string{key, key + ":born", key + ":owing", key + ":epoch"}, []string{l.id, itoa(period), owes, itoa(l.settleFrom.Load())}).AsIntSlice()
+			reply, err := fleetScript.Exec(ctx, c, []string{key, key + ":born", key + ":owing", key + ":epoch", key + ":lost"}, []string{l.id, itoa(period), owes, itoa(l.settleFrom.Load())}).AsIntSlice()
 			if err != nil {
 				return err
 			}
-			if len(reply) != 5 {
+			if len(reply) != 6 {
 				return &callError{cause: misuse, err: errors.New("unexpected heartbeat reply")}
 			}
-			r = fleetReply{live: reply[0], age: reply[1], unsettled: reply[2], now: reply[3], epoch: reply[4]}
+			r = fleetReply{live: reply[0], age: reply[1], unsettled: reply[2], now: reply[3], epoch: reply[4], lostBy: reply[5]}
 			return nil
 		})
 	return r, err
@@ -253,7 +258,7 @@ func (l *Limiter) learnFleet(r fleetReply, kicked bool) {
 		// A newer epoch than the one this Limiter announced itself in:
 		// Redis lost its data (see reserve). A set that ran out while
 		// every Limiter was away keeps its epoch (see lua/fleet.lua).
-		l.lost.Store(&loss{process: l.clock.now(), clock: l.localNow(), redis: r.now, age: max(0, r.now-r.epoch)})
+		l.lost.Store(&loss{process: l.clock.now(), clock: l.localNow(), redis: r.now, age: max(0, r.now-r.lostBy)})
 	}
 	l.set.fleet.Store(max(1, live))
 	l.unsettled.Store(r.unsettled)

@@ -156,3 +156,46 @@ func TestSetRunOutIsNoLoss(t *testing.T) {
 		t.Fatal("a FLUSHALL did not count as a loss of Redis' data")
 	}
 }
+
+// TestLossCoversAGrantsStamps: what Redis lost was recorded by a time its
+// heartbeat tells (lua/fleet.lua's KEYS[5]), but a grant stamps its slots
+// up to Prefetch past its recording, so the loss counts from that much
+// later for a prefetching rule, on Redis' clock and on Options.Clock
+// (loss.on).
+func TestLossCoversAGrantsStamps(t *testing.T) {
+	const ms = int64(time.Millisecond / time.Microsecond)
+	compile := func(r Rule) plan {
+		p, err := r.compile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	plain := compile(Rule{Name: "log", Limit: PerSecond(100)})
+	prefetching := compile(Rule{Name: "log", Limit: PerSecond(100), Prefetch: 20 * time.Millisecond})
+	ls := &loss{process: 0, clock: 5000 * ms, redis: 9000 * ms, age: 1000 * ms}
+	onRedis, err := New(nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer onRedis.Close()
+	onClock, err := New(nil, Options{Clock: clock.NewFake(time.UnixMicro(6000 * ms))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer onClock.Close()
+	for _, c := range []struct {
+		l    *Limiter
+		p    plan
+		want int64
+	}{
+		{onRedis, plain, 8000 * ms},       // Redis' TIME less the age
+		{onRedis, prefetching, 8020 * ms}, // and a Prefetch later
+		{onClock, plain, 5000 * ms},       // the learning on the Limiter's clock
+		{onClock, prefetching, 5020 * ms}, // and a Prefetch later
+	} {
+		if at, _ := ls.on(c.l, &c.p, 6000*ms); at != c.want {
+			t.Errorf("Clock %v, Prefetch %dµs: the loss at %d, want %d", c.l.set.Clock != nil, c.p.prefetch, at, c.want)
+		}
+	}
+}

@@ -39,8 +39,8 @@ func (c *countingClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.
 // Redis' TIME) once and returns the live count it answers.
 func fleetBeat(t *testing.T, c rueidis.Client, id string) int64 {
 	t.Helper()
-	reply, err := fleetScript.Exec(context.Background(), c, []string{"s:v1:{instances}", "s:v1:{instances}:born", "s:v1:{instances}:owing", "s:v1:{instances}:epoch"}, []string{id, "1000000", "0", "0"}).AsIntSlice()
-	if err != nil || len(reply) != 5 {
+	reply, err := fleetScript.Exec(context.Background(), c, []string{"s:v1:{instances}", "s:v1:{instances}:born", "s:v1:{instances}:owing", "s:v1:{instances}:epoch", "s:v1:{instances}:lost"}, []string{id, "1000000", "0", "0"}).AsIntSlice()
+	if err != nil || len(reply) != 6 {
 		t.Fatalf("fleet.lua: %v, %v", reply, err)
 	}
 	return reply[0]
@@ -131,7 +131,7 @@ func TestScriptsAtMaxmemory(t *testing.T) {
 		t.Fatalf("SET at maxmemory: %v; want refused with OOM", err)
 	}
 
-	err := fleetScript.Exec(ctx, c, []string{"s:v1:{instances}", "s:v1:{instances}:born", "s:v1:{instances}:owing", "s:v1:{instances}:epoch"}, []string{"a", "1000000", "0", "0"}).Error()
+	err := fleetScript.Exec(ctx, c, []string{"s:v1:{instances}", "s:v1:{instances}:born", "s:v1:{instances}:owing", "s:v1:{instances}:epoch", "s:v1:{instances}:lost"}, []string{"a", "1000000", "0", "0"}).Error()
 	if re, ok := rueidis.IsRedisErr(err); !ok || !strings.HasPrefix(re.Error(), "OOM") {
 		t.Errorf("fleet.lua at maxmemory: %v; want refused with OOM", err)
 	}

@@ -29,6 +29,18 @@
 --          makes a newer one. epochLife is a day: a fleet whose every
 --          Limiter stayed away from Redis for longer than that counts it
 --          as a loss, which costs under-admission, never more.
+-- KEYS[5]  when the data Redis lost ended, as far as it can tell, in µs
+--          (<prefix>v1:{instances}:lost): made with the epoch, and kept
+--          as long. What Redis lost was recorded before it: the server's
+--          start (rounded up to the second after it) when nothing since
+--          can have removed data from the running server (no FLUSHALL,
+--          FLUSHDB, SWAPDB, DEBUG or CONFIG RESETSTAT in INFO
+--          commandstats, no key evicted, never a replica: what it lost, it
+--          lost by stopping), and the epoch itself otherwise (a FLUSHALL
+--          may have come just before it). A key of its own, not a part of
+--          the epoch's value, so that a Limiter of an earlier version
+--          reads the epoch as before; one missing (an epoch such a
+--          Limiter made) is the epoch.
 -- ARGV[1]  the Limiter's id.
 -- ARGV[2]  the Limiter's heartbeat period in µs.
 -- ARGV[3]  '1' when the Limiter owes Redis decisions it made without it
@@ -41,14 +53,44 @@
 -- its debt), keeps the sets for as long as their longest-lived member, and
 -- returns how many Limiters are live, this one included, how old the set
 -- is, in µs, how many other live Limiters may hold decisions Redis lacks,
--- Redis' TIME, and the epoch. Those are the Limiters that owe some, those that missed
+-- Redis' TIME, the epoch, and when the data Redis lost ended. Those are the Limiters that owe some, those that missed
 -- a heartbeat (their last is more than one and a half of this one's
 -- periods old: Redis may be out of their reach, and they decide without
 -- it), and those whose last heartbeat came before ARGV[4]. (A Limiter's
 -- last heartbeat is its score less three periods: this one's, as every
 -- Limiter of a fleet has the same.)
 {{- define "fleet" -}}
-local set, born, owing, epoch_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+-- fleet_info returns the field name of INFO's section, or nil (a server
+-- that does not report it: miniredis).
+local function fleet_info(section, name)
+  local text = redis.pcall('INFO', section)
+  if type(text) ~= 'string' then
+    return nil
+  end
+  return string.match(text, name .. ':([^\r\n]*)')
+end
+-- fleet_lost_by returns a time by which everything the server may have
+-- lost had been recorded, at most now (see KEYS[5]): INFO's uptime is in
+-- whole seconds, so the start lies before the second after now's less it.
+local function fleet_lost_by(now)
+  local uptime = tonumber(fleet_info('server', 'uptime_in_seconds') or '')
+  if not uptime or fleet_info('replication', 'role') ~= 'master'
+      or fleet_info('replication', 'second_repl_offset') ~= '-1'
+      or fleet_info('stats', 'evicted_keys') ~= '0' then
+    return now
+  end
+  local commands = redis.pcall('INFO', 'commandstats')
+  if type(commands) ~= 'string' then
+    return now
+  end
+  for _, c in ipairs({'flushall', 'flushdb', 'swapdb', 'debug', 'config|resetstat'}) do
+    if string.find(commands, 'cmdstat_' .. c .. ':', 1, true) then
+      return now
+    end
+  end
+  return math.min(now, (math.floor(now / 1000000) - uptime + 1) * 1000000)
+end
+local set, born, owing, epoch_key, lost_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local now
 do
   {{template "now.redis"}}
@@ -56,11 +98,18 @@ end
 local live = 3 * tonumber(ARGV[2])
 local epoch_life = 86400000
 local epoch = redis.call('GET', epoch_key)
+local lost_by
 if not epoch then
   epoch = string.format('%d', now)
+  lost_by = string.format('%d', fleet_lost_by(now))
   redis.call('SET', epoch_key, epoch, 'PX', epoch_life)
-elseif redis.call('PTTL', epoch_key) < epoch_life / 2 then
-  redis.call('PEXPIRE', epoch_key, epoch_life)
+  redis.call('SET', lost_key, lost_by, 'PX', epoch_life)
+else
+  lost_by = redis.call('GET', lost_key) or epoch
+  if redis.call('PTTL', epoch_key) < epoch_life / 2 then
+    redis.call('PEXPIRE', epoch_key, epoch_life)
+    redis.call('PEXPIRE', lost_key, epoch_life)
+  end
 end
 if redis.call('EXISTS', set) == 0 then
   redis.call('SET', born, string.format('%d', now))
@@ -95,5 +144,5 @@ for _, id in ipairs(redis.call('ZRANGE', owing, 0, -1)) do
     unsettled = unsettled + 1
   end
 end
-return {redis.call('ZCARD', set), now - since, unsettled, now, tonumber(epoch)}
+return {redis.call('ZCARD', set), now - since, unsettled, now, tonumber(epoch), tonumber(lost_by)}
 {{- end}}

@@ -141,10 +141,10 @@ func TestFleetOnCluster(t *testing.T) {
 		node := cluster.Node(i)
 		want := 0
 		if node == owner {
-			want = 3
+			want = 4
 		}
 		if n := mustInt(t, node, "DBSIZE"); n != want {
-			t.Errorf("node %s holds %d keys, want %d: one instances set, the time it was made and the fleet's epoch, on the node of their slot", node.Addr(), n, want)
+			t.Errorf("node %s holds %d keys, want %d: one instances set, the time it was made, the fleet's epoch and when what Redis lost had been recorded, on the node of their slot", node.Addr(), n, want)
 		}
 	}
 	if n := mustInt(t, owner, "ZCARD", key); n != len(fleet) {
@@ -218,4 +218,73 @@ func outageFleet(t *testing.T, srv *redistest.Server, clk ratelimit.Clock, logs 
 		return true
 	})
 	return fleet
+}
+
+// TestFaultRestartLossEndsWithTheStart: two instances, an exact log of 10
+// per 6s on Redis' TIME, redis-server killed and restarted without
+// persistence while both breakers rest, so that they learn of the loss
+// at their probe, ProbeAfter (3s) later. What Redis lost was recorded
+// before the new server started, so the other's share counts until that
+// start plus a Window (plus INFO's whole second), not until the learning
+// plus a Window, as it did when the loss was placed at the epoch's making.
+// A FLUSHALL then, on a server that has run for longer than a Window, is a
+// loss placed at the epoch's making: the share still counts after it.
+func TestFaultRestartLossEndsWithTheStart(t *testing.T) {
+	if !testkit.HaveRedis(t) {
+		t.Skip("needs redis-server")
+	}
+	srv := redistest.Start(t, redistest.Options{})
+	var logs testkit.SyncBuffer
+	const window = 6 * time.Second
+	fleet := make([]*ratelimit.Limiter, 2)
+	for i := range fleet {
+		fleet[i] = testkit.NewLimiter(t, testkit.NewClient(t, srv.Addr()), ratelimit.Options{
+			KeyPrefix: "restart:", Timeout: 200 * time.Millisecond, ProbeAfter: 3 * time.Second,
+			HeartbeatInterval: 100 * time.Millisecond, Logger: quietLogger(&logs)})
+	}
+	testkit.Eventually(t, "both limiters count two instances", func() bool {
+		return fleet[0].Stats().Instances == 2 && fleet[1].Stats().Instances == 2
+	})
+	rule := ratelimit.Rule{Name: "restart", Limit: ratelimit.Limit{Rate: 10, Window: window}}
+	remaining := func() int {
+		r, err := fleet[0].Peek(context.Background(), rule, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Degraded {
+			return -1
+		}
+		return r.Remaining
+	}
+	testkit.Eventually(t, "the whole Rate before the restart", func() bool { return remaining() == 10 })
+
+	srv.Kill()
+	testkit.Eventually(t, "both breakers open", func() bool {
+		return fleet[0].Stats().BreakersOpen > 0 && fleet[1].Stats().BreakersOpen > 0
+	})
+	srv.Restart()
+	restarted := time.Now() // the server started before this
+	testkit.Eventually(t, "the other's share reserved once the loss is learnt", func() bool { return remaining() == 5 })
+	learnt := time.Now()
+	check := restarted.Add(window + 1600*time.Millisecond) // the start, INFO's second, and a margin
+	if learnt.Add(window).Before(check.Add(500 * time.Millisecond)) {
+		t.Fatalf("the loss was learnt %v after the restart: too soon to tell its start from its learning", learnt.Sub(restarted))
+	}
+	time.Sleep(time.Until(check))
+	if got := remaining(); got != 10 {
+		t.Errorf("%v after the restart (the loss learnt %v after it): Remaining %d, want 10: the loss still counts after the server's start plus a Window",
+			time.Since(restarted).Round(time.Millisecond), learnt.Sub(restarted).Round(time.Millisecond), got)
+	}
+
+	if _, err := srv.Do("FLUSHALL"); err != nil {
+		t.Fatal(err)
+	}
+	flushed := time.Now()
+	testkit.Eventually(t, "the other's share reserved after a FLUSHALL", func() bool { return remaining() == 5 })
+	if time.Since(flushed) < window/2 {
+		time.Sleep(time.Until(flushed.Add(window / 2)))
+		if got := remaining(); got != 5 {
+			t.Errorf("half a Window after a FLUSHALL: Remaining %d, want 5 (the loss counts from the epoch's making)", got)
+		}
+	}
 }
