@@ -97,13 +97,16 @@ func (l *Limiter) kickHeartbeat() {
 // until it has written back or its announcement runs out.
 
 // reserve returns the events a decision on Redis through conn at now for
-// p counts for the other instances (see above), and whether a loss of
-// Redis' data still counts at now (writeBackKind.lost).
-func (l *Limiter) reserve(conn *redisConn, p *plan, now int64) (events int64, lost bool) {
+// p counts for the other instances (see above), whether a loss of Redis'
+// data still counts at now (writeBackKind.lost), and when it was, on the
+// process' own clock (now's; maxTime: not known), so that the process'
+// own events after it, which Redis holds, do not count twice (see
+// lostOwn).
+func (l *Limiter) reserve(conn *redisConn, p *plan, now int64) (events int64, lost bool, lostAt int64) {
 	rate := p.rate
 	n := l.set.fleet.Load()
 	if n <= 1 {
-		return 0, false
+		return 0, false, 0
 	}
 	settled := l.settled(conn) // first: it may learn who owes
 	share := l.set.degradedRate(rate)
@@ -111,16 +114,17 @@ func (l *Limiter) reserve(conn *redisConn, p *plan, now int64) (events int64, lo
 	if !settled {
 		// Its calls failed, and no heartbeat has said since whether
 		// Redis lost its data or who owes: as if both.
-		return min((n-1)*share, most), true
+		return min((n-1)*share, most), true, maxTime
 	}
 	events = min(min(l.unsettled.Load(), n-1)*share, most)
 	if ls := l.lost.Load(); ls != nil {
-		at, now := ls.on(l, p, now)
+		at, then := ls.on(l, p, now)
 		var still int64
-		still, lost = p.alg.back.lost(*p, at, now, min((n-1)*share, most))
+		still, lost = p.alg.back.lost(*p, at, then, min((n-1)*share, most))
 		events = max(events, still)
+		lostAt = at - (then - now)
 	}
-	return max(events, 0), lost
+	return max(events, 0), lost, lostAt
 }
 
 // loss is when Redis lost its data, as a Limiter learnt it from a

@@ -96,7 +96,7 @@ func (l *Limiter) holdGroup(ctx context.Context, conn *redisConn, g []groupPair,
 	queue := l.set.ShieldMax >= 0
 	for i := range g {
 		legs[i] = leg{k: &g[i].k, p: &g[i].p, n: g[i].n, queue: queue}
-		legs[i].reserve, legs[i].lost = l.reserve(conn, &g[i].p, now)
+		legs[i].reserve, legs[i].lost, legs[i].lostAt = l.reserve(conn, &g[i].p, now)
 	}
 	var w waiting
 	defer w.stop()

@@ -199,3 +199,60 @@ func TestLossCoversAGrantsStamps(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnEventsSinceALossCountOnce: two instances share an exact log of 20
+// a second, and Redis loses its data after instance a allowed 2 events.
+// Until the loss leaves the window, a counts the other's share (10) and
+// its own 2 events of before the loss on top of Redis' count, so it
+// allows 8 more: its events since the loss, which Redis decided and
+// holds, count once (lostOwn). Before, its whole own count was added to
+// Redis', those events twice, and it allowed 4. A fixed window's own count
+// keeps no times, and counts whole (TestFixedWindowLossEndsWithItsWindow).
+func TestOwnEventsSinceALossCountOnce(t *testing.T) {
+	mr := miniredis.RunT(t)
+	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	mr.SetTime(t0)
+	clk := clock.NewFake(t0.Add(500 * time.Millisecond))
+	a := fleetLimiter(t, mr, "own:", t0, func(o *Options) { o.Clock = clk })
+	fleetLimiter(t, mr, "own:", t0)
+	mr.SetTime(t0.Add(5 * time.Second))
+	if n := beat(t, a); n != 2 {
+		t.Fatalf("counts %d, want 2", n)
+	}
+	rule := Rule{Name: "log", Limit: PerSecond(20)}
+	ctx := context.Background()
+	allowed := func(tries int) int {
+		n := 0
+		for range tries {
+			r, err := a.Allow(ctx, rule, "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Degraded {
+				t.Fatalf("a degraded decision on a healthy Redis: %+v", r)
+			}
+			if r.Allowed {
+				n++
+			}
+		}
+		return n
+	}
+	if n := allowed(2); n != 2 {
+		t.Fatalf("before the loss %d allowed, want 2", n)
+	}
+	mr.FlushAll() // a restart without persistence
+	mr.SetTime(t0.Add(6 * time.Second))
+	clk.Set(t0.Add(600 * time.Millisecond))
+	beat(t, a) // learnt at 600ms on a's clock
+	if a.lost.Load() == nil {
+		t.Fatal("the heartbeat after the loss did not tell it")
+	}
+	clk.Set(t0.Add(700 * time.Millisecond))
+	if n := allowed(12); n != 8 {
+		t.Fatalf("after the loss %d allowed, want 8: 20 less the other's share (10) and a's 2 events of before the loss", n)
+	}
+	clk.Set(t0.Add(1600 * time.Millisecond)) // a Window after the loss: it no longer counts
+	if n := allowed(22); n != 12 {
+		t.Fatalf("a Window after the loss %d allowed, want 12: 20 less the 8 since the loss", n)
+	}
+}

@@ -101,7 +101,7 @@ func (s *localStore) hold(lg *leg, now int64) (held, *seat) {
 	hd.count = count
 	hd.others = sh.reserved
 	if lg.lost {
-		hd.owed = max(hd.owed, hd.count-hd.others+lg.reserve)
+		hd.owed = max(hd.owed, lostOwn(m, dt, p, hd.count, hd.others, lg.lostAt, now)+lg.reserve)
 	}
 	hd.fleet, hd.lost = hd.owed-owed, lg.lost
 	if o, ok := m.(meter.Ager); ok {
@@ -184,10 +184,12 @@ type leg struct {
 	id uint64
 	// reserve is what the decision counts for the other instances'
 	// decisions Redis lacks (see Limiter.reserve): hold adds it to owed.
-	// With lost, Redis lost its data less than a window ago: the process'
-	// own count is owed whole, not only its debts.
+	// With lost, Redis lost its data at lostAt, less than a window ago:
+	// the process' own count of then is owed, not only its debts (see
+	// lostOwn).
 	reserve int64
 	lost    bool
+	lostAt  int64
 	hd      held
 }
 
@@ -435,6 +437,27 @@ func (sh *localShard) owedOf(k *lkey, h uint64, p *plan, now int64) (*debt, int6
 		return dt, dt.events.Since(p.alg.back.dueFrom(*p, now))
 	}
 	return nil, 0
+}
+
+// lostOwn is what of a pair's own count, count with others of it
+// reserved by calls on their way, a decision at now counts on top of
+// Redis' when Redis lost its data at lostAt: the events the process
+// recorded by then, which Redis lost, and its debts since, which Redis
+// does not hold yet; not its events since that Redis decided, which Redis
+// holds. A meter that keeps no times (the counters, a bucket, a quota), or
+// a loss of unknown time (maxTime), counts the whole own count.
+func lostOwn(m meter.Meter, dt *debt, p *plan, count, others, lostAt, now int64) int64 {
+	s, ok := m.(meter.Stamped)
+	if !ok || lostAt >= now {
+		return count - others
+	}
+	// Nor the calls on their way (others), as without a time: held after
+	// the loss, most likely, they are among the events since it.
+	own := count - max(others, s.Since(lostAt+1))
+	if dt != nil {
+		own += dt.events.Since(max(p.alg.back.dueFrom(*p, now), lostAt+1))
+	}
+	return max(own, 0)
 }
 
 // fullByOwnCount is the way of a call that queues at a pair its own count

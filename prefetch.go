@@ -596,7 +596,7 @@ func (l *Limiter) grantArgs(p *plan, want, extra int64, id string, backs []grant
 // no grant then. Without it, a grant after an outage took slots that were
 // not free.
 func (l *Limiter) alsoCounted(conn *redisConn, k lkey, p *plan, now int64) (int64, bool) {
-	reserve, lost := l.reserve(conn, p, now)
+	reserve, lost, _ := l.reserve(conn, p, now)
 	if lost {
 		return 0, false
 	}

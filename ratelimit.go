@@ -326,7 +326,7 @@ func (l *Limiter) onRedis(ctx context.Context, conn *redisConn, r *Rule, p *plan
 	// call's events reserved in it when they fit (see mirror.go).
 	legs := [1]leg{{k: &k, p: p, n: n, peek: peek, queue: !peek && l.set.ShieldMax >= 0 && !p.alg.rules.leased(), carry: true}}
 	if !p.alg.rules.leased() {
-		legs[0].reserve, legs[0].lost = l.reserve(conn, p, now)
+		legs[0].reserve, legs[0].lost, legs[0].lostAt = l.reserve(conn, p, now)
 	}
 	var w waiting
 	defer w.stop()

@@ -51,6 +51,15 @@ type Ager interface {
 	Oldest(now, window int64) int64
 }
 
+// Stamped is a meter that keeps the time of each event (the sliding
+// log), which lets the root package tell the events recorded before a
+// loss of Redis' data from those after it.
+type Stamped interface {
+	// Since returns how many of its events were recorded at from or
+	// later.
+	Since(from int64) int64
+}
+
 // StateCopier is a meter whose whole state a decision of Redis' carries (a
 // Bucket, a Quota, a FixedWindow): the root package's mirror merges it into
 // its own, keeping the later of the two (Redis may have lost what this
