@@ -99,23 +99,7 @@ func TestFixedWindowLossEndsWithItsWindow(t *testing.T) {
 		t.Fatal("the heartbeat after the loss did not tell it")
 	}
 	rule := Rule{Name: "fixed", Kind: FixedWindow, Limit: PerSecond(10)}
-	ctx := context.Background()
-	allowed := func() int {
-		n := 0
-		for range 12 {
-			r, err := a.Allow(ctx, rule, "k")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.Degraded {
-				t.Fatalf("a degraded decision on a healthy Redis: %+v", r)
-			}
-			if r.Allowed {
-				n++
-			}
-		}
-		return n
-	}
+	allowed := func() int { return allowedOnRedis(t, a, rule, 12) }
 	if n := allowed(); n != 3 {
 		t.Fatalf("in the window of the loss %d allowed, want 3: 10 less the other's share (5) and, twice, its own events since the loss", n)
 	}
@@ -220,23 +204,7 @@ func TestOwnEventsSinceALossCountOnce(t *testing.T) {
 		t.Fatalf("counts %d, want 2", n)
 	}
 	rule := Rule{Name: "log", Limit: PerSecond(20)}
-	ctx := context.Background()
-	allowed := func(tries int) int {
-		n := 0
-		for range tries {
-			r, err := a.Allow(ctx, rule, "k")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.Degraded {
-				t.Fatalf("a degraded decision on a healthy Redis: %+v", r)
-			}
-			if r.Allowed {
-				n++
-			}
-		}
-		return n
-	}
+	allowed := func(tries int) int { return allowedOnRedis(t, a, rule, tries) }
 	if n := allowed(2); n != 2 {
 		t.Fatalf("before the loss %d allowed, want 2", n)
 	}
@@ -255,4 +223,24 @@ func TestOwnEventsSinceALossCountOnce(t *testing.T) {
 	if n := allowed(22); n != 12 {
 		t.Fatalf("a Window after the loss %d allowed, want 12: 20 less the 8 since the loss", n)
 	}
+}
+
+// allowedOnRedis makes tries calls of rule on key "k" and returns how many
+// were allowed; a degraded one fails the test (Redis is healthy).
+func allowedOnRedis(t *testing.T, l *Limiter, rule Rule, tries int) int {
+	t.Helper()
+	n := 0
+	for range tries {
+		r, err := l.Allow(context.Background(), rule, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Degraded {
+			t.Fatalf("a degraded decision on a healthy Redis: %+v", r)
+		}
+		if r.Allowed {
+			n++
+		}
+	}
+	return n
 }

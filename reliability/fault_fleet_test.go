@@ -169,16 +169,7 @@ func TestFaultPauseIsNoLoss(t *testing.T) {
 	var logs testkit.SyncBuffer
 	fleet := outageFleet(t, srv, clk, &logs, "pause:", 100*time.Millisecond, 2)
 	rule := ratelimit.Rule{Name: "pause", Limit: ratelimit.PerHour(10)}
-	remaining := func() int {
-		r, err := fleet[0].Peek(context.Background(), rule, "k")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Degraded {
-			return -1
-		}
-		return r.Remaining
-	}
+	remaining := func() int { return remainingOnRedis(t, fleet[0], rule) }
 	testkit.Eventually(t, "the whole Rate before the pause", func() bool { return remaining() == 10 })
 	born := func() string {
 		v, err := srv.Do("GET", "pause:v1:{instances}:born")
@@ -246,16 +237,7 @@ func TestFaultRestartLossEndsWithTheStart(t *testing.T) {
 		return fleet[0].Stats().Instances == 2 && fleet[1].Stats().Instances == 2
 	})
 	rule := ratelimit.Rule{Name: "restart", Limit: ratelimit.Limit{Rate: 10, Window: window}}
-	remaining := func() int {
-		r, err := fleet[0].Peek(context.Background(), rule, "k")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Degraded {
-			return -1
-		}
-		return r.Remaining
-	}
+	remaining := func() int { return remainingOnRedis(t, fleet[0], rule) }
 	testkit.Eventually(t, "the whole Rate before the restart", func() bool { return remaining() == 10 })
 
 	srv.Kill()
@@ -287,4 +269,18 @@ func TestFaultRestartLossEndsWithTheStart(t *testing.T) {
 			t.Errorf("half a Window after a FLUSHALL: Remaining %d, want 5 (the loss counts from the epoch's making)", got)
 		}
 	}
+}
+
+// remainingOnRedis returns what Peek of rule's key "k" on l reports
+// Remaining, or -1 when it was decided without Redis.
+func remainingOnRedis(t *testing.T, l *ratelimit.Limiter, rule ratelimit.Rule) int {
+	t.Helper()
+	r, err := l.Peek(context.Background(), rule, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Degraded {
+		return -1
+	}
+	return r.Remaining
 }
