@@ -28,8 +28,9 @@ import (
 
 // heartbeats announces the Limiter on conn at once and then every
 // Options.HeartbeatInterval, until the Limiter is closed; then it withdraws
-// the announcement. A heartbeat that fails (Redis cannot be used, the breaker
-// is open, no admission slot was to spare) keeps the count last seen.
+// the announcement. A heartbeat that fails (Redis cannot be used, no
+// admission slot was to spare) keeps the count last seen; one goes while
+// the breaker rests too (see sendBeat).
 func (l *Limiter) heartbeats(conn *redisConn) {
 	key := fleetKey(l.set.KeyPrefix)
 	t := time.NewTicker(l.set.HeartbeatInterval)
@@ -228,18 +229,31 @@ func (l *Limiter) sendBeat(conn *redisConn, key string, spare bool) (fleetReply,
 	}
 	period := int64(l.set.HeartbeatInterval / time.Microsecond)
 	var r fleetReply
-	err := l.sendWithoutFallback(context.Background(), conn, key, subject{"heartbeat", key}, "announcing the limiter", spare,
-		func(ctx context.Context, c rueidis.Client) error {
-			reply, err := fleetScript.Exec(ctx, c, []string{key, key + ":born", key + ":owing", key + ":epoch", key + ":lost"}, []string{l.id, itoa(period), owes, itoa(l.settleFrom.Load())}).AsIntSlice()
-			if err != nil {
-				return err
-			}
-			if len(reply) != 6 {
-				return &callError{cause: misuse, err: errors.New("unexpected heartbeat reply")}
-			}
-			r = fleetReply{live: reply[0], age: reply[1], unsettled: reply[2], now: reply[3], epoch: reply[4], lostBy: reply[5]}
-			return nil
-		})
+	run := func(ctx context.Context, c rueidis.Client) error {
+		reply, err := fleetScript.Exec(ctx, c, []string{key, key + ":born", key + ":owing", key + ":epoch", key + ":lost"}, []string{l.id, itoa(period), owes, itoa(l.settleFrom.Load())}).AsIntSlice()
+		if err != nil {
+			return err
+		}
+		if len(reply) != 6 {
+			return &callError{cause: misuse, err: errors.New("unexpected heartbeat reply")}
+		}
+		r = fleetReply{live: reply[0], age: reply[1], unsettled: reply[2], now: reply[3], epoch: reply[4], lostBy: reply[5]}
+		return nil
+	}
+	if conn != nil && conn.breakers.ForKey(key).Resting() {
+		// The breaker rests, and the Limiter decides without Redis: that
+		// is when the others must learn that it owes Redis, and that it
+		// is live. The heartbeat goes all the same, once a period, within
+		// Options.Timeout, without the breaker: it neither closes it nor
+		// counts as its failure. Through the resting breaker it was never
+		// sent, so the others counted this Limiter's share only once its
+		// announcement was 1.5 periods old, and forgot it at 3, while it
+		// still decided without Redis (TestRestingBreakerStillAnnounces).
+		ctx, cancel := context.WithTimeout(context.Background(), l.set.Timeout)
+		defer cancel()
+		return r, run(ctx, conn.client)
+	}
+	err := l.sendWithoutFallback(context.Background(), conn, key, subject{"heartbeat", key}, "announcing the limiter", spare, run)
 	return r, err
 }
 

@@ -265,7 +265,7 @@ func (l *Limiter) askOwn(ctx context.Context, conn *redisConn, g *pairGrants, p 
 	}
 	want = g.Ask(want) + n
 	g.mu.Unlock()
-	l.request(ctx, conn, g, p, k, want, backs)
+	l.request(ctx, conn, g, p, k, want, n, backs)
 	at = l.localNow()
 	g.mu.Lock()
 	if u, ok := w.Served(); ok {
@@ -345,8 +345,9 @@ func (g *pairGrants) reject(p *plan, at int64, res *Result) Path {
 // askFor asks Redis at now for want slots of k's meter into g, whose
 // asking the caller set, giving back backs (what earlier grants left); the
 // grant becomes g's live one or its next (see grant.Pair.Install), and
-// asking is closed.
-func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *pairGrants, p *plan, k lkey, want, now int64, backs []grantBack) {
+// asking is closed. least is the events of the call that asks (0: none
+// asks): Redis grants that many slots at least, or none (see askGrant).
+func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *pairGrants, p *plan, k lkey, want, least, now int64, backs []grantBack) {
 	id := l.member(l.seq.Add(1)) + "g"
 	// The grant's time: Redis' usable and empty run from the time it
 	// took the slots at, its TIME, no earlier than the clock's reading
@@ -354,7 +355,7 @@ func (l *Limiter) askFor(ctx context.Context, conn *redisConn, g *pairGrants, p 
 	// (Options.Clock, a quota's period), now, which may be earlier.
 	sent := min(now, l.localNow())
 	backsDone := l.local.backsDone(k)
-	rep, ok := l.askGrant(ctx, conn, p, k, want, id, backs, now)
+	rep, ok := l.askGrant(ctx, conn, p, k, want, least, id, backs, now)
 	got, none := rep.got, rep.none
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -468,7 +469,7 @@ func (l *Limiter) useGrant(conn *redisConn, g *pairGrants, k lkey, n, now int64,
 	if refresh {
 		ctx, cancel := context.WithTimeout(context.Background(), l.set.Timeout)
 		defer cancel()
-		l.request(ctx, conn, g, &p, k, want, backs)
+		l.request(ctx, conn, g, &p, k, want, 0, backs)
 	}
 }
 
@@ -476,9 +477,9 @@ func (l *Limiter) useGrant(conn *redisConn, g *pairGrants, k lkey, n, now int64,
 // the slots are stamped no earlier than the grant's end, its time plus
 // Prefetch), timed: the pair learns its round trip (see
 // grant.Pair.RoundTrip).
-func (l *Limiter) request(ctx context.Context, conn *redisConn, g *pairGrants, p *plan, k lkey, want int64, backs []grantBack) {
+func (l *Limiter) request(ctx context.Context, conn *redisConn, g *pairGrants, p *plan, k lkey, want, least int64, backs []grantBack) {
 	sent := l.localNow()
-	l.askFor(ctx, conn, g, p, k, want, sent, backs)
+	l.askFor(ctx, conn, g, p, k, want, least, sent, backs)
 	rt := max(0, l.localNow()-sent)
 	g.mu.Lock()
 	g.RoundTrip(p.prefetch, want, rt)
@@ -520,8 +521,12 @@ type grantReply struct {
 
 // askGrant asks Redis for want slots of k's meter at now under id, giving
 // back backs, and returns its reply; ok is false when Redis could not be
-// asked (backs are then owed).
-func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey, want int64, id string, backs []grantBack, now int64) (rep grantReply, ok bool) {
+// asked (backs are then owed). Redis grants least slots at least (the
+// events of the call that asks), or none: a grant too small for its call
+// served nothing, held its slots unused while the call went to Redis, and
+// was not a refusal, so the pair's next call asked again, one script more
+// for each call while a full key freed its slots one by one.
+func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey, want, least int64, id string, backs []grantBack, now int64) (rep grantReply, ok bool) {
 	ks := redisKeys(l.set.KeyPrefix, k)
 	keys := []string{ks.meter(p.alg), ks.reset}
 	if p.penalize {
@@ -539,7 +544,7 @@ func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey
 			}
 		}
 	}
-	args := l.grantArgs(p, want, extra, id, backs, now)
+	args := l.grantArgs(p, want, least, extra, id, backs, now)
 	var reply []int64
 	s, err := l.send(ctx, conn, keys[0], subject{"rule", k.rule}, false, func(ctx context.Context, c rueidis.Client) (err error) {
 		reply, err = p.alg.redis.scripts().grant.Exec(ctx, c, keys, args).AsIntSlice()
@@ -566,9 +571,9 @@ func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey
 }
 
 // grantArgs are lua/grant.lua's arguments for a request at now for want
-// slots of p's meter under id, counting extra on top of it, giving back
-// backs.
-func (l *Limiter) grantArgs(p *plan, want, extra int64, id string, backs []grantBack, now int64) []string {
+// slots of p's meter, least of them at least, under id, counting extra on
+// top of it, giving back backs.
+func (l *Limiter) grantArgs(p *plan, want, least, extra int64, id string, backs []grantBack, now int64) []string {
 	instances := int64(1)
 	if l.set.fleet != nil {
 		instances = max(1, l.set.fleet.Load())
@@ -578,9 +583,9 @@ func (l *Limiter) grantArgs(p *plan, want, extra int64, id string, backs []grant
 	if !member {
 		fifthArg = itoa(fifth)
 	}
-	args := make([]string, 0, 9+5*len(backs))
+	args := make([]string, 0, 10+5*len(backs))
 	args = append(args, l.clockArg(now, p.alg.rules.timed()), itoa(second), itoa(p.rate), itoa(want), fifthArg,
-		itoa(p.prefetch), itoa(instances), itoa(extra), id)
+		itoa(p.prefetch), itoa(instances), itoa(extra), id, itoa(least))
 	for _, b := range backs {
 		args = append(args, b.ID, itoa(b.From), itoa(b.To), itoa(b.Mark), itoa(b.At))
 	}
@@ -612,7 +617,7 @@ func (l *Limiter) alsoCounted(conn *redisConn, k lkey, p *plan, now int64) (int6
 func (l *Limiter) giveGrantsBack(ctx context.Context) {
 	conn := l.conn.Load()
 	for _, b := range l.prefetch.backs.take() {
-		l.askGrant(ctx, conn, &b.Plan, b.Key, 0, "", []grantBack{b}, l.localNow())
+		l.askGrant(ctx, conn, &b.Plan, b.Key, 0, 0, "", []grantBack{b}, l.localNow())
 	}
 }
 

@@ -33,7 +33,7 @@ func TestGrantEndsByItsScriptsTime(t *testing.T) {
 			g.mu.Lock()
 			g.asking = make(chan struct{})
 			g.mu.Unlock()
-			l.askFor(context.Background(), l.conn.Load(), g, &p, k, 3, now, nil)
+			l.askFor(context.Background(), l.conn.Load(), g, &p, k, 3, 0, now, nil)
 			g.mu.Lock()
 			defer g.mu.Unlock()
 			if s, _ := g.Live(); s.N == 0 {

@@ -42,7 +42,7 @@ func TestPrefetchNextGrantWaits(t *testing.T) {
 	if left < 1 {
 		t.Fatalf("the grant has %d slots left, want some", left)
 	}
-	l.askFor(context.Background(), l.conn.Load(), g, &p, k, 4, at.UnixMicro(), nil)
+	l.askFor(context.Background(), l.conn.Load(), g, &p, k, 4, 0, at.UnixMicro(), nil)
 	g.mu.Lock()
 	if s, _ := g.Live(); s.ID != live || g.Next().N != 4 {
 		t.Fatalf("after the early request: live grant %q (was %q), next of %d slots; want the live one kept, the next of 4 waiting", s.ID, live, g.Next().N)
@@ -111,7 +111,7 @@ func TestPrefetchWaitersTakeIncomingGrant(t *testing.T) {
 		})
 	}
 	// The request returns with three slots.
-	l.askFor(ctx, l.conn.Load(), g, &p, k, 3, at.UnixMicro(), nil)
+	l.askFor(ctx, l.conn.Load(), g, &p, k, 3, 0, at.UnixMicro(), nil)
 	wg.Wait()
 
 	after := l.Stats()

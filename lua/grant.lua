@@ -34,7 +34,12 @@
 --          it (the process' events not written back yet, the fleet's
 --          reserve: see allow.lua's owed).
 -- ARGV[9]  this grant's id (a log's: its members are id:1 .. id:g).
--- ARGV[10..] fives of what the process gives back of its earlier grants
+-- ARGV[10] least: the events of the call that asks (0 for a request no
+--          call waits on): fewer slots than that serve it nothing, so that
+--          a request finds none free until that many are (what a rejection
+--          of that many events answers), and the process takes no slot it
+--          would hold unused while its call goes to Redis.
+-- ARGV[11..] fives of what the process gives back of its earlier grants
 --          of the pair: a grant's id, the first and last of its slots it
 --          did not use, the pair's last Reset when it was granted, and
 --          where its slots went (the kind's giveback reads the locals
@@ -54,10 +59,10 @@
 -- freed since, instead of the fleet's instances each taking that little
 -- with a script, and no earlier than one more event fits (the kind's
 -- retry); {0, count, now, retry, reset}
--- when no slot was free for a request of some: µs until one frees and
--- until the meter is empty, what a rejection of one event answers (the
--- kind's retry and reset); {0, count, now} otherwise (nothing asked, or a
--- ban).
+-- when fewer slots than least were free for a request of some: µs until
+-- least free and until the meter is empty, what a rejection of least
+-- events answers (the kind's retry and reset); {0, count, now} otherwise
+-- (nothing asked, or a ban).
 {{- define "grant" -}}
 {{template "decide.locals"}}
 {{template "now" "ARGV[1]"}}
@@ -65,12 +70,13 @@ local key, tomb = KEYS[1], KEYS[2]
 local rate, g = tonumber(ARGV[3]), tonumber(ARGV[4])
 local prefetch, instances, owed = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local id = ARGV[9]
+local least = math.max(1, tonumber(ARGV[10]))
 {{kind "args" .}}
 {{- if has "prelude" .}}
 {{kind "prelude" .}}
 {{- end}}
 local mark = redis.call('GET', tomb) or '0'
-for j = 10, #ARGV, 5 do
+for j = 11, #ARGV, 5 do
   local back_id, back_from, back_to, back_mark, back_at = ARGV[j], tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2]), ARGV[j + 3], ARGV[j + 4]
   local back_n = back_to - back_from + 1
   if back_mark == mark then
@@ -90,14 +96,14 @@ local free = rate - count
 if g <= 0 then
   return {0, count, now}
 end
-if free <= 0 then
-  local asked, retry, reset = 1, 0, 0
+if free < least then
+  local asked, retry, reset = least, 0, 0
   {{kind "retry" .}}
   {{kind "reset" .}}
   return {0, count, now, retry, reset}
 end
 local want = g
-g = math.min(g, free, math.max(1, math.floor(free / instances)))
+g = math.min(g, free, math.max(least, math.floor(free / instances)))
 local usable, at, empty, pace = prefetch, 0, 0, 0
 {{kind "take" .}}
 {{- if has "pace" .}}
