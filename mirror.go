@@ -317,6 +317,12 @@ func (sh *localShard) shieldReply(k *lkey, h uint64, p *plan, at, n int64, peek 
 		// The process' own count held the call back with events of
 		// calls on their way in it, which Redis may yet reject: no
 		// rejection to cache.
+	case sh.backs > hd.backsDone:
+		// Settles of the shard gave events back that were not done
+		// when the call was held: Redis may have counted them in this
+		// rejection, and the give-back, which dropped the cached
+		// rejections it found, came before it. Cached, it would stand
+		// until its window ended, on a key with room.
 	case hd.owed > hd.fleet:
 		// The call carried events this process decided without Redis,
 		// which the write-back is about to bring: Redis counted them
