@@ -106,6 +106,9 @@ if allows then
   redis.call('SET', KEYS[4], redis.call('GET', tomb) or '0', 'PX', ARGV[#ARGV])
 end
 {{- end}}
+{{- if has "given" .}}
+{{template "decide.given" .}}
+{{- end}}
 {{- if has "short" .}}
 if allows{{if .Penalty}} and v == 0 and k == 0{{end}} then
   return {{kind "short" .}}

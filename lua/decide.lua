@@ -31,7 +31,8 @@
 -- piece), and the process' own count does not hold a call back while the
 -- mark stands: Redis, which holds the count since the give-back, decides
 -- alone (a loss of Redis' data takes the mark with it, and the process' own
--- count then holds calls back again).
+-- count then holds calls back again), and the reply carries the mark (see
+-- decide.given), so that the process takes Redis' count for its own.
 --
 -- A piece of the scripts' templates (see remote.go and now.lua), composed
 -- for one kind and with or without a penalty: the kind's pieces are put in
@@ -130,6 +131,16 @@ else
     end
 {{- end}}
   end
+end
+{{- end}}
+
+{{/* decide.given marks a count a give-back took from (its kind's
+<kind>.given) in the reply: count becomes -1 - count, which Go reads back
+(remote.go's decision.unmark) and then takes Redis' count for the
+process' own, instead of the larger of the two. */}}
+{{- define "decide.given" -}}
+if {{kind "given" .}} then
+  count = -1 - count
 end
 {{- end}}
 
