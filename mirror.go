@@ -293,7 +293,9 @@ func (s *localStore) record(k lkey, p *plan, now, at, n int64, peek bool, d *dec
 	// left the pair full lands as a rejection when the shield caches what
 	// the next call would get (see shieldFull).
 	landed := decision{allowed: d.allowed, count: d.count}
-	d.count = max(d.count, own) // Redis' count holds what it is owed
+	if !d.given {
+		d.count = max(d.count, own) // Redis' count holds what it is owed
+	}
 	if shieldMax >= 0 && sh.shieldReply(&k, h, p, at, n, peek, d, hd, landed.count, shieldMax) {
 		landed.allowed = false
 	}
@@ -317,6 +319,12 @@ func (sh *localShard) shieldReply(k *lkey, h uint64, p *plan, at, n int64, peek 
 		// The process' own count held the call back with events of
 		// calls on their way in it, which Redis may yet reject: no
 		// rejection to cache.
+	case sh.backs > hd.backsDone:
+		// Settles of the shard gave events back that were not done
+		// when the call was held: Redis may have counted them in this
+		// rejection, and the give-back, which dropped the cached
+		// rejections it found, came before it. Cached, it would stand
+		// until its window ended, on a key with room.
 	case hd.owed > hd.fleet:
 		// The call carried events this process decided without Redis,
 		// which the write-back is about to bring: Redis counted them
@@ -381,11 +389,17 @@ func (sh *localShard) shieldFull(k *lkey, h uint64, p *plan, at, n, count int64,
 // copied while a loss of Redis' data counts (hd.lost): the process' own
 // count is then what Redis lost of the pair, as far as the process knows
 // it, and goes to Redis whole with every call; Redis' count since the loss
-// copied into it would count twice. The caller holds sh.mu.
+// copied into it would count twice. A count a give-back took from
+// (d.given: a quota's or a fixed window's, see lua/decide.lua) replaces
+// the meter's instead, after any decision, a peek's or a rejection's too:
+// the copy, which keeps the larger count, may hold events another process
+// gave back. The caller holds sh.mu.
 func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, at int64, d *decision, peek bool, givenBack int64, hd *held) {
-	if d.allowed && !peek && !hd.lost {
+	if (d.allowed && !peek || d.given) && !hd.lost {
 		if m, ok := sh.meter(k, h, p, now, false); ok {
-			if c, ok := m.(meter.StateCopier); ok {
+			if c, ok := m.(meter.CountReplacer); ok && d.given {
+				c.ReplaceFrom(now, d.count-hd.fleet, givenBack) // Redis' count holds the give-backs the copy may not
+			} else if c, ok := m.(meter.StateCopier); ok && d.allowed && !peek {
 				c.CopyFrom(now, d.count-hd.fleet, d.reset, givenBack) // a bucket, a quota, a fixed window: Redis' state is in the reply
 			}
 		}

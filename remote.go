@@ -108,6 +108,10 @@ type decision struct {
 	memoryLeft int64 // µs until the violations are forgotten
 	bans       int64 // bans remembered with the violations
 	win        int64 // approximate counter: the fixed window events went into (Redis path only)
+	// given says Redis' count is one a give-back took from (a quota's or
+	// a fixed window's mark, see lua/decide.lua): it holds every
+	// process' give-backs, and the process' own count may not.
+	given bool
 }
 
 // callArgs is the most arguments allow.lua takes before the leases.
@@ -318,7 +322,9 @@ func parseReply(resp rueidis.RedisResult, p *plan, now int64) (decision, error) 
 		// The kind's short reply to an allowing call (<kind>.short,
 		// see allow.lua): count alone; retry is 0, reset the kind's.
 		count, _ := msg.AsInt64()
-		return decision{allowed: true, count: count, reset: sr.shortReset(*p, now)}, nil
+		d := decision{allowed: true, count: count, reset: sr.shortReset(*p, now)}
+		d.unmark()
+		return d, nil
 	}
 	arr, err := msg.ToArray()
 	if err != nil {
@@ -380,7 +386,7 @@ func parseDecision(arr []rueidis.RedisMessage) (decision, error) {
 			return decision{}, err
 		}
 	}
-	return decision{
+	d := decision{
 		allowed:    v[0] == 1,
 		count:      v[1],
 		retry:      v[2],
@@ -391,7 +397,18 @@ func parseDecision(arr []rueidis.RedisMessage) (decision, error) {
 		banLeft:    v[6],
 		memoryLeft: v[7],
 		bans:       v[8],
-	}, nil
+	}
+	d.unmark()
+	return d, nil
+}
+
+// unmark reads the mark of a give-back off a reply's count: a script
+// answers -1 - count for a count a give-back took from (see
+// lua/decide.lua's decide.given).
+func (d *decision) unmark() {
+	if d.count < 0 {
+		d.count, d.given = -1-d.count, true
+	}
 }
 
 // failure says how a failed Redis call counts.

@@ -67,7 +67,9 @@
 -- retry and reset Go knows from the plan (<kind>.short: a sliding log's
 -- are 0 and its window, a calendar quota's 0 and the end of its period) answers such a call, when the penalty's five are 0,
 -- with one integer instead, count: an integer reply costs Redis less than
--- an array of four, and rueidis reads it without allocating.
+-- an array of four, and rueidis reads it without allocating. A count a
+-- give-back took from (a quota's or a fixed window's mark, see
+-- decide.lua) is answered as -1 - count, in either form.
 
 {{- define "allow" -}}
 {{template "decide.locals"}}
@@ -105,6 +107,9 @@ end
 if allows then
   redis.call('SET', KEYS[4], redis.call('GET', tomb) or '0', 'PX', ARGV[#ARGV])
 end
+{{- end}}
+{{- if has "given" .}}
+{{template "decide.given" .}}
 {{- end}}
 {{- if has "short" .}}
 if allows{{if .Penalty}} and v == 0 and k == 0{{end}} then

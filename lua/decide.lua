@@ -23,6 +23,17 @@
 -- the decision read tomb, so a call whose process adds nothing costs no
 -- more.
 --
+-- A kind whose process' own count is a copy of Redis' (see mirror.go: a
+-- calendar quota, a fixed window) cannot tell, in that process, a copy made
+-- before another process gave events back (a Reservation settled for less,
+-- an AllowAll pair taken back) from Redis' state: the copy keeps the larger
+-- count. Such a kind marks a count a give-back took from (its <kind>.given
+-- piece), and the process' own count does not hold a call back while the
+-- mark stands: Redis, which holds the count since the give-back, decides
+-- alone (a loss of Redis' data takes the mark with it, and the process' own
+-- count then holds calls back again), and the reply carries the mark (see
+-- decide.given), so that the process takes Redis' count for its own.
+--
 -- A piece of the scripts' templates (see remote.go and now.lua), composed
 -- for one kind and with or without a penalty: the kind's pieces are put in
 -- by name (the template function kind, given "count", puts in
@@ -61,6 +72,11 @@ if held > 0 or ban_left > 0 then
     held, ban_left = 0, 0
   end
 end
+{{- if has "given" .}}
+if held > 0 and {{kind "given" .}} then
+  held = 0
+end
+{{- end}}
 {{- if .Penalty}}
 {{template "penalty.read"}}
 if strikes > 0 then
@@ -115,6 +131,16 @@ else
     end
 {{- end}}
   end
+end
+{{- end}}
+
+{{/* decide.given marks a count a give-back took from (its kind's
+<kind>.given) in the reply: count becomes -1 - count, which Go reads back
+(remote.go's decision.unmark) and then takes Redis' count for the
+process' own, instead of the larger of the two. */}}
+{{- define "decide.given" -}}
+if {{kind "given" .}} then
+  count = -1 - count
 end
 {{- end}}
 

@@ -3,38 +3,51 @@
 -- length aligned to the Unix epoch. internal/meter's FixedWindow keeps
 -- the same two numbers on the local path.
 --
--- The counter is a STRING 'w c': the index of the window its count
--- belongs to (now / window, rounded down) and the count. A count of an
--- earlier window counts as 0. It expires a second after its window ends.
+-- The counter is a STRING 'w c', or 'w c g' once a give-back (undo.lua)
+-- took events back from it: the index of the window its count belongs to
+-- (now / window, rounded down), the count, and the mark of a give-back in
+-- that window. A count of an earlier window counts as 0, and so does its
+-- mark. It expires a second after its window ends.
 --
 -- Pieces of the scripts' templates (see remote.go and now.lua), put into a
 -- script where it names them; nothing here is a function. The pieces every
 -- kind has (fixed.args ... fixed.restore) are those of the decision
 -- (decide.lua says what each must do and which locals it reads and sets);
 -- this kind's own locals are window (µs), w and c (the window and its
--- events, moved to now's window). fixed.tail, fixed.undo and
+-- events, moved to now's window) and given ('', or ' g' when a give-back
+-- took events back in window w: see fixed.given). fixed.tail, fixed.undo and
 -- fixed.writeback serve allow.lua's reply, undo.lua and writeback.lua.
 
 {{- define "fixed.args" -}}
 local window = tonumber({{.Second}})
 {{- end}}
 
-{{/* fixed.state declares w and c as the counter whose key is the Lua
-expression given as the piece's argument holds them. */}}
+{{/* fixed.state declares w, c and given as the counter whose key is the
+Lua expression given as the piece's argument holds them. */}}
 {{- define "fixed.state" -}}
 local stored = redis.call('GET', {{.}})
-local w, c = 0, 0
+local w, c, given = 0, 0, ''
 if stored then
   local sp = string.find(stored, ' ', 1, true)
-  w, c = tonumber(string.sub(stored, 1, sp - 1)), tonumber(string.sub(stored, sp + 1))
+  local mark = string.find(stored, ' ', sp + 1, true)
+  w = tonumber(string.sub(stored, 1, sp - 1))
+  if mark then
+    c, given = tonumber(string.sub(stored, sp + 1, mark - 1)), ' g'
+  else
+    c = tonumber(string.sub(stored, sp + 1))
+  end
 end
 {{- end}}
+
+{{/* fixed.given: a give-back took events back from the window the
+decision counts (see decide.lua). */}}
+{{- define "fixed.given"}}given ~= ''{{end}}
 
 {{/* fixed.roll moves w and c to the window whose index is the Lua
 expression given as the piece's argument, when it is later than w. */}}
 {{- define "fixed.roll" -}}
 if {{.}} > w then
-  w, c = {{.}}, 0
+  w, c, given = {{.}}, 0, ''
 end
 {{- end}}
 
@@ -64,16 +77,16 @@ end
 {{- define "fixed.record" -}}
 c = c + n
 reset = (w + 1) * window - now
-redis.call('SET', key, string.format('%d %d', w, c), 'PX', {{template "ttl.arg" "reset"}})
+redis.call('SET', key, string.format('%d %d%s', w, c, given), 'PX', {{template "ttl.arg" "reset"}})
 {{- end}}
 
 {{- define "fixed.pending" -}}
 reset = (w + 1) * window - now
 {{- end}}
 
-{{- define "fixed.keep"}}window = window, w = w, c = c{{end}}
+{{- define "fixed.keep"}}window = window, w = w, c = c, given = given{{end}}
 {{- define "fixed.restore" -}}
-local window, w, c = p.window, p.w, p.c
+local window, w, c, given = p.window, p.w, p.c, p.given
 {{- end}}
 
 {{/* fixed.tail: the window the call's events went into, the last number
@@ -87,13 +100,14 @@ of allow.lua's reply (see algorithm.windowed and undo.lua). */}}
 {{- end}}
 
 {{/* fixed.give takes n events back from the window whose index is the Lua
-expression given as the piece's argument, and sets back to how many. */}}
+expression given as the piece's argument, sets back to how many, and marks
+the window as one a give-back took from. */}}
 {{- define "fixed.give" -}}
 {{template "fixed.state" "key"}}
 if w == {{.}} then
   back = math.min(c, n)
   if back > 0 then
-    redis.call('SET', key, string.format('%d %d', w, c - back), 'KEEPTTL')
+    redis.call('SET', key, string.format('%d %d g', w, c - back), 'KEEPTTL')
   end
 end
 {{- end}}
@@ -111,7 +125,7 @@ count = c
 {{- define "fixed.take" -}}
 c = c + g
 local ends = (w + 1) * window - now
-redis.call('SET', key, string.format('%d %d', w, c), 'PX', {{template "ttl.arg" "ends"}})
+redis.call('SET', key, string.format('%d %d%s', w, c, given), 'PX', {{template "ttl.arg" "ends"}})
 usable, at, empty = math.min(prefetch, ends), w, ends
 {{- end}}
 
@@ -130,6 +144,6 @@ local idx = math.floor(now / window)
 {{template "writeback.stamped" "w"}}
 if stamped > 0 then
   c = c + stamped
-  redis.call('SET', key, string.format('%d %d', w, c), 'PX', {{template "ttl.arg" "(w + 1) * window - now"}})
+  redis.call('SET', key, string.format('%d %d%s', w, c, given), 'PX', {{template "ttl.arg" "(w + 1) * window - now"}})
 end
 {{- end}}

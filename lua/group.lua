@@ -68,6 +68,9 @@ is in dry run. */}}
 {{- end}}
 {{kind "read" .}}
 {{template "decide" .}}
+{{- if has "given" .}}
+{{template "decide.given" .}}
+{{- end}}
 local o = #out
 {{- if .Penalty}}
 out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5], out[o + 6], out[o + 7], out[o + 8], out[o + 9] = ok, count, retry, reset, v, flags, banned_for, memory_left, k

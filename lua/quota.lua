@@ -3,35 +3,47 @@
 -- Go computes the period's bounds from the call's time and passes them.
 -- internal/meter's Quota keeps the same two numbers on the local path.
 --
--- The quota is a STRING 'start count': the start of the period (µs) the
--- count belongs to, and the count. A count of another period counts as 0.
--- It expires a second after its period ends.
+-- The quota is a STRING 'start count', or 'start count g' once a give-back
+-- (undo.lua) took events back from it: the start of the period (µs) the
+-- count belongs to, the count, and the mark of a give-back in that period.
+-- A count of another period counts as 0, and so does its mark. It expires
+-- a second after its period ends.
 --
 -- Pieces of the scripts' templates (see remote.go and now.lua), put into a
 -- script where it names them; nothing here is a function. The pieces every
 -- kind has (quota.args ... quota.restore) are those of the decision
 -- (decide.lua says what each must do and which locals it reads and sets);
 -- this kind's own locals are start and finish (the period's bounds, µs),
--- stored (the STRING) and c (the period's events). quota.take_back and
+-- stored (the STRING), c (the period's events) and given ('', or ' g' when
+-- a give-back took events back in the period: see quota.given). quota.take_back and
 -- quota.owe change a quota outside a decision (undo.lua, writeback.lua).
 
 {{- define "quota.args" -}}
 local start, finish = tonumber({{.Second}}), tonumber({{.Fifth}})
 {{- end}}
 
-{{/* quota.state declares stored and c, the events of the period that
-begins at start, of the quota whose key is the Lua expression given as the
-piece's argument. */}}
+{{/* quota.state declares stored, c and given: the events of the period
+that begins at start, and its mark, of the quota whose key is the Lua
+expression given as the piece's argument. */}}
 {{- define "quota.state" -}}
 local stored = redis.call('GET', {{.}})
-local c = 0
+local c, given = 0, ''
 if stored then
   local sp = string.find(stored, ' ', 1, true)
   if sp and tonumber(string.sub(stored, 1, sp - 1)) == start then
-    c = tonumber(string.sub(stored, sp + 1))
+    local mark = string.find(stored, ' ', sp + 1, true)
+    if mark then
+      c, given = tonumber(string.sub(stored, sp + 1, mark - 1)), ' g'
+    else
+      c = tonumber(string.sub(stored, sp + 1))
+    end
   end
 end
 {{- end}}
+
+{{/* quota.given: a give-back took events back from the period the
+decision counts (see decide.lua). */}}
+{{- define "quota.given"}}given ~= ''{{end}}
 
 {{- define "quota.read" -}}
 {{template "quota.state" "key"}}
@@ -60,7 +72,7 @@ long until it ends. */}}
 {{- define "quota.record" -}}
 c = c + n
 reset = finish - now
-redis.call('SET', key, string.format('%d %d', start, c), 'PX', {{template "ttl.arg" "reset"}})
+redis.call('SET', key, string.format('%d %d%s', start, c, given), 'PX', {{template "ttl.arg" "reset"}})
 {{- end}}
 
 {{/* quota.short is an allowing call's reply (see allow.lua): count alone,
@@ -72,19 +84,19 @@ from the plan and the time it sent (parseReply). */}}
 reset = finish - now
 {{- end}}
 
-{{- define "quota.keep"}}start = start, finish = finish, c = c{{end}}
+{{- define "quota.keep"}}start = start, finish = finish, c = c, given = given{{end}}
 {{- define "quota.restore" -}}
-local start, finish, c = p.start, p.finish, p.c
+local start, finish, c, given = p.start, p.finish, p.c, p.given
 {{- end}}
 
 {{/* quota.take_back takes back up to n events recorded in the period
-(undo.lua), keeping the key's expiry, and sets back (the caller's) to how
-many. */}}
+(undo.lua), keeping the key's expiry, sets back (the caller's) to how
+many, and marks the period as one a give-back took from. */}}
 {{- define "quota.take_back" -}}
 back = math.min(c, n)
 if back > 0 then
-  c = c - back
-  redis.call('SET', key, string.format('%d %d', start, c), 'KEEPTTL')
+  c, given = c - back, ' g'
+  redis.call('SET', key, string.format('%d %d%s', start, c, given), 'KEEPTTL')
 end
 {{- end}}
 
@@ -122,7 +134,7 @@ count = c
 
 {{- define "quota.take" -}}
 c = c + g
-redis.call('SET', key, string.format('%d %d', start, c), 'PX', {{template "ttl.arg" "finish - now"}})
+redis.call('SET', key, string.format('%d %d%s', start, c, given), 'PX', {{template "ttl.arg" "finish - now"}})
 usable, at, empty = math.min(prefetch, finish - now), start, finish - now
 {{- end}}
 

@@ -73,6 +73,7 @@ func Run(t *testing.T, backends ...Backend) {
 		{"PrefetchGCRA", PrefetchGCRA},
 		{"ReserveAgainstModel", ReserveAgainstModel},
 		{"ReserveAtExactnessBound", ReserveAtExactnessBound},
+		{"ReserveFreesForEveryInstance", ReserveFreesForEveryInstance},
 	} {
 		t.Run(s.name, func(t *testing.T) { s.run(t, backends) })
 	}

@@ -64,6 +64,13 @@ func (f *FixedWindow) CopyFrom(now, count, _, givenBack int64) {
 	f.win, f.n = win, max(n, count-givenBack)
 }
 
+// ReplaceFrom sets the count to count events in now's window less the
+// givenBack that settles may have given back since (see CountReplacer).
+func (f *FixedWindow) ReplaceFrom(now, count, givenBack int64) {
+	win, _ := f.view(now, f.size)
+	f.win, f.n = win, max(0, count-givenBack)
+}
+
 // Unrecord takes n events allowed at now back from the current window
 // only: once the count has moved on they no longer count (as
 // lua/fixedwindow.lua's undo).

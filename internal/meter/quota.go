@@ -56,6 +56,12 @@ func (q *Quota) CopyFrom(_, count, _, givenBack int64) {
 	q.n = max(q.n, count-givenBack)
 }
 
+// ReplaceFrom sets the quota to count events in the call's period less the
+// givenBack that settles may have given back since (see CountReplacer).
+func (q *Quota) ReplaceFrom(_, count, givenBack int64) {
+	q.start, q.n = q.at, max(0, count-givenBack)
+}
+
 // Unrecord takes back n events recorded in the period that starts at start.
 func (q *Quota) Unrecord(start, n int64) {
 	if q.start == start {
