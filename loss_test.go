@@ -82,16 +82,7 @@ func TestLostCountsAsTheMeterWould(t *testing.T) {
 // its own count took in the reserve with every reply, so that it allowed
 // 1 in the loss' window, not 3).
 func TestFixedWindowLossEndsWithItsWindow(t *testing.T) {
-	mr := miniredis.RunT(t)
-	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	mr.SetTime(t0)
-	clk := clock.NewFake(t0.Add(500 * time.Millisecond))
-	a := fleetLimiter(t, mr, "loss:", t0, func(o *Options) { o.Clock = clk })
-	fleetLimiter(t, mr, "loss:", t0)
-	mr.SetTime(t0.Add(5 * time.Second))
-	if n := beat(t, a); n != 2 {
-		t.Fatalf("counts %d, want 2", n)
-	}
+	mr, t0, clk, a := lossPair(t, "loss:")
 	mr.FlushAll() // a restart without persistence
 	mr.SetTime(t0.Add(6 * time.Second))
 	beat(t, a) // a newer set: Redis lost its data
@@ -193,16 +184,7 @@ func TestLossCoversAGrantsStamps(t *testing.T) {
 // Redis', those events twice, and it allowed 4. A fixed window's own count
 // keeps no times, and counts whole (TestFixedWindowLossEndsWithItsWindow).
 func TestOwnEventsSinceALossCountOnce(t *testing.T) {
-	mr := miniredis.RunT(t)
-	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	mr.SetTime(t0)
-	clk := clock.NewFake(t0.Add(500 * time.Millisecond))
-	a := fleetLimiter(t, mr, "own:", t0, func(o *Options) { o.Clock = clk })
-	fleetLimiter(t, mr, "own:", t0)
-	mr.SetTime(t0.Add(5 * time.Second))
-	if n := beat(t, a); n != 2 {
-		t.Fatalf("counts %d, want 2", n)
-	}
+	mr, t0, clk, a := lossPair(t, "own:")
 	rule := Rule{Name: "log", Limit: PerSecond(20)}
 	allowed := func(tries int) int { return allowedOnRedis(t, a, rule, tries) }
 	if n := allowed(2); n != 2 {
@@ -243,4 +225,22 @@ func allowedOnRedis(t *testing.T, l *Limiter, rule Rule, tries int) int {
 		}
 	}
 	return n
+}
+
+// lossPair returns two instances under prefix on a miniredis at t0 + 5s,
+// each counting both: a, on a fake clock at t0 + 500ms, and another on a
+// clock that stays at t0.
+func lossPair(t *testing.T, prefix string) (*miniredis.Miniredis, time.Time, *clock.Fake, *Limiter) {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	mr.SetTime(t0)
+	clk := clock.NewFake(t0.Add(500 * time.Millisecond))
+	a := fleetLimiter(t, mr, prefix, t0, func(o *Options) { o.Clock = clk })
+	fleetLimiter(t, mr, prefix, t0)
+	mr.SetTime(t0.Add(5 * time.Second))
+	if n := beat(t, a); n != 2 {
+		t.Fatalf("counts %d, want 2", n)
+	}
+	return mr, t0, clk, a
 }
