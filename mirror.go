@@ -277,8 +277,13 @@ func (s *localStore) record(k lkey, p *plan, now, at, n int64, peek bool, d *dec
 	case d.allowed && !peek && hd.retry > 0:
 		// Redis allowed what the process' own count held back: a Reset
 		// since made that count void (see decide.lua). It starts again
-		// from this call.
-		sh.forgetOwn(&k, h)
+		// from this call. Or a give-back's mark (d.given) had Redis
+		// decide alone: the own count is no void, and mirror replaces
+		// it with Redis' (a bucket keeps the records of the process'
+		// own reservations).
+		if !d.given {
+			sh.forgetOwn(&k, h)
+		}
 		if m, ok := sh.meter(&k, h, p, now, true); ok {
 			addTo(m, p, now, n, hd.id)
 		}
@@ -390,15 +395,15 @@ func (sh *localShard) shieldFull(k *lkey, h uint64, p *plan, at, n, count int64,
 // count is then what Redis lost of the pair, as far as the process knows
 // it, and goes to Redis whole with every call; Redis' count since the loss
 // copied into it would count twice. A count a give-back took from
-// (d.given: a quota's or a fixed window's, see lua/decide.lua) replaces
-// the meter's instead, after any decision, a peek's or a rejection's too:
-// the copy, which keeps the larger count, may hold events another process
-// gave back. The caller holds sh.mu.
+// (d.given: a quota's, a fixed window's or a bucket's, see
+// lua/decide.lua) replaces the meter's instead, after any decision, a
+// peek's or a rejection's too: the copy, which keeps the larger count (a
+// bucket: the later TAT), may hold events another process gave back. The caller holds sh.mu.
 func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, at int64, d *decision, peek bool, givenBack int64, hd *held) {
 	if (d.allowed && !peek || d.given) && !hd.lost {
 		if m, ok := sh.meter(k, h, p, now, false); ok {
 			if c, ok := m.(meter.CountReplacer); ok && d.given {
-				c.ReplaceFrom(now, d.count-hd.fleet, givenBack) // Redis' count holds the give-backs the copy may not
+				c.ReplaceFrom(now, d.count-hd.fleet, d.reset, givenBack) // Redis' count holds the give-backs the copy may not
 			} else if c, ok := m.(meter.StateCopier); ok && d.allowed && !peek {
 				c.CopyFrom(now, d.count-hd.fleet, d.reset, givenBack) // a bucket, a quota, a fixed window: Redis' state is in the reply
 			}

@@ -108,9 +108,9 @@ type decision struct {
 	memoryLeft int64 // µs until the violations are forgotten
 	bans       int64 // bans remembered with the violations
 	win        int64 // approximate counter: the fixed window events went into (Redis path only)
-	// given says Redis' count is one a give-back took from (a quota's or
-	// a fixed window's mark, see lua/decide.lua): it holds every
-	// process' give-backs, and the process' own count may not.
+	// given says Redis' count is one a give-back took from (a quota's,
+	// a fixed window's or a bucket's mark, see lua/decide.lua): it holds
+	// every process' give-backs, and the process' own count may not.
 	given bool
 }
 

@@ -147,8 +147,8 @@ func TestScriptsAtMaxmemory(t *testing.T) {
 	}{
 		{log, algSliding, []string{"m1", "1"}, "1"},
 		{counter, algCounter, []string{"", "2", "41"}, "3"},
-		{bucket, algGCRA, []string{"m1", "1", "100", "1"}, "4900"}, // one event costs 100 µs
-		{quota, algQuota, []string{"", "1", "1000"}, "1000 3 g"},   // marked as given back (see lua/decide.lua)
+		{bucket, algGCRA, []string{"m1", "1", "100", "1"}, "4900 g5000"}, // one event costs 100 µs; marked as moved back from 5000 (see lua/gcra.lua)
+		{quota, algQuota, []string{"", "1", "1000"}, "1000 3 g"},         // marked as given back (see lua/decide.lua)
 	} {
 		back, err := u.kind.redis.scripts().undo.Exec(ctx, c, []string{u.key}, u.args).AsInt64()
 		if err != nil || back == 0 {

@@ -68,7 +68,7 @@
 -- are 0 and its window, a calendar quota's 0 and the end of its period) answers such a call, when the penalty's five are 0,
 -- with one integer instead, count: an integer reply costs Redis less than
 -- an array of four, and rueidis reads it without allocating. A count a
--- give-back took from (a quota's or a fixed window's mark, see
+-- give-back took from (a quota's, a fixed window's or a bucket's mark, see
 -- decide.lua) is answered as -1 - count, in either form.
 
 {{- define "allow" -}}

@@ -24,11 +24,12 @@
 -- more.
 --
 -- A kind whose process' own count is a copy of Redis' (see mirror.go: a
--- calendar quota, a fixed window) cannot tell, in that process, a copy made
+-- calendar quota, a fixed window, a GCRA bucket) cannot tell, in that process, a copy made
 -- before another process gave events back (a Reservation settled for less,
 -- an AllowAll pair taken back) from Redis' state: the copy keeps the larger
--- count. Such a kind marks a count a give-back took from (its <kind>.given
--- piece), and the process' own count does not hold a call back while the
+-- count (a bucket: the later TAT). Such a kind marks a count a give-back
+-- took from (its <kind>.given piece; a bucket's mark stands until the TAT
+-- it had before the give-back, which no copy can pass), and the process' own count does not hold a call back while the
 -- mark stands: Redis, which holds the count since the give-back, decides
 -- alone (a loss of Redis' data takes the mark with it, and the process' own
 -- count then holds calls back again), and the reply carries the mark (see

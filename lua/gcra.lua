@@ -18,8 +18,9 @@
 -- gcra.restore) are those of the decision (decide.lua says what each must
 -- do and which locals it reads and sets); this kind's own locals are wq and
 -- rq, w and r (the TAT), debt (ticks owed at now; nil when the bucket counts
--- as full) and used (tokens in use), and ext (nil unless the bucket has
--- outstanding reservations, see below). The burst is the decision's rate.
+-- as full) and used (tokens in use), ext (nil unless the bucket has
+-- outstanding reservations, see below) and given (the give-back mark, see
+-- below; 0: none). The burst is the decision's rate.
 -- gcra.settle and gcra.owe change a bucket outside a decision (undo.lua,
 -- writeback.lua). The decision's one function, gcra_div, is defined only
 -- by the scripts whose pieces call it (gcra.div), several times a call;
@@ -50,6 +51,20 @@
 -- 2^53 as the TAT's do: a record's terms add at most n * wq ticks, and a
 -- settle's extra is added in parts (gcra.owe). internal/meter's reserved
 -- (reserved.go) says why this is exact.
+--
+-- A give-back that moves the TAT back (gcra.settle) marks the bucket: ' g'
+-- and a time in whole µs after the value ('w r g5000'), the TAT it had
+-- before, rounded up (the latest of such TATs). Each process' copy of the
+-- bucket (mirror.go) is made from Redis' replies, which round its TAT up to
+-- a whole µs, so no copy is later than the mark while it stands, unless
+-- the copy holds what a give-back took back; once the mark has passed,
+-- every copy is a full bucket or holds nothing given back. While it
+-- stands (given > now), the process' own count holds no call back, and the
+-- reply carries the mark (see decide.lua), so that the process takes
+-- Redis' TAT for its own. Every write keeps the key until the mark passes
+-- (a settle's KEEPTTL keeps an expiry past the TAT it moves back); a
+-- decision or a write-back that finds it passed drops it; a loss of Redis'
+-- data takes it with the bucket.
 
 {{/* gcra.div defines gcra_div(a, b): floor(a / b) for integers a >= 0,
 b >= 1 below 2^53, correcting the double division's rounding. */}}
@@ -76,8 +91,13 @@ remainder kept for another rate (a changed rule) is cut to fit: the TAT
 moves by less than 1µs, as internal/meter's Bucket.Fit does. */}}
 {{- define "gcra.state" -}}
 local stored = redis.call('GET', {{.}})
-local w, r, ext = 0, 0, nil
+local w, r, ext, given = 0, 0, nil, 0
 if stored then
+  local gs = string.find(stored, ' g', 1, true)
+  if gs then
+    given = tonumber(string.sub(stored, gs + 2))
+    stored = string.sub(stored, 1, gs - 1)
+  end
   local sp = string.find(stored, ' ', 1, true)
   if sp then
     w, r = tonumber(string.sub(stored, 1, sp - 1)), tonumber(string.sub(stored, sp + 1))
@@ -124,6 +144,9 @@ allowed call leaves it (a clock gone backwards), debt is nil and the bucket
 counts as full, and nothing that could overflow is computed. */}}
 {{- define "gcra.read" -}}
 {{template "gcra.state" "key"}}
+if given <= now then
+  given = 0
+end
 local debt, used = 0, 0
 local ahead = w - now
 if ahead > 0 or (ahead == 0 and r > 0) then
@@ -135,6 +158,10 @@ if ahead > 0 or (ahead == 0 and r > 0) then
   end
 end
 {{- end}}
+
+{{/* gcra.given: a give-back moved the TAT back, and a copy of the bucket
+made before it may still hold what it gave back (see decide.lua). */}}
+{{- define "gcra.given"}}given > 0{{end}}
 
 {{- define "gcra.count" -}}
 count = used
@@ -195,7 +222,7 @@ local q = gcra_div(ticks, rq)
 w, r = now + q, ticks - q * rq
 {{template "gcra.reset"}}
 {{template "gcra.value"}}
-redis.call('SET', key, tat, 'PX', {{template "ttl.arg" "reset"}})
+redis.call('SET', key, tat, 'PX', {{template "ttl.arg" "math.max(reset, given - now)"}})
 {{- end}}
 
 {{/* gcra.pending: what gcra.record will set reset to. */}}
@@ -203,9 +230,9 @@ redis.call('SET', key, tat, 'PX', {{template "ttl.arg" "reset"}})
 reset = gcra_div(debt + n * wq + rq - 1, rq)
 {{- end}}
 
-{{- define "gcra.keep"}}wq = wq, rq = rq, debt = debt, ext = ext{{end}}
+{{- define "gcra.keep"}}wq = wq, rq = rq, debt = debt, ext = ext, given = given{{end}}
 {{- define "gcra.restore" -}}
-local wq, rq, debt, w, r, ext = p.wq, p.rq, p.debt, 0, 0, p.ext
+local wq, rq, debt, w, r, ext, given = p.wq, p.rq, p.debt, 0, 0, p.ext, p.given
 {{- end}}
 
 {{/* gcra.hold keeps the record of a reservation of n tokens at hold_at
@@ -235,6 +262,9 @@ elseif r == 0 then
   tat = string.format('%d', w)
 else
   tat = string.format('%d %d', w, r)
+end
+if given > 0 then
+  tat = tat .. string.format(' g%d', given)
 end
 {{- end}}
 
@@ -352,6 +382,11 @@ if found then
     ext.rest = table.concat(parts)
   end
   if tw < w or (tw == w and tr < r) then
+    local until_full = w
+    if r > 0 then
+      until_full = w + 1
+    end
+    given = math.max(given, until_full)
     w, r = tw, tr
   end
   {{template "gcra.value"}}
@@ -376,9 +411,12 @@ for i = first, last, 2 do
 end
 local reset
 {{template "gcra.reset"}}
+if given <= now then
+  given = 0
+end
 if reset > 0 then
   {{template "gcra.value"}}
-  redis.call('SET', key, tat, 'PX', {{template "ttl.arg" "reset"}})
+  redis.call('SET', key, tat, 'PX', {{template "ttl.arg" "math.max(reset, given - now)"}})
 end
 {{- end}}
 
@@ -423,7 +461,7 @@ w, r = now + q, ticks - q * rq
 local reset
 {{template "gcra.reset"}}
 {{template "gcra.value"}}
-redis.call('SET', key, tat, 'PX', {{template "ttl.arg" "reset"}})
+redis.call('SET', key, tat, 'PX', {{template "ttl.arg" "math.max(reset, given - now)"}})
 empty = reset
 {{- end}}
 

@@ -72,6 +72,7 @@ func Run(t *testing.T, backends ...Backend) {
 		{"Prefetch", Prefetch},
 		{"PrefetchGCRA", PrefetchGCRA},
 		{"ReserveAgainstModel", ReserveAgainstModel},
+		{"ReserveAgainstModelOnTwo", ReserveAgainstModelOnTwo},
 		{"ReserveAtExactnessBound", ReserveAtExactnessBound},
 		{"ReserveFreesForEveryInstance", ReserveFreesForEveryInstance},
 	} {

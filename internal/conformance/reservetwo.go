@@ -16,16 +16,18 @@ import (
 // take the 7 left, at once. Before, a calendar quota's and a fixed
 // window's copy of Redis' count in B kept the 5 given back (the copy keeps
 // the larger count), and B rejected the 7 until the period or the window
-// ended (for 11h59m and 59m59s here), and B's Peek said 2. The sliding
-// log, exact and approximate, keeps no copy. A GCRA bucket's copy still
-// holds a give-back elsewhere back until it drains, as docs/fallback.md
-// says.
+// ended (for 11h59m and 59m59s here), and B's Peek said 2. A GCRA
+// bucket's copy in B kept the TAT of before the cancel (the copy keeps the
+// later), and B rejected the 7 with RetryAfter 499h59m59.998s (Rate 10 per
+// 1000h), Peek 2, until its copy drained. The sliding log, exact and
+// approximate, keeps no copy.
 func ReserveFreesForEveryInstance(t *testing.T, backends []Backend) {
 	rules := []ratelimit.Rule{
 		sliding("log", 10, time.Hour),
 		approximate(sliding("approx", 10, time.Hour)),
 		quotaRule("quota", 10, ratelimit.Day, nil),
 		fixed("fixed", 10, time.Hour),
+		gcra("gcra", 10, 1000*time.Hour, 10),
 	}
 	for _, b := range backends {
 		t.Run(b.Name, func(t *testing.T) {

@@ -217,15 +217,33 @@ func (b *Bucket) AddAs(now, n int64, id uint64) {
 // TAT keeps the bucket's exact ticks). The count is not used: the TAT is
 // the whole state.
 func (b *Bucket) CopyFrom(now, _, reset, givenBack int64) {
+	b.fromRedis(now, reset, givenBack, false)
+}
+
+// ReplaceFrom sets the TAT to Redis' answer, as CopyFrom reads it, even
+// when that is earlier than the bucket's own (see CountReplacer): Redis
+// marked the bucket as one a give-back moved back, and the bucket's own
+// TAT may still hold what another process gave back.
+func (b *Bucket) ReplaceFrom(now, _, reset, givenBack int64) {
+	b.fromRedis(now, reset, givenBack, true)
+}
+
+// fromRedis is CopyFrom, and with replace ReplaceFrom.
+func (b *Bucket) fromRedis(now, reset, givenBack int64, replace bool) {
 	own := b.tat()
 	var q, rem uint64 // the give-backs' cost: q µs and rem ticks
 	if givenBack > 0 {
 		hi, lo := bits.Mul64(uint64(givenBack), uint64(b.wq))
-		if hi >= uint64(b.rq) {
-			return // more than 2^64 µs
+		if hi < uint64(b.rq) {
+			q, rem = bits.Div64(hi, lo, uint64(b.rq))
 		}
-		if q, rem = bits.Div64(hi, lo, uint64(b.rq)); q >= uint64(reset) {
-			return // Redis' TAT less the give-backs is no later than now: nothing to learn
+		if hi >= uint64(b.rq) || q >= uint64(reset) {
+			// More than 2^64 µs, or Redis' TAT less the give-backs is no
+			// later than now: nothing to learn, or a full bucket.
+			if replace && (instant{now, 0}).before(b.tat()) {
+				b.w, b.r = now, 0
+			}
+			return
 		}
 		own = instant{own.w + int64(q), own.r}.plus(int64(rem), b.rq)
 	}
@@ -233,7 +251,7 @@ func (b *Bucket) CopyFrom(now, _, reset, givenBack int64) {
 	if own.r > 0 {
 		ceil++
 	}
-	if w := now + reset; w > ceil {
+	if w := now + reset; w > ceil || replace && w < ceil {
 		b.w, b.r = back(instant{w - int64(q), 0}, int64(rem), b.rq)
 	}
 }

@@ -83,6 +83,36 @@ func TestBucketCopiesRedisLaterTAT(t *testing.T) {
 	}
 }
 
+// TestBucketReplacesWithRedisTAT: an answer of a bucket a give-back moved
+// back (lua/gcra.lua's mark) replaces the bucket's TAT, earlier or later,
+// as CopyFrom reads it; an answer in the same µs keeps the exact ticks.
+func TestBucketReplacesWithRedisTAT(t *testing.T) {
+	b := newBucket(10, 10, 10) // T = 1 µs
+	b.Add(100, 0, 8)           // TAT 108: another process' give-back is not in it
+	b.ReplaceFrom(100, 0, 3, 0)
+	if w, _ := b.TAT(); w != 103 {
+		t.Fatalf("TAT after an earlier marked answer = %d, want 103", w)
+	}
+	b.ReplaceFrom(100, 0, 12, 2) // 112 less the 2 tokens given back since: 110
+	if w, _ := b.TAT(); w != 110 {
+		t.Fatalf("TAT after a marked answer with 2 given back = %d, want 110", w)
+	}
+	b.ReplaceFrom(100, 0, 3, 5) // the give-backs' cost passes the answer: full
+	if w, r := b.TAT(); w != 100 || r != 0 || b.Count(100, 0) != 0 {
+		t.Fatalf("TAT after a marked answer all given back = %d + %d, want 100 (full)", w, r)
+	}
+	b.ReplaceFrom(100, 0, 0, 0) // a full bucket stays as it is
+	if w, _ := b.TAT(); w != 100 {
+		t.Fatalf("TAT after a full marked answer = %d, want 100", w)
+	}
+	b = newBucket(1_000_000, 3, 3) // T = 333333⅓ µs
+	b.Add(0, 0, 1)                 // 333333 µs + 1 tick, which Redis answers as 333334
+	b.ReplaceFrom(0, 0, 333_334, 0)
+	if w, r := b.TAT(); w != 333_333 || r != 1 {
+		t.Fatalf("TAT after a marked answer of the same µs = %d + %d, want 333333 + 1", w, r)
+	}
+}
+
 // TestBucketSettlesAsIfReservedLess is reserved's example: reserve 10 at 0,
 // a call at 5T, a cancel at 5T leaves Burst - 1 tokens, the TAT at 6T.
 func TestBucketSettlesAsIfReservedLess(t *testing.T) {

@@ -66,7 +66,7 @@ func (f *FixedWindow) CopyFrom(now, count, _, givenBack int64) {
 
 // ReplaceFrom sets the count to count events in now's window less the
 // givenBack that settles may have given back since (see CountReplacer).
-func (f *FixedWindow) ReplaceFrom(now, count, givenBack int64) {
+func (f *FixedWindow) ReplaceFrom(now, count, _, givenBack int64) {
 	win, _ := f.view(now, f.size)
 	f.win, f.n = win, max(0, count-givenBack)
 }

@@ -76,15 +76,16 @@ type StateCopier interface {
 	CopyFrom(now, count, reset, givenBack int64)
 }
 
-// CountReplacer is a StateCopier whose count Redis marks once a give-back
-// took events from it (a calendar quota, a fixed window; see
-// lua/decide.lua): its copy, which keeps the larger count, may then hold
-// events another process gave back, and Redis' count, which holds every
-// give-back, replaces it.
+// CountReplacer is a StateCopier whose state Redis marks once a give-back
+// took events from it (a calendar quota, a fixed window, a GCRA bucket;
+// see lua/decide.lua): its copy, which keeps the larger count (the later
+// TAT), may then hold events another process gave back, and Redis' state,
+// which holds every give-back, replaces it.
 type CountReplacer interface {
-	// ReplaceFrom sets the count to Redis' answer for a call at now,
-	// less givenBack (see StateCopier.CopyFrom).
-	ReplaceFrom(now, count, givenBack int64)
+	// ReplaceFrom sets the state to Redis' answer for a call at now (its
+	// count and reset, as StateCopier.CopyFrom takes them), less
+	// givenBack.
+	ReplaceFrom(now, count, reset, givenBack int64)
 }
 
 // IDMeter is a meter that records events under a reservation's id, and

@@ -58,7 +58,7 @@ func (q *Quota) CopyFrom(_, count, _, givenBack int64) {
 
 // ReplaceFrom sets the quota to count events in the call's period less the
 // givenBack that settles may have given back since (see CountReplacer).
-func (q *Quota) ReplaceFrom(_, count, givenBack int64) {
+func (q *Quota) ReplaceFrom(_, count, _, givenBack int64) {
 	q.start, q.n = q.at, max(0, count-givenBack)
 }
 
