@@ -79,3 +79,16 @@ func Run(t *testing.T, backends ...Backend) {
 		t.Run(s.name, func(t *testing.T) { s.run(t, backends) })
 	}
 }
+
+// onTwo runs suite on each backend that makes two Limiters on one store
+// (Backend.Two), as a subtest named for it, and skips the others.
+func onTwo(t *testing.T, backends []Backend, suite func(t *testing.T, b Backend)) {
+	for _, b := range backends {
+		t.Run(b.Name, func(t *testing.T) {
+			if b.Two == nil {
+				t.Skip("needs two limiters on one store (Backend.Two)")
+			}
+			suite(t, b)
+		})
+	}
+}

@@ -223,26 +223,21 @@ var prefetchGCRACases = []struct {
 // PrefetchGCRA runs prefetchGCRACases on every backend with two Limiters
 // on one store.
 func PrefetchGCRA(t *testing.T, backends []Backend) {
-	for _, b := range backends {
-		t.Run(b.Name, func(t *testing.T) {
-			if b.Two == nil {
-				t.Skip("the cases need two Limiters on one store")
-			}
-			for _, c := range prefetchGCRACases {
-				t.Run(c.name, func(t *testing.T) {
-					clk := testkit.NewClock()
-					var mu sync.Mutex
-					var last [2]ratelimit.Path
-					opts := [2]ratelimit.Options{testkit.Options(clk), testkit.Options(clk)}
-					for i := range opts {
-						opts[i].OnDecision = func(d ratelimit.Decision) { mu.Lock(); last[i] = d.Path; mu.Unlock() }
-					}
-					l0, l1 := b.Two(t, opts[0], opts[1])
-					runPrefetchGCRA(t, [2]*ratelimit.Limiter{l0, l1}, c.rule, clk.Set, c.steps, func(i int) ratelimit.Path { mu.Lock(); defer mu.Unlock(); return last[i] })
-				})
-			}
-		})
-	}
+	onTwo(t, backends, func(t *testing.T, b Backend) {
+		for _, c := range prefetchGCRACases {
+			t.Run(c.name, func(t *testing.T) {
+				clk := testkit.NewClock()
+				var mu sync.Mutex
+				var last [2]ratelimit.Path
+				opts := [2]ratelimit.Options{testkit.Options(clk), testkit.Options(clk)}
+				for i := range opts {
+					opts[i].OnDecision = func(d ratelimit.Decision) { mu.Lock(); last[i] = d.Path; mu.Unlock() }
+				}
+				l0, l1 := b.Two(t, opts[0], opts[1])
+				runPrefetchGCRA(t, [2]*ratelimit.Limiter{l0, l1}, c.rule, clk.Set, c.steps, func(i int) ratelimit.Path { mu.Lock(); defer mu.Unlock(); return last[i] })
+			})
+		}
+	})
 }
 
 func runPrefetchGCRA(t *testing.T, lims [2]*ratelimit.Limiter, rule ratelimit.Rule, setTime func(time.Time), steps []gcraPrefetchStep, path func(int) ratelimit.Path) {

@@ -147,20 +147,15 @@ func ReserveAtExactnessBound(t *testing.T, backends []Backend) {
 // on every backend: the other limiter's Peek at 39.76s said Remaining 7
 // where the model had 10.
 func ReserveAgainstModelOnTwo(t *testing.T, backends []Backend) {
-	for _, b := range backends {
-		t.Run(b.Name, func(t *testing.T) {
-			if b.Two == nil {
-				t.Skip("needs two limiters on one store (Backend.Two)")
-			}
-			for seed := uint64(1); seed <= 40; seed++ {
-				rng := rand.New(rand.NewPCG(seed, 29))
-				rate := []int{1, 2, 4, 5, 8, 10}[rng.IntN(6)] // divides each window's µs
-				window := []time.Duration{time.Second, 7 * time.Second, time.Minute}[rng.IntN(3)]
-				burst := 1 + rng.IntN(16)
-				runReserveModel(t, b, gcra(fmt.Sprintf("two-%d", seed), rate, window, burst), seed, 60, true)
-			}
-		})
-	}
+	onTwo(t, backends, func(t *testing.T, b Backend) {
+		for seed := uint64(1); seed <= 40; seed++ {
+			rng := rand.New(rand.NewPCG(seed, 29))
+			rate := []int{1, 2, 4, 5, 8, 10}[rng.IntN(6)] // divides each window's µs
+			window := []time.Duration{time.Second, 7 * time.Second, time.Minute}[rng.IntN(3)]
+			burst := 1 + rng.IntN(16)
+			runReserveModel(t, b, gcra(fmt.Sprintf("two-%d", seed), rate, window, burst), seed, 60, true)
+		}
+	})
 }
 
 // runReserveModel runs one random sequence of steps calls on rule (a GCRA

@@ -29,45 +29,40 @@ func ReserveFreesForEveryInstance(t *testing.T, backends []Backend) {
 		fixed("fixed", 10, time.Hour),
 		gcra("gcra", 10, 1000*time.Hour, 10),
 	}
-	for _, b := range backends {
-		t.Run(b.Name, func(t *testing.T) {
-			if b.Two == nil {
-				t.Skip("needs two limiters on one store (Backend.Two)")
-			}
-			for _, rule := range rules {
-				t.Run(rule.Name, func(t *testing.T) {
-					clk := testkit.NewClock()
-					a, bl := b.Two(t, testkit.Options(clk), testkit.Options(clk))
-					ctx := context.Background()
-					reserve := func(l *ratelimit.Limiter, n int) *ratelimit.Reservation {
-						t.Helper()
-						r, res, err := l.Reserve(ctx, rule, "k", n)
-						if err != nil || r == nil {
-							t.Fatalf("Reserve(%d) = %v, %+v, %v", n, r, res, err)
-						}
-						return r
+	onTwo(t, backends, func(t *testing.T, b Backend) {
+		for _, rule := range rules {
+			t.Run(rule.Name, func(t *testing.T) {
+				clk := testkit.NewClock()
+				a, bl := b.Two(t, testkit.Options(clk), testkit.Options(clk))
+				ctx := context.Background()
+				reserve := func(l *ratelimit.Limiter, n int) *ratelimit.Reservation {
+					t.Helper()
+					r, res, err := l.Reserve(ctx, rule, "k", n)
+					if err != nil || r == nil {
+						t.Fatalf("Reserve(%d) = %v, %+v, %v", n, r, res, err)
 					}
-					ra := reserve(a, 5)
-					clk.Advance(time.Millisecond)
-					reserve(bl, 3)
-					clk.Advance(time.Millisecond)
-					if err := ra.Cancel(ctx); err != nil {
-						t.Fatal(err)
+					return r
+				}
+				ra := reserve(a, 5)
+				clk.Advance(time.Millisecond)
+				reserve(bl, 3)
+				clk.Advance(time.Millisecond)
+				if err := ra.Cancel(ctx); err != nil {
+					t.Fatal(err)
+				}
+				for i, l := range []*ratelimit.Limiter{a, bl} {
+					if p, err := l.Peek(ctx, rule, "k"); err != nil || p.Remaining != 7 {
+						t.Fatalf("Peek on instance %d after the cancel: Remaining %d, %v; want 7", i, p.Remaining, err)
 					}
-					for i, l := range []*ratelimit.Limiter{a, bl} {
-						if p, err := l.Peek(ctx, rule, "k"); err != nil || p.Remaining != 7 {
-							t.Fatalf("Peek on instance %d after the cancel: Remaining %d, %v; want 7", i, p.Remaining, err)
-						}
-					}
-					res, err := bl.AllowN(ctx, rule, "k", 7)
-					if err != nil || !res.Allowed || res.Remaining != 0 {
-						t.Fatalf("AllowN(7) on the instance that did not cancel = %+v, %v; want allowed, Remaining 0", res, err)
-					}
-					if res, _ := a.Allow(ctx, rule, "k"); res.Allowed {
-						t.Fatalf("Allow on the instance that cancelled, with the Rate spent: %+v", res)
-					}
-				})
-			}
-		})
-	}
+				}
+				res, err := bl.AllowN(ctx, rule, "k", 7)
+				if err != nil || !res.Allowed || res.Remaining != 0 {
+					t.Fatalf("AllowN(7) on the instance that did not cancel = %+v, %v; want allowed, Remaining 0", res, err)
+				}
+				if res, _ := a.Allow(ctx, rule, "k"); res.Allowed {
+					t.Fatalf("Allow on the instance that cancelled, with the Rate spent: %+v", res)
+				}
+			})
+		}
+	})
 }
