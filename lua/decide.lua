@@ -135,6 +135,19 @@ else
 end
 {{- end}}
 
+{{/* decide.marked reads a count stored after its first space, at sp, in
+stored ('x c', or 'x c g' once a give-back took events from it: see
+above) into c, and its mark into given ('' or ' g'): a quota's and a
+fixed window's. */}}
+{{- define "decide.marked" -}}
+local mark = string.find(stored, ' ', sp + 1, true)
+if mark then
+  c, given = tonumber(string.sub(stored, sp + 1, mark - 1)), ' g'
+else
+  c = tonumber(string.sub(stored, sp + 1))
+end
+{{- end}}
+
 {{/* decide.given marks a count a give-back took from (its kind's
 <kind>.given) in the reply: count becomes -1 - count, which Go reads back
 (remote.go's decision.unmark) and then takes Redis' count for the

@@ -29,13 +29,8 @@ local stored = redis.call('GET', {{.}})
 local w, c, given = 0, 0, ''
 if stored then
   local sp = string.find(stored, ' ', 1, true)
-  local mark = string.find(stored, ' ', sp + 1, true)
   w = tonumber(string.sub(stored, 1, sp - 1))
-  if mark then
-    c, given = tonumber(string.sub(stored, sp + 1, mark - 1)), ' g'
-  else
-    c = tonumber(string.sub(stored, sp + 1))
-  end
+  {{template "decide.marked"}}
 end
 {{- end}}
 

@@ -31,12 +31,7 @@ local c, given = 0, ''
 if stored then
   local sp = string.find(stored, ' ', 1, true)
   if sp and tonumber(string.sub(stored, 1, sp - 1)) == start then
-    local mark = string.find(stored, ' ', sp + 1, true)
-    if mark then
-      c, given = tonumber(string.sub(stored, sp + 1, mark - 1)), ' g'
-    else
-      c = tonumber(string.sub(stored, sp + 1))
-    end
+    {{template "decide.marked"}}
   end
 end
 {{- end}}
