@@ -37,10 +37,17 @@ import (
 // their way, another process' events), whatever the crowd.
 //
 // A call waits at most half of Options.Timeout for a seat, counted from its
-// start; it then goes to Redis without one, so that no call takes more than
-// 1.5 × Timeout. A call that admission control would shed waits for a
-// landing of its pair in the same way, when one is on its way, instead of
-// being decided Degraded.
+// start. When its wait runs out while a call of its pair is still on its
+// way with a seat, it is rejected in-process, as the shield would (see
+// ranOut): the pair was full when its crowd formed, and the calls on their
+// way take what freed since. Sending it instead was a flood: a process
+// starved of CPU reads its replies late, so that every waiter's time ran
+// out together, and thousands of seatless calls a second were rejected on
+// Redis (or shed, Degraded), which delayed the landings further. A call
+// that finds no call of its pair on its way goes to Redis without a seat.
+// So no call takes more than 1.5 × Timeout. A call that admission control
+// would shed waits for a landing of its pair in the same way, when one is
+// on its way, instead of being decided Degraded.
 
 // crowd is the calls of one pair on their way to Redis, and those that wait
 // for a seat. Its shard's lock guards it.
@@ -206,16 +213,14 @@ type waiting struct {
 }
 
 // await waits for a seat in lg's crowd (w): until w is woken, ctx ends or
-// the call's time for waiting runs out, in which case lg no longer
-// queues: it goes to Redis without a seat. A seat it was given is left in
-// lg.seat for hold. ctx's end is returned as its error, the seat given
-// back.
-func (wt *waiting) await(ctx context.Context, s *localStore, lg *leg, w *seat, timeout time.Duration) error {
+// the call's time for waiting runs out, in which case it reports ranOut and
+// lg no longer queues (see ranOut). A seat it was given is left in lg.seat
+// for hold. ctx's end is returned as its error, the seat given back.
+func (wt *waiting) await(ctx context.Context, s *localStore, lg *leg, w *seat, timeout time.Duration) (ranOut bool, err error) {
 	lg.waited = true
 	if wt.until.IsZero() {
 		wt.until = time.Now().Add(timeout / 2)
 	}
-	var err error
 	if left := time.Until(wt.until); left > 0 {
 		if wt.timer == nil {
 			wt.timer = time.NewTimer(left)
@@ -227,7 +232,7 @@ func (wt *waiting) await(ctx context.Context, s *localStore, lg *leg, w *seat, t
 			if w.granted {
 				lg.seat = w
 			}
-			return nil
+			return false, nil
 		case <-wt.timer.C:
 		case <-ctx.Done():
 			err = ctx.Err()
@@ -236,13 +241,44 @@ func (wt *waiting) await(ctx context.Context, s *localStore, lg *leg, w *seat, t
 	if s.leave(*lg.k, lg.p, w) {
 		if err != nil {
 			s.giveBack(*lg.k, lg.p, w)
-			return err
+			return false, err
 		}
 		lg.seat = w
-		return nil
+		return false, nil
 	}
 	lg.queue = false
-	return err
+	return err == nil, err
+}
+
+// ranOut decides at now the call of lg (one that asks, not a peek) whose
+// wait for a seat ran out: rejected, while a call of its pair is on its way
+// with a seat (see crowd.go), with the process' own count's RetryAfter and
+// ResetAfter, and the violation counted as the shield counts it. It
+// reports false, deciding nothing, when no call of the pair is on its way,
+// or when the violation is Redis' to count (one that would ban the key):
+// the call then goes to Redis without a seat.
+func (s *localStore) ranOut(lg *leg, now int64) (decision, bool) {
+	k, p := *lg.k, lg.p
+	sh, h := s.atPlan(&k, p)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if c := sh.crowdOf(&k, h); c == nil || c.flying == 0 {
+		return decision{}, false
+	}
+	if p.penalize && p.penalty.remembered(sh.findStrikes(&k, h, now), now)+1 >= p.penalty.banAfter {
+		return decision{}, false
+	}
+	d := decision{count: p.rate, retry: 1}
+	if m, count, asked := sh.measure(&k, h, p, now, lg.n, false, false); m != nil {
+		d.reset = m.Reset(now, p.window, false)
+		if count+asked > p.rate {
+			d.retry = max(1, m.RetryIn(now, p.window, p.rate, asked))
+		}
+	}
+	if p.penalize {
+		sh.violate(&k, h, p, now, false, p, &d)
+	}
+	return d, true
 }
 
 // stop releases the timer, if the call waited.

@@ -112,8 +112,15 @@ func (l *Limiter) holdGroup(ctx context.Context, conn *redisConn, g []groupPair,
 		if seat == nil {
 			return legs, nil, nil
 		}
-		if err := w.await(ctx, l.local, &legs[i], seat, l.set.Timeout); err != nil {
+		ranOut, err := w.await(ctx, l.local, &legs[i], seat, l.set.Timeout)
+		if err != nil {
 			return nil, nil, err
+		}
+		if first := &g[0]; ranOut && i == 0 && !first.dry {
+			// As the shield answers a group its first pair denies.
+			if d, ok := l.local.ranOut(&legs[0], now); ok {
+				return nil, []Result{d.result(first.p.rate, false)}, nil
+			}
 		}
 		for j := range legs {
 			legs[j].queue, legs[j].waited = legs[i].queue, true

@@ -17,7 +17,9 @@ const (
 	// PathRedis: the rule's script decided on Redis.
 	PathRedis
 	// PathShield: the hot-key shield answered with a rejection Redis made
-	// earlier (see Options.ShieldMax).
+	// earlier (see Options.ShieldMax), or rejected a call of a full key
+	// that waited half of Options.Timeout for the key's call on its way to
+	// Redis to land.
 	PathShield
 	// PathLocal: the local limiter decided, in a Limiter without Redis or
 	// while Redis could not be used (then Result.Degraded is set).

@@ -335,10 +335,17 @@ func (l *Limiter) onRedis(ctx context.Context, conn *redisConn, r *Rule, p *plan
 		if seat == nil {
 			return path, err
 		}
-		if err := w.await(ctx, l.local, &legs[0], seat, l.set.Timeout); err != nil {
+		ranOut, err := w.await(ctx, l.local, &legs[0], seat, l.set.Timeout)
+		if err != nil {
 			return PathNone, err
 		}
 		now = l.afterWaiting(p, now)
+		if ranOut {
+			if d, ok := l.local.ranOut(&legs[0], now); ok {
+				d.fill(res, p.rate, false)
+				return PathShield, nil
+			}
+		}
 	}
 }
 
