@@ -3,6 +3,8 @@ package ratelimit
 import (
 	"context"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/crowd"
 )
 
 // The crowd at a full key: once a pair has no room left, this process'
@@ -49,26 +51,8 @@ import (
 // would shed waits for a landing of its pair in the same way, when one is
 // on its way, instead of being decided Degraded.
 
-// crowd is the calls of one pair on their way to Redis, and those that wait
-// for a seat. Its shard's lock guards it.
-type crowd struct {
-	flying int64   // calls with a seat, not landed yet
-	room   int64   // seats: at most this many calls fly at once (>= 1)
-	queue  []*seat // calls waiting, oldest first
-}
-
-// seat is a call waiting in a crowd. Its shard's lock guards granted and
-// gone: granted means it was woken with a seat (the crowd's flying counts
-// it), gone that it stopped waiting first. ready is closed when it is
-// woken, with a seat or to look again.
-type seat struct {
-	ready   chan struct{}
-	granted bool
-	gone    bool
-}
-
 // crowdOf returns k's crowd, or nil. The caller holds sh.mu.
-func (sh *localShard) crowdOf(k *lkey, h uint64) *crowd {
+func (sh *localShard) crowdOf(k *lkey, h uint64) *crowd.Crowd {
 	if sh.crowds.Len() == 0 {
 		return nil
 	}
@@ -77,49 +61,11 @@ func (sh *localShard) crowdOf(k *lkey, h uint64) *crowd {
 
 // gather returns k's crowd, making one with a single seat when it has
 // none. The caller holds sh.mu.
-func (sh *localShard) gather(k *lkey, h uint64) *crowd {
+func (sh *localShard) gather(k *lkey, h uint64) *crowd.Crowd {
 	if c := sh.crowdOf(k, h); c != nil {
 		return c
 	}
-	return sh.crowds.Add(k, h, crowd{room: 1})
-}
-
-// full reports whether a call that comes now must wait: every seat is
-// taken, or others wait already (they go first).
-func (c *crowd) full() bool { return c.flying >= c.room || len(c.queue) > 0 }
-
-// wait puts a call at the end of the queue.
-func (c *crowd) wait() *seat {
-	w := &seat{ready: make(chan struct{})}
-	c.queue = append(c.queue, w)
-	return w
-}
-
-// seatWaiting gives the free seats to the calls that wait, oldest first.
-func (c *crowd) seatWaiting() {
-	for len(c.queue) > 0 && c.flying < c.room {
-		w := c.queue[0]
-		c.queue[0] = nil
-		c.queue = c.queue[1:]
-		if w.gone {
-			continue
-		}
-		w.granted = true
-		c.flying++
-		close(w.ready)
-	}
-}
-
-// wakeAll wakes every call that waits, without a seat: each looks again
-// (the shield first: a rejection just landed).
-func (c *crowd) wakeAll() {
-	for i, w := range c.queue {
-		if !w.gone {
-			close(w.ready)
-		}
-		c.queue[i] = nil
-	}
-	c.queue = c.queue[:0]
+	return sh.crowds.Add(k, h, crowd.New())
 }
 
 // land notes that a call of k landed: with a seat when hd says so, and on
@@ -141,23 +87,20 @@ func (sh *localShard) land(k *lkey, h uint64, hd *held, d *decision, rate int64)
 		return
 	}
 	if seated {
-		c.flying--
+		c.Stand()
 	}
 	switch {
 	case d == nil:
+		c.SeatWaiting()
 	case !d.allowed:
-		c.room = 1
-		c.wakeAll()
-		return
-	case 2*(rate-d.count) > rate && c.flying == 0 && len(c.queue) == 0:
+		c.Rejected()
+	case 2*(rate-d.count) > rate && c.Idle():
 		// More than half the rule left, no call on its way and nobody
 		// waiting: the pair is no longer crowded.
 		sh.crowds.Remove(k, h)
-		return
 	default:
-		c.room = max(1, rate-d.count)
+		c.Left(rate - d.count)
 	}
-	c.seatWaiting()
 }
 
 // dropCrowd forgets k's crowd, waking the calls that wait (a Reset). The
@@ -170,73 +113,49 @@ func (sh *localShard) dropCrowd(k *lkey, h uint64) {
 
 // onItsWay puts the call at the end of k's queue, when a call of k is on
 // its way with a seat; nil otherwise.
-func (s *localStore) onItsWay(k lkey, p *plan) *seat {
+func (s *localStore) onItsWay(k lkey, p *plan) *crowd.Seat {
 	sh, h := s.atPlan(&k, p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if c := sh.crowdOf(&k, h); c != nil && c.flying > 0 {
-		return c.wait()
+	if c := sh.crowdOf(&k, h); c != nil && c.Flying() > 0 {
+		return c.Wait()
 	}
 	return nil
 }
 
 // leave takes a call that stopped waiting out of k's queue, and reports
 // whether it was given a seat meanwhile (it then flies with it).
-func (s *localStore) leave(k lkey, p *plan, w *seat) bool {
+func (s *localStore) leave(k lkey, p *plan, w *crowd.Seat) bool {
 	sh, _ := s.atPlan(&k, p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if w.granted {
-		return true
-	}
-	w.gone = true
-	return false
+	return w.Leave()
 }
 
 // giveBack returns a seat a call was given and will not use. The caller
 // holds no lock.
-func (s *localStore) giveBack(k lkey, p *plan, w *seat) {
+func (s *localStore) giveBack(k lkey, p *plan, w *crowd.Seat) {
 	sh, h := s.atPlan(&k, p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if c := sh.crowdOf(&k, h); c != nil {
-		c.flying--
-		c.seatWaiting()
+		c.GiveBack()
 	}
 }
 
-// waiting is a call's waits for a seat: they end together half of
-// Options.Timeout after the first began.
-type waiting struct {
-	until time.Time
-	timer *time.Timer
-}
-
-// await waits for a seat in lg's crowd (w): until w is woken, ctx ends or
-// the call's time for waiting runs out, in which case it reports ranOut and
-// lg no longer queues (see ranOut). A seat it was given is left in lg.seat
-// for hold. ctx's end is returned as its error, the seat given back.
-func (wt *waiting) await(ctx context.Context, s *localStore, lg *leg, w *seat, timeout time.Duration) (ranOut bool, err error) {
+// await waits for a seat in lg's crowd (w), for at most half of timeout
+// over all of the call's waits (wt): until w is woken, ctx ends or that
+// time runs out, in which case it reports ranOut and lg no longer queues
+// (see ranOut). A seat it was given is left in lg.seat for hold. ctx's
+// end is returned as its error, the seat given back.
+func await(ctx context.Context, wt *crowd.Waiting, s *localStore, lg *leg, w *crowd.Seat, timeout time.Duration) (ranOut bool, err error) {
 	lg.waited = true
-	if wt.until.IsZero() {
-		wt.until = time.Now().Add(timeout / 2)
-	}
-	if left := time.Until(wt.until); left > 0 {
-		if wt.timer == nil {
-			wt.timer = time.NewTimer(left)
-		} else {
-			wt.timer.Reset(left)
+	woken, err := wt.Await(ctx, w, timeout/2)
+	if woken {
+		if w.Granted() {
+			lg.seat = w
 		}
-		select {
-		case <-w.ready:
-			if w.granted {
-				lg.seat = w
-			}
-			return false, nil
-		case <-wt.timer.C:
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
+		return false, nil
 	}
 	if s.leave(*lg.k, lg.p, w) {
 		if err != nil {
@@ -262,7 +181,7 @@ func (s *localStore) ranOut(lg *leg, now int64) (decision, bool) {
 	sh, h := s.atPlan(&k, p)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if c := sh.crowdOf(&k, h); c == nil || c.flying == 0 {
+	if c := sh.crowdOf(&k, h); c == nil || c.Flying() == 0 {
 		return decision{}, false
 	}
 	if p.penalize && p.penalty.remembered(sh.findStrikes(&k, h, now), now)+1 >= p.penalty.banAfter {
@@ -279,11 +198,4 @@ func (s *localStore) ranOut(lg *leg, now int64) (decision, bool) {
 		sh.violate(&k, h, p, now, false, p, &d)
 	}
 	return d, true
-}
-
-// stop releases the timer, if the call waited.
-func (wt *waiting) stop() {
-	if wt.timer != nil {
-		wt.timer.Stop()
-	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ratelimit-go/ratelimit/internal/crowd"
 	"github.com/ratelimit-go/ratelimit/internal/script"
 	"github.com/redis/rueidis"
 )
@@ -98,8 +99,8 @@ func (l *Limiter) holdGroup(ctx context.Context, conn *redisConn, g []groupPair,
 		legs[i] = leg{k: &g[i].k, p: &g[i].p, n: g[i].n, queue: queue}
 		legs[i].reserve, legs[i].lost, legs[i].lostAt = l.reserve(conn, &g[i].p, now)
 	}
-	var w waiting
-	defer w.stop()
+	var w crowd.Waiting
+	defer w.Stop()
 	for {
 		// A group its first pair denies is denied by that pair alone:
 		// the shield answers it when it holds that pair's rejection.
@@ -112,7 +113,7 @@ func (l *Limiter) holdGroup(ctx context.Context, conn *redisConn, g []groupPair,
 		if seat == nil {
 			return legs, nil, nil
 		}
-		ranOut, err := w.await(ctx, l.local, &legs[i], seat, l.set.Timeout)
+		ranOut, err := await(ctx, &w, l.local, &legs[i], seat, l.set.Timeout)
 		if err != nil {
 			return nil, nil, err
 		}

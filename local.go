@@ -5,6 +5,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/ratelimit-go/ratelimit/internal/crowd"
 	"github.com/ratelimit-go/ratelimit/internal/meter"
 )
 
@@ -61,7 +62,7 @@ type shardTables struct {
 	bans     table[*strikes]       // keys with an active ban
 	denials  table[denial]         // the hot-key shield: Redis' rejections
 	debts    table[*debt]          // what was decided without Redis, owed to it (see writeback.go)
-	crowds   table[crowd]          // the calls of full pairs on their way to Redis (see crowd.go)
+	crowds   table[crowd.Crowd]    // the calls of full pairs on their way to Redis (see crowd.go)
 	reserved int64                 // events hold reserved for calls not landed yet (see held.others)
 	// backs and backsDone count the events settles of reservations gave
 	// back in the shard: begun (this process' count took them back) and
@@ -91,7 +92,7 @@ func newLocalStore(capacity int) *localStore {
 		sh.bans = newTable[*strikes](per)
 		sh.denials = newTable[denial](per)
 		sh.debts = newTable[*debt](per)
-		sh.crowds = newTableEvict(per, (*crowd).wakeAll)
+		sh.crowds = newTableEvict(per, (*crowd.Crowd).WakeAll)
 		sh.owing = &s.owing
 	}
 	return s

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"time"
 
+	"github.com/ratelimit-go/ratelimit/internal/crowd"
 	"github.com/ratelimit-go/ratelimit/internal/meter"
 )
 
@@ -77,7 +78,7 @@ func (hd *held) holds() bool { return hd.retry > 0 || hd.banLeft > 0 }
 // when every seat is taken: hold then returns the seat it waits for, and
 // nothing else; with lg.carry, it is handed the violations the process
 // owes Redis for the pair, to deliver them (see held.strikes).
-func (s *localStore) hold(lg *leg, now int64) (held, *seat) {
+func (s *localStore) hold(lg *leg, now int64) (held, *crowd.Seat) {
 	k, p, n, peek, queue := *lg.k, lg.p, lg.n, lg.peek, lg.queue
 	sh, h := s.atPlan(&k, p)
 	sh.mu.Lock()
@@ -142,12 +143,12 @@ func (lg *leg) shieldMax(s *settings) int64 {
 // given a seat (nil when the pair has none). When every seat is taken and
 // lg was given none, it returns instead the seat to wait for. The caller
 // holds sh.mu.
-func (sh *localShard) seatOf(lg *leg, k *lkey, h uint64) (c *crowd, granted bool, w *seat) {
+func (sh *localShard) seatOf(lg *leg, k *lkey, h uint64) (c *crowd.Crowd, granted bool, w *crowd.Seat) {
 	granted = lg.seat != nil
 	lg.seat = nil
 	if lg.queue || granted {
-		if c = sh.crowdOf(k, h); c != nil && !granted && c.full() {
-			return nil, false, c.wait()
+		if c = sh.crowdOf(k, h); c != nil && !granted && c.Full() {
+			return nil, false, c.Wait()
 		}
 	}
 	return c, granted, nil
@@ -155,12 +156,12 @@ func (sh *localShard) seatOf(lg *leg, k *lkey, h uint64) (c *crowd, granted bool
 
 // sit gives a held call a seat in c, when it has a crowd: the one it was
 // granted, or a new one. The caller holds sh.mu.
-func (sh *localShard) sit(c *crowd, granted bool) bool {
+func (sh *localShard) sit(c *crowd.Crowd, granted bool) bool {
 	switch {
 	case c == nil:
 		return false
 	case !granted:
-		c.flying++
+		c.Sit()
 	}
 	return true
 }
@@ -178,7 +179,7 @@ type leg struct {
 	// waited says the call waited for its pair's calls to land: what
 	// they cached in the shield after the call's time answers it.
 	waited bool
-	seat   *seat // a seat the call was given while it waited (see hold)
+	seat   *crowd.Seat // a seat the call was given while it waited (see hold)
 	// id is the reservation id the call's events are recorded under in a
 	// meter that keeps records by id (see recordKeeper), or 0.
 	id uint64
@@ -195,10 +196,10 @@ type leg struct {
 
 // holdLegs holds each leg at now (see hold). When a leg must wait for a
 // seat it returns the leg's index and the seat, and holds no leg.
-func (s *localStore) holdLegs(legs []leg, now int64) (int, *seat) {
+func (s *localStore) holdLegs(legs []leg, now int64) (int, *crowd.Seat) {
 	for i := range legs {
 		lg := &legs[i]
-		var w *seat
+		var w *crowd.Seat
 		if lg.hd, w = s.hold(lg, now); w != nil {
 			s.releaseLegs(legs[:i], now)
 			for j := range legs[i+1:] {
@@ -487,14 +488,16 @@ func lostOwn(m meter.Meter, dt *debt, p *plan, count, others, lostAt, now int64)
 // no seat: granted turns false), whether the call's granted seat still
 // counts, and the seat to wait for when the call must wait. The caller
 // holds sh.mu.
-func (sh *localShard) fullByOwnCount(k *lkey, h uint64, c *crowd, granted bool) (*crowd, bool, *seat) {
+func (sh *localShard) fullByOwnCount(k *lkey, h uint64, c *crowd.Crowd, granted bool) (*crowd.Crowd, bool, *crowd.Seat) {
 	if c == nil {
 		c = sh.gather(k, h)
 		granted = false // its crowd is gone: a new one counts no seat
 	}
-	if mine := b2i(granted); c.flying-int64(mine) > 0 {
-		c.flying -= int64(mine)
-		return c, granted, c.wait()
+	if mine := b2i(granted); c.Flying()-int64(mine) > 0 {
+		if granted {
+			c.Stand()
+		}
+		return c, granted, c.Wait()
 	}
 	return c, granted, nil
 }

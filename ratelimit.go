@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/breaker"
+	"github.com/ratelimit-go/ratelimit/internal/crowd"
 	"github.com/ratelimit-go/ratelimit/internal/redisio"
 	"github.com/ratelimit-go/ratelimit/internal/script"
 	"github.com/redis/rueidis"
@@ -328,14 +329,14 @@ func (l *Limiter) onRedis(ctx context.Context, conn *redisConn, r *Rule, p *plan
 	if !p.alg.rules.leased() {
 		legs[0].reserve, legs[0].lost, legs[0].lostAt = l.reserve(conn, p, now)
 	}
-	var w waiting
-	defer w.stop()
+	var w crowd.Waiting
+	defer w.Stop()
 	for {
 		path, seat, err := l.redisOnce(ctx, conn, r, legs[:], u, now, res)
 		if seat == nil {
 			return path, err
 		}
-		ranOut, err := w.await(ctx, l.local, &legs[0], seat, l.set.Timeout)
+		ranOut, err := await(ctx, &w, l.local, &legs[0], seat, l.set.Timeout)
 		if err != nil {
 			return PathNone, err
 		}
@@ -370,7 +371,7 @@ func (l *Limiter) afterWaiting(p *plan, now int64) int64 {
 // redisOnce is one try of onRedis at now: it returns a seat to wait for,
 // and nothing else, when the call must wait for its pair's calls on the
 // way.
-func (l *Limiter) redisOnce(ctx context.Context, conn *redisConn, r *Rule, legs []leg, u *undo, now int64, res *Result) (Path, *seat, error) {
+func (l *Limiter) redisOnce(ctx context.Context, conn *redisConn, r *Rule, legs []leg, u *undo, now int64, res *Result) (Path, *crowd.Seat, error) {
 	lg := &legs[0]
 	p, k, n, peek := lg.p, *lg.k, lg.n, lg.peek
 	if path, ok := l.unsent(conn, r, lg, u, now, res); ok {
