@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/breaker"
+	"github.com/ratelimit-go/ratelimit/internal/fleet"
 	"github.com/redis/rueidis"
 )
 
@@ -117,9 +118,9 @@ func (l *Limiter) reserve(conn *redisConn, p *plan, now int64) (events int64, lo
 		// Redis lost its data or who owes: as if both.
 		return min((n-1)*share, most), true, maxTime
 	}
-	events = min(min(l.unsettled.Load(), n-1)*share, most)
-	if ls := l.lost.Load(); ls != nil {
-		at, then := ls.on(l, p, now)
+	events = min(min(l.fleet.Unsettled(), n-1)*share, most)
+	if ls := l.fleet.Lost(); ls != nil {
+		at, then := ls.On(l.sendsNow(p.alg.rules.timed()), p.prefetch, now, l.clock.now())
 		var still int64
 		still, lost = p.alg.back.lost(*p, at, then, min((n-1)*share, most))
 		events = max(events, still)
@@ -128,51 +129,20 @@ func (l *Limiter) reserve(conn *redisConn, p *plan, now int64) (events int64, lo
 	return max(events, 0), lost, lostAt
 }
 
-// loss is when Redis lost its data, as a Limiter learnt it from a
-// heartbeat (see learnFleet): on Redis' clock, everything it lost had been
-// recorded age µs before the heartbeat's TIME, redis (by the server's
-// start when it lost its data by stopping, otherwise by the making of the
-// fleet's new epoch: lua/fleet.lua's KEYS[5]); the Limiter learnt it at
-// process on the process clock, and at clock on its own (Options.Clock,
-// or the process clock), which need not run as Redis' does (a fake Clock
-// may stand still), so that only the learning bounds the loss there. The
-// events Redis lost were recorded before both, on the clock their scripts
-// decided on, and stamped up to a Prefetch later (a grant's slots).
-type loss struct{ process, clock, redis, age int64 }
-
-// on returns the loss and the time of a decision of p at now, both on the
-// clock p's scripts decide on: the call's time when the Limiter sends it
-// (Options.Clock, or a quota's period), otherwise Redis' TIME, which the
-// process does not read: now on it is the heartbeat's TIME moved on by the
-// process clock since, so that a skew between the two clocks moves
-// neither a fixed window's boundary nor a period's. The loss is as late as
-// the latest stamp it may have held: a grant's, p's Prefetch past its
-// recording (every process of a fleet gives a rule the same Prefetch).
-func (ls *loss) on(l *Limiter, p *plan, now int64) (at, then int64) {
-	if l.sendsNow(p.alg.rules.timed()) {
-		return ls.clock + p.prefetch, now
-	}
-	return ls.redis - ls.age + p.prefetch, ls.redis + l.clock.now() - ls.process
-}
-
-// rejoinBeats is how many successful heartbeats after a failed one may
-// raise the count but not lower it (see heartbeat).
-const rejoinBeats = 3
-
 // heartbeat announces the Limiter once and stores the live count Redis
 // returns. Two counts may not hold every live Limiter yet, so they raise
 // the count last seen but never lower it, and an outage that starts then
 // is met with the share of the fleet as it was, not with a larger one:
 //   - a set younger than three heartbeat periods (Redis lost it: a restart
 //     without persistence, a failover);
-//   - the counts of the rejoinBeats heartbeats after one of this Limiter's
-//     failed: the other instances' failed too (Redis refused them all, or
+//   - the counts of the fleet.RejoinBeats heartbeats after one of this
+//     Limiter's failed: the other instances' failed too (Redis refused them all, or
 //     shed them under load), for long enough to be trimmed, and each is
 //     back only at its next heartbeat.
 func (l *Limiter) heartbeat(conn *redisConn, key string) { l.beat(conn, key, false) }
 
 // beat is heartbeat; a kicked one (see kickHeartbeat) comes between two of
-// the period's, is not one of the rejoinBeats, and may raise the count but
+// the period's, is not one of the fleet.RejoinBeats, and may raise the count but
 // never lowers it: only the period's heartbeats do.
 func (l *Limiter) beat(conn *redisConn, key string, kicked bool) {
 	// One heartbeat at a time, and none after the withdrawal: a beat the
@@ -192,52 +162,37 @@ func (l *Limiter) beat(conn *redisConn, key string, kicked bool) {
 	// announced themselves again since it to count as settled (see
 	// reserve): their calls failed too, likely, and they decided without
 	// Redis.
-	opens, failures := l.opens.Load(), l.failures.Load()
-	switch failedAt := l.failedAt.Load(); {
-	case failures != l.checkedFailures.Load() && failedAt != 0:
-		l.settleFrom.Store(failedAt)
-	case opens != l.settledOpens.Load():
-		l.settleFrom.Store(l.openedAt.Load())
-	}
+	b := l.fleet.Begin()
 	r, err := l.sendBeat(conn, key, spare)
 	l.heartbeatStarved.Store(errors.Is(err, errShed))
 	if err != nil {
-		l.rejoining.Store(rejoinBeats)
+		l.fleet.Missed()
 		l.log.log(logHeartbeat, slog.LevelDebug, "ratelimit: heartbeat failed; keeping the instance count last seen",
-			"instances", l.set.fleet.Load(), "err", err)
+			"instances", l.fleet.Live(), "err", err)
 		return
 	}
-	l.learnFleet(r, kicked)
-	l.settledOpens.Store(opens)
-	if l.checkedFailures.Swap(failures) != failures {
-		l.failedAt.Store(0)
-	}
+	l.fleet.Learn(b, r, kicked, int64(l.set.HeartbeatInterval/time.Microsecond), l.clock.now(), l.localNow())
 }
 
-// fleetReply is lua/fleet.lua's reply: the live instances, the age of the
-// set (µs), the instances not settled, Redis' time (µs), when Redis' data
-// began as far as the fleet knows (µs, its epoch), and a time by which
-// everything Redis lost before the epoch had been recorded (µs).
-type fleetReply struct{ live, age, unsettled, now, epoch, lostBy int64 }
-
 // sendBeat runs lua/fleet.lua: this Limiter is live for three heartbeat
-// periods, owes Redis or not, and counts as settled from settleFrom.
-func (l *Limiter) sendBeat(conn *redisConn, key string, spare bool) (fleetReply, error) {
+// periods, owes Redis or not, and counts the others as settled from the
+// fleet's SettleFrom (see fleet.View.Begin).
+func (l *Limiter) sendBeat(conn *redisConn, key string, spare bool) (fleet.Reply, error) {
 	owes := "0"
 	if l.owes(conn) {
 		owes = "1"
 	}
 	period := int64(l.set.HeartbeatInterval / time.Microsecond)
-	var r fleetReply
+	var r fleet.Reply
 	run := func(ctx context.Context, c rueidis.Client) error {
-		reply, err := fleetScript.Exec(ctx, c, []string{key, key + ":born", key + ":owing", key + ":epoch", key + ":lost"}, []string{l.id, itoa(period), owes, itoa(l.settleFrom.Load())}).AsIntSlice()
+		reply, err := fleetScript.Exec(ctx, c, []string{key, key + ":born", key + ":owing", key + ":epoch", key + ":lost"}, []string{l.id, itoa(period), owes, itoa(l.fleet.SettleFrom())}).AsIntSlice()
 		if err != nil {
 			return err
 		}
 		if len(reply) != 6 {
 			return &callError{cause: misuse, err: errors.New("unexpected heartbeat reply")}
 		}
-		r = fleetReply{live: reply[0], age: reply[1], unsettled: reply[2], now: reply[3], epoch: reply[4], lostBy: reply[5]}
+		r = fleet.Reply{Live: reply[0], Age: reply[1], Unsettled: reply[2], Now: reply[3], Epoch: reply[4], LostBy: reply[5]}
 		return nil
 	}
 	if conn != nil && conn.breakers.ForKey(key).Resting() {
@@ -255,34 +210,6 @@ func (l *Limiter) sendBeat(conn *redisConn, key string, spare bool) (fleetReply,
 	}
 	err := l.sendWithoutFallback(context.Background(), conn, key, subject{"heartbeat", key}, "announcing the limiter", spare, run)
 	return r, err
-}
-
-// learnFleet takes what a heartbeat's reply says of the fleet: the count
-// of live instances (never lowered by a kicked beat, a rejoining one, or a
-// set younger than three periods), a loss of Redis' data (an epoch newer
-// than the one this Limiter announced itself in), and the instances not
-// settled.
-func (l *Limiter) learnFleet(r fleetReply, kicked bool) {
-	period := int64(l.set.HeartbeatInterval / time.Microsecond)
-	live := r.live
-	rejoining := l.rejoining.Load() > 0
-	if rejoining && !kicked {
-		l.rejoining.Add(-1)
-	}
-	if r.age < 3*period || rejoining || kicked {
-		live = max(live, l.set.fleet.Load())
-	}
-	if old := l.epoch.Swap(r.epoch); old != 0 && r.epoch != old {
-		// A newer epoch than the one this Limiter announced itself in:
-		// Redis lost its data (see reserve). A set that ran out while
-		// every Limiter was away keeps its epoch (see lua/fleet.lua).
-		l.lost.Store(&loss{process: l.clock.now(), clock: l.localNow(), redis: r.now, age: max(0, r.now-r.lostBy)})
-	}
-	l.set.fleet.Store(max(1, live))
-	l.unsettled.Store(r.unsettled)
-	if from := l.settleFrom.Load(); from != 0 && r.now-from >= 3*period {
-		l.settleFrom.Store(0) // an instance that has not announced itself since is trimmed
-	}
 }
 
 // owes reports whether the Limiter may owe Redis decisions it made
@@ -312,25 +239,20 @@ func (l *Limiter) owes(conn *redisConn) bool {
 // reports false, and the caller counts every other instance as owing and
 // its own whole count, as after a loss.
 func (l *Limiter) settled(conn *redisConn) bool {
-	done := func() bool {
-		return l.opens.Load() == l.settledOpens.Load() && l.failures.Load() == l.checkedFailures.Load()
-	}
-	if done() {
+	if l.fleet.Settled() {
 		return true
 	}
 	// The calls that come meanwhile wait for it: one round trip, once.
 	l.settling.Lock()
 	defer l.settling.Unlock()
-	if done() {
+	if l.fleet.Settled() {
 		return true
 	}
-	now := l.clock.now()
-	if last := l.settleTried.Load(); last != 0 && now-last < int64(l.set.ProbeAfter/time.Microsecond) {
+	if !l.fleet.TrySettle(l.clock.now(), int64(l.set.ProbeAfter/time.Microsecond)) {
 		return false
 	}
-	l.settleTried.Store(now)
 	l.beat(conn, fleetKey(l.set.KeyPrefix), true)
-	return done()
+	return l.fleet.Settled()
 }
 
 // noteFailure notes a call to Redis that failed as an outage: the next
@@ -340,8 +262,7 @@ func (l *Limiter) settled(conn *redisConn) bool {
 // themselves since the first such failure: Redis may have failed them too.
 func (l *Limiter) noteFailure() {
 	if l.set.HeartbeatInterval > 0 {
-		l.failedAt.CompareAndSwap(0, l.clock.now())
-		l.failures.Add(1)
+		l.fleet.Failed(l.clock.now())
 	}
 }
 

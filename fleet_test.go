@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/ratelimit-go/ratelimit/internal/fleet"
 	"github.com/redis/rueidis"
 )
 
@@ -166,7 +167,7 @@ func TestFleetShare(t *testing.T) {
 
 // TestFleetCountAfterFailedHeartbeats: after its heartbeat failed (Redis
 // refused it, and the other instances' too, long enough for them all to be
-// trimmed), a Limiter's next rejoinBeats heartbeats raise its count but do
+// trimmed), a Limiter's next fleet.RejoinBeats heartbeats raise its count but do
 // not lower it, so an outage right after is met with the fleet's share as
 // it was; the next one lowers it to the instances that announced since.
 func TestFleetCountAfterFailedHeartbeats(t *testing.T) {
@@ -189,7 +190,7 @@ func TestFleetCountAfterFailedHeartbeats(t *testing.T) {
 	// Redis refused everyone for three periods: the others' announcements
 	// ran out, and a's first heartbeats back find it alone.
 	now := t0.Add(3 * time.Hour)
-	for i := range rejoinBeats {
+	for i := range fleet.RejoinBeats {
 		mr.SetTime(now)
 		if n := beat(t, a); n != 3 {
 			t.Fatalf("heartbeat %d after the refusal counts %d, want the 3 last seen (the set holds %d)", i+1, n, mustCard(t, mr, "rejoin:"))
@@ -198,7 +199,7 @@ func TestFleetCountAfterFailedHeartbeats(t *testing.T) {
 	}
 	mr.SetTime(now)
 	if n := beat(t, a); n != 1 {
-		t.Fatalf("heartbeat %d after the refusal counts %d, want 1: only a announced since", rejoinBeats+1, n)
+		t.Fatalf("heartbeat %d after the refusal counts %d, want 1: only a announced since", fleet.RejoinBeats+1, n)
 	}
 	if n := beat(t, b); n != 2 {
 		t.Fatalf("b back: it counts %d, want 2", n)

@@ -9,6 +9,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/ratelimit-go/ratelimit/internal/clock"
+	"github.com/ratelimit-go/ratelimit/internal/fleet"
 )
 
 // TestLostCountsAsTheMeterWould: what Redis lost at at still counts at
@@ -86,7 +87,7 @@ func TestFixedWindowLossEndsWithItsWindow(t *testing.T) {
 	mr.FlushAll() // a restart without persistence
 	mr.SetTime(t0.Add(6 * time.Second))
 	beat(t, a) // a newer set: Redis lost its data
-	if a.lost.Load() == nil {
+	if a.fleet.Lost() == nil {
 		t.Fatal("the heartbeat after the loss did not tell it")
 	}
 	rule := Rule{Name: "fixed", Kind: FixedWindow, Limit: PerSecond(10)}
@@ -121,13 +122,13 @@ func TestSetRunOutIsNoLoss(t *testing.T) {
 		t.Fatal("the instances set outlived three heartbeat periods")
 	}
 	beat(t, a)
-	if a.lost.Load() != nil {
+	if a.fleet.Lost() != nil {
 		t.Fatal("a set that ran out counted as a loss of Redis' data")
 	}
 	mr.FlushAll()
 	mr.SetTime(t0.Add(5 * time.Hour))
 	beat(t, a)
-	if a.lost.Load() == nil {
+	if a.fleet.Lost() == nil {
 		t.Fatal("a FLUSHALL did not count as a loss of Redis' data")
 	}
 }
@@ -136,7 +137,7 @@ func TestSetRunOutIsNoLoss(t *testing.T) {
 // heartbeat tells (lua/fleet.lua's KEYS[5]), but a grant stamps its slots
 // up to Prefetch past its recording, so the loss counts from that much
 // later for a prefetching rule, on Redis' clock and on Options.Clock
-// (loss.on).
+// (fleet.Loss.On).
 func TestLossCoversAGrantsStamps(t *testing.T) {
 	const ms = int64(time.Millisecond / time.Microsecond)
 	compile := func(r Rule) plan {
@@ -148,7 +149,7 @@ func TestLossCoversAGrantsStamps(t *testing.T) {
 	}
 	plain := compile(Rule{Name: "log", Limit: PerSecond(100)})
 	prefetching := compile(Rule{Name: "log", Limit: PerSecond(100), Prefetch: 20 * time.Millisecond})
-	ls := &loss{process: 0, clock: 5000 * ms, redis: 9000 * ms, age: 1000 * ms}
+	ls := &fleet.Loss{Process: 0, Clock: 5000 * ms, Redis: 9000 * ms, Age: 1000 * ms}
 	onRedis, err := New(nil, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +170,7 @@ func TestLossCoversAGrantsStamps(t *testing.T) {
 		{onClock, plain, 5000 * ms},       // the learning on the Limiter's clock
 		{onClock, prefetching, 5020 * ms}, // and a Prefetch later
 	} {
-		if at, _ := ls.on(c.l, &c.p, 6000*ms); at != c.want {
+		if at, _ := ls.On(c.l.sendsNow(c.p.alg.rules.timed()), c.p.prefetch, 6000*ms, c.l.clock.now()); at != c.want {
 			t.Errorf("Clock %v, Prefetch %dµs: the loss at %d, want %d", c.l.set.Clock != nil, c.p.prefetch, at, c.want)
 		}
 	}
@@ -194,7 +195,7 @@ func TestOwnEventsSinceALossCountOnce(t *testing.T) {
 	mr.SetTime(t0.Add(6 * time.Second))
 	clk.Set(t0.Add(600 * time.Millisecond))
 	beat(t, a) // learnt at 600ms on a's clock
-	if a.lost.Load() == nil {
+	if a.fleet.Lost() == nil {
 		t.Fatal("the heartbeat after the loss did not tell it")
 	}
 	clk.Set(t0.Add(700 * time.Millisecond))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit/internal/breaker"
 	"github.com/ratelimit-go/ratelimit/internal/crowd"
+	"github.com/ratelimit-go/ratelimit/internal/fleet"
 	"github.com/ratelimit-go/ratelimit/internal/redisio"
 	"github.com/ratelimit-go/ratelimit/internal/script"
 	"github.com/redis/rueidis"
@@ -43,31 +44,15 @@ type Limiter struct {
 
 	wbKick chan struct{} // wakes the write-back (see writeback.go)
 
-	heartbeatStarved atomic.Bool  // the last heartbeat found no admission slot to spare
-	writeBackStarved atomic.Bool  // the last write-back batch found none
-	rejoining        atomic.Int32 // heartbeats left whose count may not lower the last (see heartbeat)
+	heartbeatStarved atomic.Bool // the last heartbeat found no admission slot to spare
+	writeBackStarved atomic.Bool // the last write-back batch found none
 	hbKick           chan struct{}
 	beating          sync.Mutex // one heartbeat at a time; guards withdrawn
 	withdrawn        bool       // Close withdrew the Limiter from the fleet
-	// The fleet's reserve (see fleet.go): the epoch of Redis' data at the
-	// last heartbeat (see lua/fleet.lua); other live instances that may hold decisions Redis
-	// lacks, as the last heartbeat counted them; the breaker's openings,
-	// and those a heartbeat has settled since (until then every other
-	// instance is assumed to owe) and when it last opened; since when
-	// (µs since the epoch) the others must have announced themselves
-	// again to count as settled; and when Redis was seen to have lost its
-	// data (see loss).
-	epoch               atomic.Int64
-	unsettled           atomic.Int64
-	opens, settledOpens atomic.Int64
-	openedAt            atomic.Int64 // process µs of the last opening
-	settleFrom          atomic.Int64
-	lost                atomic.Pointer[loss]
-	failures            atomic.Int64 // calls to Redis that failed as an outage
-	failedAt            atomic.Int64 // process µs of the first not yet checked (0: none)
-	checkedFailures     atomic.Int64 // those a heartbeat has come after
-	settling            sync.Mutex   // one settling heartbeat at a time (see settled)
-	settleTried         atomic.Int64 // process µs of the last one
+	// fleet is what the heartbeats told of the other Limiters, for the
+	// fleet's reserve (see fleet.go).
+	fleet    *fleet.View
+	settling sync.Mutex // one settling heartbeat at a time (see settled)
 
 	leases   leaseSet   // the leases handed out (see lease.go)
 	settles  settles    // the reservations' counts, and what their settles owe Redis (see reserve.go)
@@ -170,6 +155,7 @@ func newLimiter(opts Options, remote bool) (*Limiter, error) {
 		done:      make(chan struct{}),
 		wbKick:    make(chan struct{}, 1),
 		hbKick:    make(chan struct{}, 1),
+		fleet:     fleet.New(set.fleet),
 	}
 	l.local.owing.max = int64(set.WriteBackMax)
 	if remote {
@@ -190,8 +176,7 @@ func (l *Limiter) announce(bc breaker.Change) {
 	switch c.To {
 	case BreakerOpen:
 		kind, level, msg = logOpen, slog.LevelWarn, "ratelimit: redis circuit breaker open; deciding locally"
-		l.openedAt.Store(l.clock.now())
-		l.opens.Add(1) // the other instances' too, likely: see reserve
+		l.fleet.Opened(l.clock.now()) // the other instances' too, likely: see reserve
 	case BreakerClosed:
 		kind, msg = logClosed, "ratelimit: redis circuit breaker closed; deciding on redis again"
 		l.kickWriteBack()
