@@ -144,10 +144,11 @@ var (
 	algGCRA        = register(gcraKind{})
 	algQuota       = register(quotaKind{})
 	algConcurrency = register(concurrencyKind{})
+	algWeighted    = register(weightedKind{})
 )
 
 // kinds is the algorithm of each Kind. A SlidingLog rule with Approximate
-// is the approximate counter's.
+// is the approximate counter's, one with Prefetch the weighted log's.
 var kinds = [...]*algorithm{
 	SlidingLog:    algSliding,
 	GCRA:          algGCRA,
@@ -156,8 +157,9 @@ var kinds = [...]*algorithm{
 	FixedWindow:   algFixed,
 }
 
-// algorithms is every kind's algorithm, the approximate counter's included.
-var algorithms = [...]*algorithm{algSliding, algCounter, algGCRA, algQuota, algConcurrency, algFixed}
+// algorithms is every kind's algorithm, the approximate counter's and the
+// weighted log's included.
+var algorithms = [...]*algorithm{algSliding, algCounter, algGCRA, algQuota, algConcurrency, algFixed, algWeighted}
 
 // algorithmOf returns the algorithm of r's Kind, or what is wrong.
 func algorithmOf(r *Rule) (*algorithm, string) {
@@ -168,6 +170,8 @@ func algorithmOf(r *Rule) (*algorithm, string) {
 		return nil, fmt.Sprintf("Approximate is for the sliding log only, not for %v", r.Kind)
 	case r.Approximate:
 		return algCounter, ""
+	case r.Kind == SlidingLog && r.Prefetch > 0:
+		return algWeighted, "" // see weightedKind
 	}
 	return kinds[r.Kind], ""
 }
