@@ -1,10 +1,10 @@
 package reliability_test
 
 import (
-	"errors"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"runtime"
 	"strconv"
