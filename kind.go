@@ -16,7 +16,9 @@ import (
 // eventlog.Log), counterKind (counter.go, a SlidingLog rule with
 // Approximate, a meter.Counter), gcraKind (gcra.go, a meter.Bucket),
 // quotaKind (quota.go, a meter.Quota), concurrencyKind (concurrency.go,
-// an eventlog.Log), fixedKind (fixedwindow.go, a meter.FixedWindow). A
+// an eventlog.Log), fixedKind (fixedwindow.go, a meter.FixedWindow),
+// weightedKind (weightedlog.go, a SlidingLog rule with Prefetch: the exact
+// log whose grants are weighted entries in Redis, an eventlog.Log here). A
 // plan holds its kind's algorithm, the one the registry below made for
 // it, compared by pointer (the shield and the write-back match a plan's
 // kind that way); the rest of the package asks it, never which kind a plan
