@@ -88,8 +88,9 @@ redis.call('ZREMRANGEBYSCORE', key, '-inf', w_bound)
 
 {{/* weighted.tally trims as sliding.count does when trimmed says so (keep
 one window with Redis' TIME, card, two with the caller's clock) and sets
-count, the weight of the live members (scored after now - window), and
-wfirst, the rank of the oldest live member. */}}
+count, the weight of the live members (scored after now - window), and,
+when the log holds grants (wsum > 0), wfirst, the rank of the oldest live
+member (weighted.retry reads it only then). */}}
 {{- define "weighted.tally" -}}
 {{template "weighted.sum"}}
 if trimmed then
@@ -108,9 +109,9 @@ if card and trimmed then
   end
 else
   local live_from = string.format('%d', now - window)
-  wfirst = redis.call('ZCOUNT', key, '-inf', live_from)
   count = redis.call('ZCOUNT', key, '(' .. live_from, '(4503599627370496')
   if wsum > 0 then
+    wfirst = redis.call('ZCOUNT', key, '-inf', live_from)
     if wfirst <= count then
       local w_lo, w_hi = 0, wfirst - 1
       {{template "weighted.walk"}}
