@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,10 +15,13 @@ import (
 
 // TestFaultTimeoutIsUnknownOutcome adds latency just above Timeout between
 // the limiter and redis-server, so every call times out although Redis runs
-// its script a little later. The calls are decided locally (Degraded, no
-// error); once the latency is gone and Redis has run everything it was sent,
-// its own count for the key (ZCARD) never exceeds Rate, whatever number of
-// timed-out calls it recorded.
+// its script a little later. The calls sent are decided locally (Degraded,
+// no error); once the process' own count is full, the key's calls go to
+// Redis one at a time (its crowd, see crowd.go), and a call whose wait for
+// that one ran out is rejected in-process (PathShield, not Degraded: the
+// own count, full, says so). Once the latency is gone and Redis has run
+// everything it was sent, its own count for the key (ZCARD) never exceeds
+// Rate, whatever number of timed-out calls it recorded.
 func TestFaultTimeoutIsUnknownOutcome(t *testing.T) {
 	if !testkit.HaveRedis(t) {
 		t.Skip("needs redis-server")
@@ -35,6 +39,19 @@ func TestFaultTimeoutIsUnknownOutcome(t *testing.T) {
 		Logger:          quietLogger(&logs),
 		OnBreakerChange: states.Hook,
 	}
+	var byPath sync.Map // Path -> *atomic.Int64, of the key's decisions
+	opts.OnDecision = func(d ratelimit.Decision) {
+		if d.Key == "k" {
+			n, _ := byPath.LoadOrStore(d.Path, new(atomic.Int64))
+			n.(*atomic.Int64).Add(1)
+		}
+	}
+	paths := func(p ratelimit.Path) int {
+		if n, ok := byPath.Load(p); ok {
+			return int(n.(*atomic.Int64).Load())
+		}
+		return 0
+	}
 	l, err := ratelimit.Dial(testkit.ClientOption(proxy.Addr()), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +67,7 @@ func TestFaultTimeoutIsUnknownOutcome(t *testing.T) {
 	proxy.SetLatency(opts.Timeout + 30*time.Millisecond)
 	const goroutines, each = 4, 5
 	var mu sync.Mutex
-	var allowed, timedOut, worst = 0, 0, time.Duration(0)
+	var allowed, timedOut, crowded, worst = 0, 0, 0, time.Duration(0)
 	var wg sync.WaitGroup
 	for g := 0; g < goroutines; g++ {
 		wg.Add(1)
@@ -65,8 +82,13 @@ func TestFaultTimeoutIsUnknownOutcome(t *testing.T) {
 				if err != nil {
 					t.Errorf("a call that timed out returned an error: %v", err)
 				}
-				if r.Degraded {
+				switch {
+				case r.Degraded:
 					timedOut++
+				case r.Allowed || r.RetryAfter <= 0:
+					t.Errorf("a call decided without waiting out Timeout = %+v; want a rejection with its RetryAfter", r)
+				default:
+					crowded++
 				}
 				if r.Allowed {
 					allowed++
@@ -77,8 +99,9 @@ func TestFaultTimeoutIsUnknownOutcome(t *testing.T) {
 	}
 	wg.Wait()
 	proxy.SetLatency(0)
-	if timedOut != goroutines*each {
-		t.Errorf("%d of %d calls were decided locally; want all, with latency above Timeout", timedOut, goroutines*each)
+	if timedOut+crowded != goroutines*each || timedOut < rate || paths(ratelimit.PathLocal) != timedOut || paths(ratelimit.PathShield) != crowded {
+		t.Errorf("%d of %d calls timed out and were decided locally, %d were rejected in-process while the key's call was on its way (decisions by path: local %d, shield %d, redis %d); want every call one of the two, and at least the %d allowed timed out",
+			timedOut, goroutines*each, crowded, paths(ratelimit.PathLocal), paths(ratelimit.PathShield), paths(ratelimit.PathRedis), rate)
 	}
 	if allowed != rate {
 		t.Errorf("the local log allowed %d calls, want %d", allowed, rate)
@@ -103,8 +126,8 @@ func TestFaultTimeoutIsUnknownOutcome(t *testing.T) {
 	if s := l.Stats(); s.WrittenBack != uint64(allowed) || s.WriteBackDropped != 0 {
 		t.Errorf("Stats = %+v, want the %d allowed written back", s, allowed)
 	}
-	t.Logf("%d calls timed out (worst %v, Timeout %v); the local log allowed %d; Redis' log holds %d once they are written back; breaker: %q",
-		timedOut, worst, opts.Timeout, allowed, last, states.String())
+	t.Logf("%d calls timed out (worst %v, Timeout %v), %d were rejected in-process; the local log allowed %d; Redis' log holds %d once they are written back; breaker: %q",
+		timedOut, worst, opts.Timeout, crowded, allowed, last, states.String())
 }
 
 // TestCallerDeadlineShorterThanTimeout: a caller whose own deadline is
