@@ -16,9 +16,7 @@ import (
 // eventlog.Log), counterKind (counter.go, a SlidingLog rule with
 // Approximate, a meter.Counter), gcraKind (gcra.go, a meter.Bucket),
 // quotaKind (quota.go, a meter.Quota), concurrencyKind (concurrency.go,
-// an eventlog.Log), fixedKind (fixedwindow.go, a meter.FixedWindow),
-// weightedKind (weightedlog.go, a SlidingLog rule with Prefetch: the exact
-// log whose grants are weighted entries in Redis, an eventlog.Log here). A
+// an eventlog.Log), fixedKind (fixedwindow.go, a meter.FixedWindow). A
 // plan holds its kind's algorithm, the one the registry below made for
 // it, compared by pointer (the shield and the write-back match a plan's
 // kind that way); the rest of the package asks it, never which kind a plan
@@ -146,11 +144,10 @@ var (
 	algGCRA        = register(gcraKind{})
 	algQuota       = register(quotaKind{})
 	algConcurrency = register(concurrencyKind{})
-	algWeighted    = register(weightedKind{})
 )
 
 // kinds is the algorithm of each Kind. A SlidingLog rule with Approximate
-// is the approximate counter's, one with Prefetch the weighted log's.
+// is the approximate counter's.
 var kinds = [...]*algorithm{
 	SlidingLog:    algSliding,
 	GCRA:          algGCRA,
@@ -159,9 +156,8 @@ var kinds = [...]*algorithm{
 	FixedWindow:   algFixed,
 }
 
-// algorithms is every kind's algorithm, the approximate counter's and the
-// weighted log's included.
-var algorithms = [...]*algorithm{algSliding, algCounter, algGCRA, algQuota, algConcurrency, algFixed, algWeighted}
+// algorithms is every kind's algorithm, the approximate counter's included.
+var algorithms = [...]*algorithm{algSliding, algCounter, algGCRA, algQuota, algConcurrency, algFixed}
 
 // algorithmOf returns the algorithm of r's Kind, or what is wrong.
 func algorithmOf(r *Rule) (*algorithm, string) {
@@ -172,8 +168,6 @@ func algorithmOf(r *Rule) (*algorithm, string) {
 		return nil, fmt.Sprintf("Approximate is for the sliding log only, not for %v", r.Kind)
 	case r.Approximate:
 		return algCounter, ""
-	case r.Kind == SlidingLog && r.Prefetch > 0:
-		return algWeighted, "" // see weightedKind
 	}
 	return kinds[r.Kind], ""
 }

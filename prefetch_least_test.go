@@ -17,21 +17,21 @@ import (
 // taken until three are free, and the calls after the pause are allowed
 // from a grant: as many as before (two). (A refresh, made for the pair's
 // next calls whatever their size, still takes what is free.)
-// The other process' calls go through AllowAll, which decides each on
-// Redis (a rule with Prefetch keeps a log of its own, see weightedKind:
-// the other process' rule must have it too). Environment of writeback_test.go: miniredis, one fake clock.
+// Environment of writeback_test.go: miniredis, one fake clock.
 func TestGrantTooSmallForItsCall(t *testing.T) {
 	var mu sync.Mutex
 	var path Path
 	e := newWBEnv(t, Options{OnDecision: func(d Decision) { mu.Lock(); path = d.Path; mu.Unlock() }})
 	l, other := e.l, e.limiter(Options{})
 	rule := Rule{Name: "n", Limit: Limit{Rate: 10, Window: time.Second}, Prefetch: 100 * time.Millisecond}
+	plain := rule
+	plain.Prefetch = 0
 	ctx := context.Background()
 	t0 := e.clk.Now()
 	at := func(ms int) { e.clk.advance(t0.Add(time.Duration(ms) * time.Millisecond).Sub(e.clk.Now())) }
 	for i := range 6 { // the other process' events at 0, 10, ... 50ms
 		at(10 * i)
-		if r, err := other.AllowAll(ctx, []Check{{Rule: rule, Key: "k"}}); err != nil || !r[0].Allowed {
+		if r, err := other.Allow(ctx, plain, "k"); err != nil || !r.Allowed {
 			t.Fatalf("the other process' call %d = %+v, %v", i, r, err)
 		}
 	}

@@ -1,23 +1,20 @@
 package ratelimit
 
-// weightedKind is the exact sliding log of a rule with Prefetch (Kind
-// SlidingLog, not Approximate, Prefetch > 0): the sliding log in every way
-// but its Redis log (lua/weighted.lua), where a grant of g slots is one
-// member of weight g, so that a grant costs Redis the same whatever its
-// size (sliding.lua's takes g members). Its rule checks and its local
-// meter (the eventlog.Log kept where the sliding log keeps it) are
-// slidingKind's, and Kind.String names it "sliding log".
+// The exact sliding log's Redis log is weighted (lua/weighted.lua): a call's
+// events are members of weight 1, as in sliding.lua, and a Prefetch
+// grant of g slots is ONE member of weight g, so that a grant costs Redis
+// the same whatever its size (sliding.lua's grant pieces took g members).
+// Every exact-log rule, with or without Prefetch, reads and writes the
+// same log under the same key: a fleet may mix prefetching and
+// non-prefetching callers of a rule (the same rule with Prefetch 0, a
+// rules file reloaded on one instance before another), and every one
+// counts every grant at its weight. What a log without grants costs more
+// than sliding.lua's: one ZSCORE, for the weights' sum.
 //
-// Its Redis key ends in its own letter, 'e': a plain log's scripts (an
-// older Limiter's included) never read a weighted log, nor the weighted
-// scripts a plain one. So changing Prefetch on a live exact-log rule, from
-// zero or to zero, starts a new log in Redis, as changing its Kind does:
-// for a Window, the events of the old log no longer count.
-type weightedKind struct{ slidingKind }
+// A Limiter older than this format counts a grant as one event: a fleet
+// that prefetches an exact log upgrades every instance before it turns
+// Prefetch on (docs/operations.md, "Upgrading a fleet").
 
-func (weightedKind) letter() byte          { return 'e' }
-func (weightedKind) scripts() *kindScripts { return weightedScripts }
-
-// weightedScripts are the entries composed with lua/weighted.lua's pieces
-// (see composeKind).
-var weightedScripts = composeKind("weighted")
+// exactLogScripts are the entries of the exact log, composed with
+// lua/weighted.lua's pieces (see composeKind).
+var exactLogScripts = composeKind("weighted")

@@ -42,7 +42,7 @@ func TestWeightedLogEveryEntry(t *testing.T) {
 			other := ratelimit.Rule{Name: "o", Limit: ratelimit.Limit{Rate: 1, Window: time.Second}}
 			count := func() int64 {
 				t.Helper()
-				key := "rl:v1:{1:w:=k}:e"
+				key := "rl:v1:{1:w:=k}:l"
 				n, err := c.Do(ctx, c.B().Zcard().Key(key).Build()).AsInt64()
 				if err != nil {
 					t.Fatal(err)

@@ -4,11 +4,10 @@
 -- the kind's arguments and read, and decide.lua's decision.
 --
 -- KEYS[1]  the rule's events: an exact log (a ZSET of events scored by
---          their time in µs, key ending in 'l', see sliding.lua), an
+--          their time in µs, a Prefetch grant one member of its weight,
+--          key ending in 'l', see weighted.lua and sliding.lua), an
 --          approximate counter ('c', see counter.lua), a GCRA bucket ('g',
---          see gcra.lua), a calendar quota ('q', see quota.lua), or the
---          weighted exact log of a rule with Prefetch ('e', see
---          weighted.lua).
+--          see gcra.lua) or a calendar quota ('q', see quota.lua).
 -- KEYS[2]  the rule's penalty state (see penalty.lua); only with a penalty,
 --          or before KEYS[3].
 -- KEYS[3]  the time of the pair's last Reset (see reset.lua); only when the

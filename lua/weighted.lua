@@ -1,8 +1,9 @@
--- weighted.lua: the exact sliding log of a rule with Prefetch (Kind
--- SlidingLog, not Approximate, Prefetch > 0; see kind.go's weightedKind):
--- sliding.lua's log, in a key of its own (letter 'e'), where a grant of g
--- slots is ONE member of weight g instead of g members, so that a grant
--- costs Redis O(1) whatever its size.
+-- weighted.lua: the exact sliding log's Redis pieces (Kind SlidingLog, not
+-- Approximate, with or without Prefetch; see weightedlog.go): sliding.lua's
+-- log, in the same key (letter 'l'), where a Prefetch grant of g slots is
+-- ONE member of weight g instead of g members, so that a grant costs Redis
+-- O(1) whatever its size. A log without grants is read as sliding.lua
+-- reads it, with one ZSCORE more (the sum's sentinel, absent).
 --
 -- The format. A call's events are members as in sliding.lua (id, id:i),
 -- each of weight 1. A grant is the member <grant id>#<N> (N the slots it

@@ -18,9 +18,8 @@ import (
 // The differential test's prefetch mode (issue 30): seeded random
 // sequences of Allow, AllowN, Peek, Reset and clock moves on two or three
 // Limiters on one redis-server, sharing one fake clock, over rules with
-// Prefetch (and their twins decided on Redis: for an exact log, whose
-// rule with Prefetch keeps a log of its own, the rule's calls through
-// AllowAll and Peek), with several calls at one instant so that pairs get hot and take
+// Prefetch (and the same rules without it: the same logs, decided on
+// Redis), with several calls at one instant so that pairs get hot and take
 // slots. A prefetching fleet under-admits what it holds unused; it never
 // admits what the exact log would not. So the model is the exact log of
 // the calls the fleet actually allowed, at their times, and at every
@@ -56,8 +55,7 @@ import (
 var pfDiffPenalty = &ratelimit.Penalty{WarnAfter: 2, BanAfter: 4, BanFor: 150 * time.Millisecond, Memory: time.Second}
 
 // pfDiffRules are the rules the sequences draw: each name once with
-// Prefetch and once without, whose calls are the rule's with Prefetch
-// decided on Redis (see pfRow.call).
+// Prefetch and once without (the same log, decided on Redis).
 var pfDiffRules = func() []ratelimit.Rule {
 	var out []ratelimit.Rule
 	for _, r := range []ratelimit.Rule{
@@ -483,24 +481,6 @@ func runPFSteps(newFleet pfFleetNew, limiters int, seq []pfStep, check pfCheck, 
 // answered; it returns the events the call asks for.
 func (row *pfRow) call(ctx context.Context, l *ratelimit.Limiter, r ratelimit.Rule, key string) int {
 	n := 1
-	if r.Kind == ratelimit.SlidingLog && !r.Approximate && r.Prefetch == 0 && row.step.kind != pfReset {
-		// An exact log's twin without Prefetch: a rule with Prefetch keeps
-		// a log of its own (the weighted log), so the twin's calls are the
-		// rule's with Prefetch, decided on Redis: AllowAll's and Peek's.
-		twin := pfRuleAt(row.step.rule - 1)
-		if row.step.kind == pfAllowN {
-			n = row.step.n
-		}
-		if row.step.kind == pfPeek {
-			row.res, row.err = l.Peek(ctx, twin, key)
-			return n
-		}
-		var rs []ratelimit.Result
-		if rs, row.err = l.AllowAll(ctx, []ratelimit.Check{{Rule: twin, Key: key, N: n}}); len(rs) > 0 {
-			row.res = rs[0]
-		}
-		return n
-	}
 	switch row.step.kind {
 	case pfAllow:
 		row.res, row.err = l.Allow(ctx, r, key)

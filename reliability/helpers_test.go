@@ -47,11 +47,7 @@ func layoutKeys(prefix, rule, key string) (log, pen string) {
 	return base + ":l", base + ":p"
 }
 
-// weightedKey returns the key of the weighted log (a rule with Prefetch,
-// docs/semantics.md: letter 'e') beside log, the key layoutKeys gives.
-func weightedKey(log string) string { return strings.TrimSuffix(log, ":l") + ":e" }
-
-// weightedCount returns the events a weighted log holds (docs/semantics.md):
+// weightedCount returns the events an exact log holds (docs/semantics.md):
 // its members less the sentinel '#', plus the sentinel's score less 2^52
 // (the sum of (N - 1) over its grant members <id>#N).
 func weightedCount(t *testing.T, s redisDoer, key string) int {

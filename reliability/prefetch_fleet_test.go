@@ -396,7 +396,6 @@ func pfCheckGivenBack(t *testing.T, each []ratelimit.Stats) {
 func pfCheckClose(t *testing.T, f *pfFleet, stopped int64) {
 	t.Helper()
 	logKey, _ := layoutKeys("pf:", pfRule.Name, "hot")
-	logKey = weightedKey(logKey)
 	// The write-back gives back what lapsed and what failed requests owed:
 	// let it settle, so that only what the grants hold is outstanding.
 	time.Sleep(100 * time.Millisecond)

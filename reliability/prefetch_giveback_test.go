@@ -29,6 +29,8 @@ func TestPrefetchBanGivesBack(t *testing.T) {
 	b := testkit.NewLimiter(t, testkit.NewClient(t, srv.Addr()), opts)
 	pen := &ratelimit.Penalty{BanAfter: 1, BanFor: 100 * time.Millisecond}
 	rule := ratelimit.Rule{Name: "ban", Limit: ratelimit.Limit{Rate: 10, Window: time.Second}, Penalty: pen, Prefetch: 50 * time.Millisecond}
+	plain := rule
+	plain.Prefetch = 0
 	for i := range 3 {
 		if r := testkit.Allow(t, a, rule, "k"); !r.Allowed {
 			t.Fatalf("A's call %d = %+v, want allowed", i, r)
@@ -38,7 +40,7 @@ func TestPrefetchBanGivesBack(t *testing.T) {
 		t.Fatalf("A's third call: %d slots granted, %d used; want 3 and 1", st.PrefetchSlotsGranted, st.PrefetchSlotsUsed)
 	}
 	clk.Advance(10 * time.Millisecond) // A's grant holds 2 slots until 50ms
-	if r, err := b.AllowAll(t.Context(), []ratelimit.Check{{Rule: rule, Key: "k", N: 5}}); err != nil || !r[0].Allowed {
+	if r, err := b.AllowN(t.Context(), plain, "k", 5); err != nil || !r.Allowed {
 		t.Fatalf("B's AllowN(5) = %+v, %v; want allowed: 2 + 3 slots + 5", r, err)
 	}
 	if r, err := a.AllowN(t.Context(), rule, "k", 3); err != nil || r.Allowed || !r.Banned {
@@ -50,7 +52,7 @@ func TestPrefetchBanGivesBack(t *testing.T) {
 	if st.PrefetchSlotsGranted != st.PrefetchSlotsUsed+st.PrefetchSlotsReturned {
 		t.Errorf("after Close A's Stats count %d slots granted, %d used, %d returned", st.PrefetchSlotsGranted, st.PrefetchSlotsUsed, st.PrefetchSlotsReturned)
 	}
-	if n := weightedCount(t, srv, weightedKey(logKey)); n != 8 {
+	if n := weightedCount(t, srv, logKey); n != 8 {
 		t.Errorf("Redis' log holds %d events after A's Close, want 8: 2 on Redis, 1 slot used, B's 5", n)
 	}
 }
@@ -75,6 +77,8 @@ func TestPrefetchLapsedGivesBack(t *testing.T) {
 	a := testkit.NewLimiter(t, testkit.NewClient(t, srv.Addr()), aOpts)
 	b := testkit.NewLimiter(t, testkit.NewClient(t, srv.Addr()), opts)
 	rule := ratelimit.Rule{Name: "lapse", Limit: ratelimit.Limit{Rate: 10, Window: time.Second}, Prefetch: 50 * time.Millisecond}
+	plain := rule
+	plain.Prefetch = 0
 	for i := range 3 {
 		if r := testkit.Allow(t, a, rule, "k"); !r.Allowed {
 			t.Fatalf("A's call %d = %+v, want allowed", i, r)
@@ -84,7 +88,7 @@ func TestPrefetchLapsedGivesBack(t *testing.T) {
 		t.Fatalf("A's third call: %d slots granted, %d used; want 3 and 1", st.PrefetchSlotsGranted, st.PrefetchSlotsUsed)
 	}
 	clk.Advance(60 * time.Millisecond) // A's grant lapsed, 2 slots unused
-	if r, err := b.AllowAll(t.Context(), []ratelimit.Check{{Rule: rule, Key: "k", N: 5}}); err != nil || !r[0].Allowed {
+	if r, err := b.AllowN(t.Context(), plain, "k", 5); err != nil || !r.Allowed {
 		t.Fatalf("B's AllowN(5) = %+v, %v; want allowed: 2 + 3 slots + 5", r, err)
 	}
 	if r := testkit.Allow(t, a, rule, "k"); !r.Allowed || path != ratelimit.PathPrefetch {
