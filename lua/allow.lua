@@ -4,7 +4,8 @@
 -- the kind's arguments and read, and decide.lua's decision.
 --
 -- KEYS[1]  the rule's events: an exact log (a ZSET of events scored by
---          their time in µs, key ending in 'l', see sliding.lua), an
+--          their time in µs, a Prefetch grant one member of its weight,
+--          key ending in 'l', see weighted.lua and sliding.lua), an
 --          approximate counter ('c', see counter.lua), a GCRA bucket ('g',
 --          see gcra.lua) or a calendar quota ('q', see quota.lua).
 -- KEYS[2]  the rule's penalty state (see penalty.lua); only with a penalty,

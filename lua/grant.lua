@@ -26,14 +26,16 @@
 -- ARGV[3]  rate.
 -- ARGV[4]  g: the slots asked for (0: only give back).
 -- ARGV[5]  the kind's second number, as allow.lua's ARGV[5] (a log's: the
---          member id of this grant's slots, id:1 .. id:g).
+--          member id of this grant's slots, id:1 .. id:g; a weighted
+--          log's: its one member is id#g, see weighted.lua).
 -- ARGV[6]  prefetch in µs.
 -- ARGV[7]  the live instances: a grant is at most what is free divided by
 --          them (at least 1), so that no instance holds more than its part.
 -- ARGV[8]  what the meter does not hold and a decision counts on top of
 --          it (the process' events not written back yet, the fleet's
 --          reserve: see allow.lua's owed).
--- ARGV[9]  this grant's id (a log's: its members are id:1 .. id:g).
+-- ARGV[9]  this grant's id (a log's: its members are id:1 .. id:g; a
+--          weighted log's: id#g).
 -- ARGV[10] least: the events of the call that asks (0 for a request no
 --          call waits on): fewer slots than that serve it nothing, so that
 --          a request finds none free until that many are (what a rejection

@@ -172,8 +172,11 @@ for i = last + 1, #ARGV, 3 do
 end
 {{- end}}
 
-{{/* sliding.free, sliding.take and sliding.giveback are the log's pieces
-of grant.lua. The log counts what it holds stamped after now - window,
+{{/* sliding.free, sliding.take and sliding.giveback are the plain log's
+pieces of grant.lua. No rule takes them any more: a rule with Prefetch
+keeps the weighted log (weighted.lua, a grant one member whatever its
+size); they stay as the reference that log's grant is measured against
+(TestWeightedGrantCostFlat), and what follows says why either is exact. The log counts what it holds stamped after now - window,
 future stamps of other grants included, and the slots granted are stamped
 now + prefetch: every use of them happens before the grant's end (sent
 before now, plus prefetch), so none is stamped earlier than its use, and

@@ -70,11 +70,13 @@ if not redis.call('SET', done, '1', 'NX', 'PX', ARGV[3]) then
 end
 
 if ARGV[4] == '1' then
-  -- A log keeps what was recorded since the Reset; the other meters hold
-  -- no times and go whole.
+  -- A log keeps what was recorded since the Reset (a weighted log's grant
+  -- members leave its sum with them, see weighted.lua); the other meters
+  -- hold no times and go whole.
   for i = 5, #KEYS do
     if redis.call('TYPE', KEYS[i])['ok'] == 'zset' then
-      redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. ARGV[5])
+      local key = KEYS[i]
+      {{template "weighted.drop" "ARGV[5]"}}
     else
       redis.call('DEL', KEYS[i])
     end

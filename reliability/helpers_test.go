@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"runtime"
 	"strconv"
@@ -44,6 +45,24 @@ func layoutKeys(prefix, rule, key string) (log, pen string) {
 	}
 	base := prefix + "v1:{" + strconv.Itoa(len(r)) + ":" + r + ":" + kind + k + "}"
 	return base + ":l", base + ":p"
+}
+
+// weightedCount returns the events an exact log holds (docs/semantics.md):
+// its members less the sentinel '#', plus the sentinel's score less 2^52
+// (the sum of (N - 1) over its grant members <id>#N).
+func weightedCount(t *testing.T, s redisDoer, key string) int {
+	t.Helper()
+	n := mustInt(t, s, "ZCARD", key)
+	if sum, err := s.Do("ZSCORE", key, "#"); err == nil {
+		v, err := strconv.ParseInt(sum, 10, 64)
+		if err != nil {
+			t.Fatalf("ZSCORE %s # = %q", key, sum)
+		}
+		n += int(v-1<<52) - 1
+	} else if !errors.Is(err, redistest.ErrNil) {
+		t.Fatalf("ZSCORE %s #: %v", key, err)
+	}
+	return n
 }
 
 // redisDoer is a redis-server the test talks to directly (a Server, or a

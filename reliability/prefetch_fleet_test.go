@@ -388,8 +388,8 @@ func pfCheckGivenBack(t *testing.T, each []ratelimit.Stats) {
 // pfCheckClose closes the fleet, whose load stopped at Redis' time stopped
 // (µs), and checks that nothing leaks: every slot granted was used or
 // given back (each Limiter's Stats), Redis' log holds no slot of a grant
-// that was not used (the members left of each grant are its first ones,
-// id:1 .. id:k, as uses take them in order, and Close took away exactly
+// that was not used (what is left of each grant are its first slots,
+// 1 .. k, as uses take them in order: its member id#k, and Close took away exactly
 // the slots the Stats held unused: the slots stamped after stopped, those
 // of the last Prefetch's grants, drop to the used ones), and the fleet's
 // goroutines are gone.
@@ -456,15 +456,16 @@ func (g pfGrants) total() int {
 	return n
 }
 
-// pfGrantMembers reads the grants' slots in the log stamped later than
-// since (members id:n whose id ends in "g", lua/grant.lua), and how many
-// are stamped later than late.
+// pfGrantMembers reads the grants' slots in the weighted log stamped later
+// than since (a grant is one member id#N whose id ends in "g", holding its
+// slots 1 .. N, lua/weighted.lua), and how many are stamped later than
+// late.
 func pfGrantMembers(t *testing.T, srv *redistest.Server, logKey string, since, late int64) (pfGrants, int) {
 	t.Helper()
 	flat := strings.Split(mustDo(t, srv, "ZRANGEBYSCORE", logKey, "("+strconv.FormatInt(since, 10), "+inf", "WITHSCORES"), "\n")
 	g, future := pfGrants{}, 0
 	for k := 0; k+1 < len(flat); k += 2 {
-		id, num, ok := strings.Cut(flat[k], ":")
+		id, num, ok := strings.Cut(flat[k], "#")
 		if !ok || !strings.HasSuffix(id, "g") {
 			continue
 		}
@@ -472,12 +473,15 @@ func pfGrantMembers(t *testing.T, srv *redistest.Server, logKey string, since, l
 		if err != nil {
 			continue
 		}
-		if g[id] == nil {
-			g[id] = pfSlots{}
+		if g[id] != nil {
+			t.Errorf("grant %s has two members in the log", id)
 		}
-		g[id][n] = true
+		g[id] = pfSlots{}
+		for i := 1; i <= n; i++ {
+			g[id][i] = true
+		}
 		if score, _ := strconv.ParseInt(flat[k+1], 10, 64); score > late {
-			future++
+			future += n
 		}
 	}
 	return g, future

@@ -126,6 +126,46 @@ var prefetchCases = []prefetchCase{
 			{at: ms, want: okAt(9, sec+20*ms), path: ratelimit.PathPrefetch},
 		},
 	},
+	// The exact log of a rule with Prefetch is the weighted log
+	// (lua/weighted.lua): a grant is one entry of weight N. It decides as
+	// a log of one member a slot would: these cases check the weights
+	// where they count.
+	{
+		name: "weighted log: a grant leaves the window whole, at its stamp, and a give-back leaves the suffix it gave back",
+		steps: append(slices.Clone(fillBySlots),
+			// The log: 2 events at 0, then 3 slots stamped 20ms (the
+			// first grant), 3 at 22ms (the second, its 2 unused given
+			// back at 22ms) and 2 at 42ms (the third): 10.
+			prefetchStep{at: sec + 20*ms - time.Microsecond, do: peek, want: okAt(2, 22*ms+time.Microsecond), path: ratelimit.PathRedis},
+			prefetchStep{at: sec + 20*ms, do: peek, want: okAt(5, 22*ms), path: ratelimit.PathRedis},
+			prefetchStep{at: sec + 22*ms, do: peek, want: okAt(8, 20*ms), path: ratelimit.PathRedis},
+			prefetchStep{at: sec + 42*ms, do: peek, want: okAt(10, 0), path: ratelimit.PathRedis},
+		),
+	},
+	{
+		name: "weighted log: a rejection's RetryAfter walks the grants' weights to the kth event",
+		steps: append(slices.Clone(fillBySlots[:7]),
+			// The log: 2 events at 0, 3 slots stamped 20ms, 5 at 22ms.
+			// A cold process' AllowN(6) needs 6 events gone: the 6th
+			// oldest is the second grant's first slot.
+			prefetchStep{at: 3 * ms, inst: 1, n: 6, want: no(10, 0, 1019*ms, 1019*ms), path: ratelimit.PathRedis},
+		),
+	},
+	{
+		name: "weighted log: the kth event to leave inside the first grant",
+		steps: append(slices.Clone(fillBySlots[:7]),
+			prefetchStep{at: 3 * ms, inst: 1, n: 4, want: no(10, 0, 1017*ms, 1019*ms), path: ratelimit.PathRedis},
+		),
+	},
+	{
+		name: "weighted log: a Reset takes the grants' weights with the log",
+		steps: append(slices.Clone(fillBySlots[:7]),
+			prefetchStep{at: 3 * ms, do: reset},
+			// A cold process takes the whole Rate on Redis at once.
+			prefetchStep{at: 4 * ms, inst: 1, n: 10, want: okAt(0, sec), path: ratelimit.PathRedis},
+			prefetchStep{at: 4 * ms, inst: 1, do: peek, want: no(10, 0, sec, sec), path: ratelimit.PathRedis},
+		),
+	},
 	{
 		name: "a fixed window's slots are events of its window: a grant, its uses, a give-back, and no slot past the window's end",
 		rule: hotFixed,

@@ -96,7 +96,7 @@ func cases(window time.Duration) []benchCase {
 			contenders: []contender{floorContender, oursRemote, oursPrefetch, oursGCRA, oursGCRAPrefetch, oursFixed, oursFixedPrefetch},
 			notes: []string{
 				"ratelimit, Prefetch 20ms: the same rule with Prefetch, so that a process takes slots of the hot key from Redis ahead of its calls (lua/grant.lua) and decides them in-process (path prefetch), never over the Rate; 'Redis CPU/op' is Redis' time per decision, grants included.",
-				"The exact log's grant adds a member to the key's log per slot; GCRA's (Burst = Rate) and the fixed window's change one number, whatever the grant's size: each kind with Prefetch is to be read against the same kind without it.",
+				"The exact log's grant adds one weighted member to the key's log (lua/weighted.lua), GCRA's (Burst = Rate) and the fixed window's change one number: Redis' work per grant does not grow with its size. Each kind with Prefetch is to be read against the same kind without it.",
 			},
 		},
 		{
