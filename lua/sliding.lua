@@ -60,6 +60,12 @@ end
 
 {{- define "sliding.reset" -}}
 local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+{{template "sliding.emptyIn"}}
+{{- end}}
+
+{{/* sliding.emptyIn sets reset, when the log is empty, from newest: its
+newest member and score (empty when the log is). */}}
+{{- define "sliding.emptyIn" -}}
 if newest[2] == nil then
   reset = 0
 else

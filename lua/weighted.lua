@@ -181,14 +181,7 @@ end
 {{/* weighted.reset: the newest member below the sentinel. */}}
 {{- define "weighted.reset" -}}
 local newest = redis.call('ZREVRANGEBYSCORE', key, '(4503599627370496', '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
-if newest[2] == nil then
-  reset = 0
-else
-  reset = tonumber(newest[2]) + window - now
-  if reset < 0 then
-    reset = 0
-  end
-end
+{{template "sliding.emptyIn"}}
 {{- end}}
 
 {{- define "weighted.record"}}{{template "sliding.record" .}}{{end}}
