@@ -27,12 +27,6 @@ func (slidingKind) undoArgs(_ plan, win int64) (int64, int64) { return win, 0 }
 
 func (slidingKind) scripts() *kindScripts { return exactLogScripts }
 
-// slidingScripts are the entries composed with lua/sliding.lua's own
-// pieces, unweighted (see composeKind): no rule's since the weighted log
-// (weightedlog.go); the cost test measures a grant of g members with
-// them.
-var slidingScripts = composeKind("sliding")
-
 // args: the window, and the call's member id.
 func (slidingKind) args(p plan) (int64, int64, bool) { return p.window, 0, true }
 

@@ -18,6 +18,12 @@ import (
 // the sentinel's score less 2^52, and every script that counts, trims,
 // gives back or resets the log keeps it exact.
 
+// slidingScripts are the entries composed with lua/sliding.lua's own
+// pieces, unweighted: no rule's since the weighted log (weightedlog.go).
+// The cost tests measure a grant of g members, and a decision, with them
+// beside the exact log's.
+var slidingScripts = composeKind("sliding")
+
 const (
 	wlLog  = "w:v1:{1:r:=k}:l"
 	wlTomb = "w:v1:{1:r:=k}:r"
