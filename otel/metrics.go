@@ -110,118 +110,14 @@ func New(opts Options) (*Metrics, error) {
 	if opts.MaxRules < 0 {
 		return nil, fmt.Errorf("ratelimitotel: MaxRules = %d is negative", opts.MaxRules)
 	}
-	meter := mp.Meter(ScopeName)
 	m := &Metrics{maxRules: opts.MaxRules, limiters: make(map[*ratelimit.Limiter]int)}
 	if m.maxRules == 0 {
 		m.maxRules = DefaultMaxRules
 	}
-	var errs []error
-	check := func(err error) { errs = append(errs, err) }
-	var err error
-	m.decisions, err = meter.Int64Counter("ratelimit.decisions",
-		metric.WithUnit("{decision}"),
-		metric.WithDescription("Decisions of Allow and AllowN calls, by rule, outcome, degraded and dry_run."))
-	check(err)
-	m.errs, err = meter.Int64Counter("ratelimit.errors",
-		metric.WithUnit("{error}"),
-		metric.WithDescription("Allow, AllowN and Peek calls that returned an error, by rule and error.type."))
-	check(err)
-	m.duration, err = meter.Float64Histogram("ratelimit.decision.duration",
-		metric.WithUnit("s"),
-		metric.WithDescription("How long Allow, AllowN and Peek took to decide, by the path that decided."),
-		metric.WithExplicitBucketBoundaries(durationBuckets...))
-	check(err)
-	m.changes, err = meter.Int64Counter("ratelimit.breaker.changes",
-		metric.WithUnit("{change}"),
-		metric.WithDescription("State changes of the circuit breakers in front of Redis, by the state entered."))
-	check(err)
-	m.breakersOpen, err = meter.Int64ObservableGauge("ratelimit.breaker.open",
-		metric.WithUnit("{breaker}"),
-		metric.WithDescription("Circuit breakers in front of Redis that are open or half-open."))
-	check(err)
-	m.localEntries, err = meter.Int64ObservableGauge("ratelimit.local.entries",
-		metric.WithUnit("{entry}"),
-		metric.WithDescription("Entries the local limiter keeps, by kind."))
-	check(err)
-	m.shielded, err = meter.Int64ObservableGauge("ratelimit.shield.entries",
-		metric.WithUnit("{entry}"),
-		metric.WithDescription("Rejections the hot-key shield holds."))
-	check(err)
-	m.connected, err = meter.Int64ObservableGauge("ratelimit.connected",
-		metric.WithUnit("{limiter}"),
-		metric.WithDescription("Observed limiters that have a Redis client."))
-	check(err)
-	m.redisInUse, err = meter.Int64ObservableGauge("ratelimit.redis.in_use",
-		metric.WithUnit("{limiter}"),
-		metric.WithDescription("Observed limiters deciding on Redis now (ratelimit.Stats.RedisInUse): 1 for one limiter whose Redis answers, 0 during an outage."))
-	check(err)
-	m.writeBack, err = meter.Int64ObservableCounter("ratelimit.writeback.events",
-		metric.WithUnit("{event}"),
-		metric.WithDescription("Events decided without Redis that were written back to it (outcome written) or never will be (outcome dropped)."))
-	check(err)
-	m.wbPending, err = meter.Int64ObservableGauge("ratelimit.writeback.pending",
-		metric.WithUnit("{event}"),
-		metric.WithDescription("Events decided without Redis that wait to be written back to it."))
-	check(err)
-	m.instances, err = meter.Int64ObservableGauge("ratelimit.fleet.instances",
-		metric.WithUnit("{instance}"),
-		metric.WithDescription("Live limiters under an observed limiter's key prefix, as its last heartbeat counted (the most over the observed limiters): the N of the degraded share Rate / N."))
-	check(err)
-	m.leasesHeld, err = meter.Int64ObservableGauge("ratelimit.leases.held",
-		metric.WithUnit("{lease}"),
-		metric.WithDescription("Leases of a Concurrency rule (rule) the observed limiters hold now, in flight (ratelimit.Limiter.LeasesByRule)."))
-	check(err)
-	m.leaseEvents, err = meter.Int64ObservableCounter("ratelimit.leases.events",
-		metric.WithUnit("{lease}"),
-		metric.WithDescription("Leases released, renewed or found lost (op released, renewed, lost); acquires are decisions (ratelimit.decisions)."))
-	check(err)
-	m.reservations, err = meter.Int64ObservableCounter("ratelimit.reservations",
-		metric.WithUnit("{reservation}"),
-		metric.WithDescription("Reservations made by Reserve, settled (or cancelled), and settled for more than reserved, each leaving its key in debt past the limit (op made, settled, debt); a Reserve is also a decision (ratelimit.decisions)."))
-	check(err)
-	m.resEvents, err = meter.Int64ObservableCounter("ratelimit.reservations.events",
-		metric.WithUnit("{event}"),
-		metric.WithDescription("Events reservations gave back (settled for less, or cancelled) and charged extra (settled for more) (op given_back, charged)."))
-	check(err)
-	m.pfGrants, err = meter.Int64ObservableCounter("ratelimit.prefetch.grants",
-		metric.WithUnit("{grant}"),
-		metric.WithDescription("Grants of slots Redis made to the observed limiters for rules with Prefetch."))
-	check(err)
-	m.pfSlots, err = meter.Int64ObservableCounter("ratelimit.prefetch.slots",
-		metric.WithUnit("{slot}"),
-		metric.WithDescription("Slots of rules with Prefetch granted, used by calls decided in-process (path prefetch), and given back unused (op granted, used, returned)."))
-	check(err)
-	if err := errors.Join(errs...); err != nil {
+	if err := m.makeInstruments(mp.Meter(ScopeName)); err != nil {
 		return nil, fmt.Errorf("ratelimitotel: %w", err)
 	}
-	if _, err := meter.RegisterCallback(m.observe, m.breakersOpen, m.localEntries, m.shielded, m.connected, m.redisInUse, m.writeBack, m.wbPending, m.instances, m.leasesHeld, m.leaseEvents, m.reservations, m.resEvents, m.pfGrants, m.pfSlots); err != nil {
-		return nil, fmt.Errorf("ratelimitotel: %w", err)
-	}
-
-	for p := range m.pathOpts {
-		m.pathOpts[p] = []metric.RecordOption{metric.WithAttributeSet(
-			attribute.NewSet(attribute.String("path", ratelimit.Path(p).String())))}
-	}
-	for s := range m.changeOpts {
-		m.changeOpts[s] = []metric.AddOption{metric.WithAttributeSet(
-			attribute.NewSet(attribute.String("state", ratelimit.BreakerState(s).String())))}
-	}
-	for i, op := range []string{"released", "renewed", "lost"} {
-		m.leaseOpts[i] = []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("op", op)))}
-	}
-	for i, op := range []string{"made", "settled", "debt"} {
-		m.resOpts[i] = []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("op", op)))}
-	}
-	for i, op := range []string{"granted", "used", "returned"} {
-		m.pfOpts[i] = []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("op", op)))}
-	}
-	for i, op := range []string{"given_back", "charged"} {
-		m.resEvOpts[i] = []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("op", op)))}
-	}
-	for i, outcome := range []string{"written", "dropped"} {
-		m.wbOpts[i] = []metric.ObserveOption{metric.WithAttributeSet(
-			attribute.NewSet(attribute.String("outcome", outcome)))}
-	}
+	m.prepareOptions()
 	m.other = newRuleAttrs(OtherRule)
 	m.rules.Store(&map[string]*ruleAttrs{})
 	return m, nil
@@ -308,106 +204,11 @@ func (m *Metrics) Observe(l *ratelimit.Limiter) (stop func()) {
 	}
 }
 
-// observe is the callback of the gauges.
-func (m *Metrics) observe(_ context.Context, o metric.Observer) error {
-	m.obsMu.Lock()
-	defer m.obsMu.Unlock()
-	if len(m.limiters) == 0 {
-		return nil
-	}
-	var sum ratelimit.Stats
-	var connected, inUse, instances int64
-	held := make(map[*ruleAttrs]int64)
-	entries := make(map[string]int) // local entries by kind: every meter's, then "strike" and "ban"
-	for l := range m.limiters {
-		s := l.Stats()
-		for name, n := range l.LeasesByRule() {
-			r := m.rule(name)
-			held[r] += int64(n)
-			if m.leased == nil {
-				m.leased = make(map[*ruleAttrs]struct{})
-			}
-			m.leased[r] = struct{}{}
-		}
-		for kind, n := range l.LocalMeters() {
-			entries[kind] += n
-		}
-		sum.LocalStrikes += s.LocalStrikes
-		sum.LocalBans += s.LocalBans
-		sum.Shielded += s.Shielded
-		sum.BreakersOpen += s.BreakersOpen
-		sum.WrittenBack += s.WrittenBack
-		sum.WriteBackDropped += s.WriteBackDropped
-		sum.WriteBackPending += s.WriteBackPending
-		sum.LeaseReleases += s.LeaseReleases
-		sum.LeaseRenewals += s.LeaseRenewals
-		sum.LeasesLost += s.LeasesLost
-		sum.Reservations += s.Reservations
-		sum.ReservationsSettled += s.ReservationsSettled
-		sum.ReservationDebts += s.ReservationDebts
-		sum.ReservedGivenBack += s.ReservedGivenBack
-		sum.ReservedCharged += s.ReservedCharged
-		sum.PrefetchGrants += s.PrefetchGrants
-		sum.PrefetchSlotsGranted += s.PrefetchSlotsGranted
-		sum.PrefetchSlotsUsed += s.PrefetchSlotsUsed
-		sum.PrefetchSlotsReturned += s.PrefetchSlotsReturned
-		if s.Connected {
-			connected++
-		}
-		if s.RedisInUse {
-			inUse++
-		}
-		instances = max(instances, int64(s.Instances))
-	}
-	o.ObserveInt64(m.breakersOpen, int64(sum.BreakersOpen))
-	entries["strike"], entries["ban"] = sum.LocalStrikes, sum.LocalBans
-	for kind, n := range entries {
-		o.ObserveInt64(m.localEntries, int64(n), m.kindOpt(kind)...)
-	}
-	o.ObserveInt64(m.shielded, int64(sum.Shielded))
-	o.ObserveInt64(m.connected, connected)
-	o.ObserveInt64(m.redisInUse, inUse)
-	o.ObserveInt64(m.writeBack, int64(sum.WrittenBack), m.wbOpts[0]...)
-	o.ObserveInt64(m.writeBack, int64(sum.WriteBackDropped), m.wbOpts[1]...)
-	o.ObserveInt64(m.wbPending, int64(sum.WriteBackPending))
-	o.ObserveInt64(m.instances, instances)
-	for r := range m.leased {
-		o.ObserveInt64(m.leasesHeld, held[r], r.held...) // 0 once its leases are all back
-	}
-	o.ObserveInt64(m.leaseEvents, int64(sum.LeaseReleases), m.leaseOpts[0]...)
-	o.ObserveInt64(m.leaseEvents, int64(sum.LeaseRenewals), m.leaseOpts[1]...)
-	o.ObserveInt64(m.leaseEvents, int64(sum.LeasesLost), m.leaseOpts[2]...)
-	o.ObserveInt64(m.reservations, int64(sum.Reservations), m.resOpts[0]...)
-	o.ObserveInt64(m.reservations, int64(sum.ReservationsSettled), m.resOpts[1]...)
-	o.ObserveInt64(m.reservations, int64(sum.ReservationDebts), m.resOpts[2]...)
-	o.ObserveInt64(m.resEvents, int64(sum.ReservedGivenBack), m.resEvOpts[0]...)
-	o.ObserveInt64(m.resEvents, int64(sum.ReservedCharged), m.resEvOpts[1]...)
-	o.ObserveInt64(m.pfGrants, int64(sum.PrefetchGrants))
-	o.ObserveInt64(m.pfSlots, int64(sum.PrefetchSlotsGranted), m.pfOpts[0]...)
-	o.ObserveInt64(m.pfSlots, int64(sum.PrefetchSlotsUsed), m.pfOpts[1]...)
-	o.ObserveInt64(m.pfSlots, int64(sum.PrefetchSlotsReturned), m.pfOpts[2]...)
-	return nil
-}
-
 // Paths, breaker states and local entry kinds, as attribute values.
 const (
 	numPaths  = int(ratelimit.PathPrefetch) + 1
 	numStates = int(ratelimit.BreakerOpen) + 1
 )
-
-// kindOpt returns the attributes of the local entries of kind; the caller
-// holds obsMu.
-func (m *Metrics) kindOpt(kind string) []metric.ObserveOption {
-	opt, ok := m.kindOpts[kind]
-	if !ok {
-		if m.kindOpts == nil {
-			m.kindOpts = make(map[string][]metric.ObserveOption)
-		}
-		opt = []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("kind", kind)))}
-		m.kindOpts[kind] = opt
-	}
-	return opt
-}
 
 // Outcomes of a decision: the first four values of the outcome attribute.
 const (
