@@ -122,69 +122,119 @@ func Walk(ctx context.Context, l *ratelimit.Limiter, entries []Entry, dst []Outc
 	if len(entries) == 0 {
 		return dst, nil
 	}
-	var buf [4]ratelimit.Check
 	var rates, slots [4]int
-	rate, slot := rates[:0], slots[:0]
-	checks := buf[:0]
-	start := len(dst)
-	for i := range entries {
-		e := &entries[i]
+	w := walk{ctx: ctx, l: l, entries: entries, dst: dst, start: len(dst), rate: rates[:0], slot: slots[:0]}
+	if done, err := w.reserve(); done {
+		return w.dst, err
+	}
+	if done, err := w.allowRates(); done {
+		return w.dst, err
+	}
+	return w.acquire()
+}
+
+// walk is one Walk under way: its outcomes so far (dst, from start), and
+// the indices in entries of its rate policies (rate) and its concurrency
+// policies (slot), asked after the reserving ones.
+type walk struct {
+	ctx        context.Context
+	l          *ratelimit.Limiter
+	entries    []Entry
+	dst        []Outcome
+	start      int
+	reserved   int // the reserving policies' outcomes are dst[start:reserved]
+	rate, slot []int
+}
+
+// outcome appends the outcome of entries[i] to w.dst.
+func (w *walk) outcome(i int, res ratelimit.Result, rv *ratelimit.Reservation, le *ratelimit.Lease) {
+	e := &w.entries[i]
+	w.dst = append(w.dst, Outcome{Entry: named(*e), Window: window(w.l, e.Rule), Result: res, Reservation: rv, Lease: le})
+}
+
+// reserve asks the reserving policies, in order, and sorts the others into
+// w.rate and w.slot. It reports done when the walk ends there: a denial
+// (err nil) or an error, the reservations taken cancelled either way.
+func (w *walk) reserve() (done bool, err error) {
+	for i := range w.entries {
+		e := &w.entries[i]
 		switch {
 		case e.Reserve:
-			rv, res, err := l.Reserve(ctx, e.Rule, e.Key, e.Cost)
+			rv, res, err := w.l.Reserve(w.ctx, e.Rule, e.Key, e.Cost)
 			if err != nil {
-				cancel(ctx, dst[start:])
-				return dst, fmt.Errorf("policy %q: %w", named(*e).Name, err)
+				cancel(w.ctx, w.dst[w.start:])
+				return true, fmt.Errorf("policy %q: %w", named(*e).Name, err)
 			}
-			dst = append(dst, Outcome{Entry: named(*e), Window: window(l, e.Rule), Result: res, Reservation: rv})
+			w.outcome(i, res, rv, nil)
 			if !res.Allowed {
-				cancel(ctx, dst[start:])
-				return dst, nil
+				cancel(w.ctx, w.dst[w.start:])
+				return true, nil
 			}
 		case e.Rule.Leases():
-			slot = append(slot, i)
+			w.slot = append(w.slot, i)
 		default:
-			rate = append(rate, i)
-			checks = append(checks, ratelimit.Check{Rule: e.Rule, Key: e.Key})
+			w.rate = append(w.rate, i)
 		}
 	}
-	reserved := len(dst) // the reserving policies' outcomes are dst[start:reserved]
-	if len(checks) > 0 {
-		results, err := l.AllowAll(ctx, checks)
-		for i := range results {
-			e := &entries[rate[i]]
-			dst = append(dst, Outcome{Entry: named(*e), Window: window(l, e.Rule), Result: results[i]})
-		}
-		if err != nil {
-			cancel(ctx, dst[start:reserved])
-			name := "?"
-			if i := len(results); i < len(rate) {
-				name = named(entries[rate[i]]).Name
-			}
-			return dst, fmt.Errorf("policy %q: %w", name, err)
-		}
-		if !results[len(results)-1].Allowed {
-			cancel(ctx, dst[start:reserved])
-			return dst, nil
-		}
+	w.reserved = len(w.dst)
+	return false, nil
+}
+
+// allowRates asks the rate policies together, with AllowAll. It reports
+// done as reserve does.
+func (w *walk) allowRates() (done bool, err error) {
+	if len(w.rate) == 0 {
+		return false, nil
 	}
-	held := len(dst)
-	for _, i := range slot {
-		e := &entries[i]
-		le, res, err := l.Acquire(ctx, e.Rule, e.Key)
-		if err != nil {
-			Release(context.WithoutCancel(ctx), dst[held:])
-			cancel(ctx, dst[start:reserved])
-			return dst, fmt.Errorf("policy %q: %w", named(*e).Name, err)
+	var buf [4]ratelimit.Check
+	checks := buf[:0]
+	for _, i := range w.rate {
+		checks = append(checks, ratelimit.Check{Rule: w.entries[i].Rule, Key: w.entries[i].Key})
+	}
+	results, err := w.l.AllowAll(w.ctx, checks)
+	for i := range results {
+		w.outcome(w.rate[i], results[i], nil, nil)
+	}
+	if err != nil {
+		cancel(w.ctx, w.dst[w.start:w.reserved])
+		name := "?"
+		if i := len(results); i < len(w.rate) {
+			name = named(w.entries[w.rate[i]]).Name
 		}
-		dst = append(dst, Outcome{Entry: named(*e), Window: window(l, e.Rule), Result: res, Lease: le})
+		return true, fmt.Errorf("policy %q: %w", name, err)
+	}
+	if !results[len(results)-1].Allowed {
+		cancel(w.ctx, w.dst[w.start:w.reserved])
+		return true, nil
+	}
+	return false, nil
+}
+
+// acquire takes a slot of each concurrency policy, in order; on a denial
+// or an error it gives back the slots taken and cancels the reservations.
+func (w *walk) acquire() ([]Outcome, error) {
+	held := len(w.dst)
+	for _, i := range w.slot {
+		e := &w.entries[i]
+		le, res, err := w.l.Acquire(w.ctx, e.Rule, e.Key)
+		if err != nil {
+			w.undo(held)
+			return w.dst, fmt.Errorf("policy %q: %w", named(*e).Name, err)
+		}
+		w.outcome(i, res, nil, le)
 		if !res.Allowed {
-			Release(context.WithoutCancel(ctx), dst[held:])
-			cancel(ctx, dst[start:reserved])
-			return dst, nil
+			w.undo(held)
+			return w.dst, nil
 		}
 	}
-	return dst, nil
+	return w.dst, nil
+}
+
+// undo gives back the slots of the outcomes from held on, and cancels the
+// reservations.
+func (w *walk) undo(held int) {
+	Release(context.WithoutCancel(w.ctx), w.dst[held:])
+	cancel(w.ctx, w.dst[w.start:w.reserved])
 }
 
 // cancel cancels the reservations of outcomes, whose walk was denied or
