@@ -259,33 +259,9 @@ const skip = ""
 
 func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	var entryBuf [4]policy.Entry
-	entries := entryBuf[:0]
-	for i := range m.policies {
-		p := &m.policies[i]
-		k, err := m.key(r, p)
-		if err != nil {
-			if errors.Is(err, ErrNoKey) {
-				writeProblem(w, noKeyProblem(m.opts.NoKeyStatus))
-			} else {
-				m.fail(w, r, err)
-			}
-			return
-		}
-		if k == skip {
-			continue
-		}
-		rule := p.Rule
-		if p.Rules != nil {
-			if rule, err = policy.Lookup(p.Rules, p.RuleName, k); err != nil {
-				m.fail(w, r, fmt.Errorf("httplimit: policy %q: %w", p.Name, err))
-				return
-			}
-		}
-		e := policy.Entry{Name: p.Name, Rule: rule, Key: k}
-		if p.Cost != nil {
-			e.Reserve, e.Cost = true, p.Cost(r)
-		}
-		entries = append(entries, e)
+	entries, ok := m.entries(w, r, entryBuf[:0])
+	if !ok {
+		return
 	}
 	if len(entries) == 0 { // every policy skipped by NoKeyAllow
 		next.ServeHTTP(w, r)
@@ -314,6 +290,40 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		r = r.WithContext(ctx)
 	}
 	next.ServeHTTP(w, r)
+}
+
+// entries appends to dst the entries of r's policies, leaving out those
+// NoKeyAllow skips. It reports false when it answered r itself: a policy
+// found no key for it, or failed.
+func (m *middleware) entries(w http.ResponseWriter, r *http.Request, dst []policy.Entry) ([]policy.Entry, bool) {
+	for i := range m.policies {
+		p := &m.policies[i]
+		k, err := m.key(r, p)
+		if err != nil {
+			if errors.Is(err, ErrNoKey) {
+				writeProblem(w, noKeyProblem(m.opts.NoKeyStatus))
+			} else {
+				m.fail(w, r, err)
+			}
+			return dst, false
+		}
+		if k == skip {
+			continue
+		}
+		rule := p.Rule
+		if p.Rules != nil {
+			if rule, err = policy.Lookup(p.Rules, p.RuleName, k); err != nil {
+				m.fail(w, r, fmt.Errorf("httplimit: policy %q: %w", p.Name, err))
+				return dst, false
+			}
+		}
+		e := policy.Entry{Name: p.Name, Rule: rule, Key: k}
+		if p.Cost != nil {
+			e.Reserve, e.Cost = true, p.Cost(r)
+		}
+		dst = append(dst, e)
+	}
+	return dst, true
 }
 
 // key returns the key of r under p: skip for a policy that NoKeyAllow
