@@ -35,34 +35,9 @@ func (p *parser) overrides(e *entry, f field, spec *kindSpec) error {
 		if first, dup := lines[key]; dup {
 			return bad(k.line(), "override: key %q appears twice (first at line %d)", key, first)
 		}
-		obad := func(line int, format string, args ...any) error { return p.errAt(line, ref, key, nil, format, args...) }
-		r := e.rule
-		changed := false
-		for _, f := range sorted(fields) {
-			if f.name == "key" {
-				continue
-			}
-			if !spec.takes(f.name) {
-				return obad(f.line(), "%s is not a field of kind %s", f.name, e.kind)
-			}
-			switch f.name {
-			case "rate":
-				r.Limit.Rate, msg = integer(f)
-			case "window":
-				r.Limit.Window, msg = duration(f)
-			case "burst":
-				r.Limit.Burst, msg = integer(f)
-			}
-			if msg != "" {
-				return obad(f.line(), "%s", msg)
-			}
-			changed = true
-		}
-		if !changed {
-			return obad(n.Line, "the override changes nothing: give it a rate, a window or a burst")
-		}
-		if err := r.Validate(); err != nil {
-			return p.errAt(n.Line, "", key, err, "%v", err)
+		r, err := p.override(e, n.Line, key, fields, spec)
+		if err != nil {
+			return err
 		}
 		lines[key] = k.line()
 		e.overrides[key] = r
@@ -70,4 +45,42 @@ func (p *parser) overrides(e *entry, f field, spec *kindSpec) error {
 	}
 	slices.Sort(e.keys)
 	return nil
+}
+
+// override returns e's rule with the limit fields of the override of key
+// (at line) replaced, checked as the library would check it.
+func (p *parser) override(e *entry, line int, key string, fields map[string]field, spec *kindSpec) (ratelimit.Rule, error) {
+	bad := func(line int, format string, args ...any) error {
+		return p.errAt(line, "rule "+strconv.Quote(e.rule.Name), key, nil, format, args...)
+	}
+	r := e.rule
+	changed := false
+	for _, f := range sorted(fields) {
+		if f.name == "key" {
+			continue
+		}
+		if !spec.takes(f.name) {
+			return r, bad(f.line(), "%s is not a field of kind %s", f.name, e.kind)
+		}
+		var msg string
+		switch f.name {
+		case "rate":
+			r.Limit.Rate, msg = integer(f)
+		case "window":
+			r.Limit.Window, msg = duration(f)
+		case "burst":
+			r.Limit.Burst, msg = integer(f)
+		}
+		if msg != "" {
+			return r, bad(f.line(), "%s", msg)
+		}
+		changed = true
+	}
+	if !changed {
+		return r, bad(line, "the override changes nothing: give it a rate, a window or a burst")
+	}
+	if err := r.Validate(); err != nil {
+		return r, p.errAt(line, "", key, err, "%v", err)
+	}
+	return r, nil
 }

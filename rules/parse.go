@@ -52,9 +52,9 @@ func (p *parser) errAt(line int, rule, override string, cause error, format stri
 	return &fileError{pos: position(p.file, line, rule, override), msg: fmt.Sprintf(format, args...), cause: cause}
 }
 
-func parse(file string, data []byte) (*Set, error) {
-	p := &parser{file: file}
-	bad := func(line int, format string, args ...any) error { return p.errAt(line, "", "", nil, format, args...) }
+// document decodes data, which must hold one YAML document that is not
+// empty.
+func document(data []byte, bad func(int, string, ...any) error) (*yaml.Node, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	switch err := dec.Decode(&doc); {
@@ -72,6 +72,16 @@ func parse(file string, data []byte) (*Set, error) {
 	}
 	if len(doc.Content) == 0 {
 		return nil, bad(doc.Line, "the file is empty: it has no rules")
+	}
+	return &doc, nil
+}
+
+func parse(file string, data []byte) (*Set, error) {
+	p := &parser{file: file}
+	bad := func(line int, format string, args ...any) error { return p.errAt(line, "", "", nil, format, args...) }
+	doc, err := document(data, bad)
+	if err != nil {
+		return nil, err
 	}
 	top, err := mapping(doc.Content[0], "the file", topFields, bad)
 	if err != nil {
@@ -138,24 +148,8 @@ func (p *parser) rule(i int, n *yaml.Node) (*entry, error) {
 	if msg := p.limit(&e.rule.Limit, fields, spec, kind); msg.text != "" {
 		return nil, bad(cmpLine(msg.line, n.Line), "%s", msg.text)
 	}
-	// Fields every kind takes.
-	for _, f := range sorted(fields) {
-		var msg string
-		switch f.name {
-		case "dry_run":
-			e.rule.DryRun, msg = boolean(f)
-		case "degraded":
-			e.rule.Degraded, msg = oneOf(f, degradedPolicies)
-		case "prefetch":
-			e.rule.Prefetch, msg = duration(f)
-		case "penalty":
-			if e.rule.Penalty, err = p.penalty(f, bad); err != nil {
-				return nil, err
-			}
-		}
-		if msg != "" {
-			return nil, bad(f.line(), "%s", msg)
-		}
+	if err := p.common(&e.rule, fields, bad); err != nil {
+		return nil, err
 	}
 	if err := e.rule.Validate(); err != nil {
 		return nil, p.errAt(n.Line, "", "", err, "%v", err)
@@ -166,6 +160,31 @@ func (p *parser) rule(i int, n *yaml.Node) (*entry, error) {
 		}
 	}
 	return e, nil
+}
+
+// common reads into r the fields every kind takes: dry_run, degraded,
+// prefetch and penalty.
+func (p *parser) common(r *ratelimit.Rule, fields map[string]field, bad func(int, string, ...any) error) error {
+	for _, f := range sorted(fields) {
+		var msg string
+		switch f.name {
+		case "dry_run":
+			r.DryRun, msg = boolean(f)
+		case "degraded":
+			r.Degraded, msg = oneOf(f, degradedPolicies)
+		case "prefetch":
+			r.Prefetch, msg = duration(f)
+		case "penalty":
+			var err error
+			if r.Penalty, err = p.penalty(f, bad); err != nil {
+				return err
+			}
+		}
+		if msg != "" {
+			return bad(f.line(), "%s", msg)
+		}
+	}
+	return nil
 }
 
 // nameOf returns the name field of a rule's mapping, or "" when it has
