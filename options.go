@@ -140,63 +140,60 @@ type settings struct {
 	fleet *atomic.Int64
 }
 
+// settings checks o and returns it with every default filled in, ready
+// for a Limiter.
 func (o Options) settings() (settings, error) {
-	s := settings{Options: o}
-	switch {
-	case o.Timeout < 0:
-		return s, fmt.Errorf("%w: Timeout %v is negative", ErrInvalidOptions, o.Timeout)
-	case o.TripAfter < 0:
-		return s, fmt.Errorf("%w: TripAfter %d is negative", ErrInvalidOptions, o.TripAfter)
-	case o.ProbeAfter < 0:
-		return s, fmt.Errorf("%w: ProbeAfter %v is negative", ErrInvalidOptions, o.ProbeAfter)
-	case o.LocalCapacity < 0:
-		return s, fmt.Errorf("%w: LocalCapacity %d is negative", ErrInvalidOptions, o.LocalCapacity)
-	case o.Degraded < DegradedDefault || o.Degraded > DegradedDeny:
-		return s, fmt.Errorf("%w: unknown Degraded policy %d", ErrInvalidOptions, o.Degraded)
-	case math.IsNaN(o.DegradedShare) || o.DegradedShare < 0 || o.DegradedShare > 1:
-		return s, fmt.Errorf("%w: DegradedShare %v is outside (0, 1]", ErrInvalidOptions, o.DegradedShare)
-	case o.WriteBackMax < 0:
-		return s, fmt.Errorf("%w: WriteBackMax %d is negative", ErrInvalidOptions, o.WriteBackMax)
-	case o.HeartbeatInterval > 0 && o.HeartbeatInterval < minHeartbeat:
-		return s, fmt.Errorf("%w: HeartbeatInterval %v is shorter than %v", ErrInvalidOptions, o.HeartbeatInterval, minHeartbeat)
-	case o.LogInterval < 0:
-		return s, fmt.Errorf("%w: LogInterval %v is negative", ErrInvalidOptions, o.LogInterval)
+	if err := o.check(); err != nil {
+		return settings{Options: o}, err
 	}
-	if err := checkKeyPrefix(o.KeyPrefix); err != nil {
-		return s, err
-	}
-	if s.Timeout == 0 {
-		s.Timeout = DefaultTimeout
-	}
-	if s.TripAfter == 0 {
-		s.TripAfter = DefaultTripAfter
-	}
-	if s.ProbeAfter == 0 {
-		s.ProbeAfter = DefaultProbeAfter
-	}
-	if s.LocalCapacity == 0 {
-		s.LocalCapacity = DefaultLocalCapacity
-	}
-	if s.KeyPrefix == "" {
-		s.KeyPrefix = DefaultKeyPrefix
-	}
-	if s.Degraded == DegradedDefault {
-		s.Degraded = DegradedLocal
-	}
-	if s.HeartbeatInterval == 0 {
-		s.HeartbeatInterval = DefaultHeartbeatInterval
-	}
-	s.fleet = new(atomic.Int64)
+	s := settings{Options: o, fleet: new(atomic.Int64)}
+	orDefault(&s.Timeout, DefaultTimeout)
+	orDefault(&s.TripAfter, DefaultTripAfter)
+	orDefault(&s.ProbeAfter, DefaultProbeAfter)
+	orDefault(&s.LocalCapacity, DefaultLocalCapacity)
+	orDefault(&s.KeyPrefix, DefaultKeyPrefix)
+	orDefault(&s.Degraded, DegradedLocal)
+	orDefault(&s.HeartbeatInterval, DefaultHeartbeatInterval)
+	orDefault(&s.WriteBackMax, DefaultWriteBackMax)
+	orDefault(&s.LogInterval, 10*time.Second)
 	if s.Logger == nil {
 		s.Logger = slog.Default()
 	}
-	if s.WriteBackMax == 0 {
-		s.WriteBackMax = DefaultWriteBackMax
-	}
-	if s.LogInterval == 0 {
-		s.LogInterval = 10 * time.Second
-	}
 	return s, nil
+}
+
+// orDefault sets *v to def when it is the zero value.
+func orDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// check returns an error wrapping ErrInvalidOptions for the first field of
+// o that is out of range, and nil when every field is in range.
+func (o *Options) check() error {
+	switch {
+	case o.Timeout < 0:
+		return fmt.Errorf("%w: Timeout %v is negative", ErrInvalidOptions, o.Timeout)
+	case o.TripAfter < 0:
+		return fmt.Errorf("%w: TripAfter %d is negative", ErrInvalidOptions, o.TripAfter)
+	case o.ProbeAfter < 0:
+		return fmt.Errorf("%w: ProbeAfter %v is negative", ErrInvalidOptions, o.ProbeAfter)
+	case o.LocalCapacity < 0:
+		return fmt.Errorf("%w: LocalCapacity %d is negative", ErrInvalidOptions, o.LocalCapacity)
+	case o.Degraded < DegradedDefault || o.Degraded > DegradedDeny:
+		return fmt.Errorf("%w: unknown Degraded policy %d", ErrInvalidOptions, o.Degraded)
+	case math.IsNaN(o.DegradedShare) || o.DegradedShare < 0 || o.DegradedShare > 1:
+		return fmt.Errorf("%w: DegradedShare %v is outside (0, 1]", ErrInvalidOptions, o.DegradedShare)
+	case o.WriteBackMax < 0:
+		return fmt.Errorf("%w: WriteBackMax %d is negative", ErrInvalidOptions, o.WriteBackMax)
+	case o.HeartbeatInterval > 0 && o.HeartbeatInterval < minHeartbeat:
+		return fmt.Errorf("%w: HeartbeatInterval %v is shorter than %v", ErrInvalidOptions, o.HeartbeatInterval, minHeartbeat)
+	case o.LogInterval < 0:
+		return fmt.Errorf("%w: LogInterval %v is negative", ErrInvalidOptions, o.LogInterval)
+	}
+	return checkKeyPrefix(o.KeyPrefix)
 }
 
 // degradedRate is the rate, or any other quota of a rule (a burst), that one
