@@ -342,66 +342,94 @@ func Compile(root, dir string, files ...string) (int, error) {
 		return 0, err
 	}
 	defer os.RemoveAll(overlayDir)
-
-	replace := map[string]string{}
-	var pkgs []string
-	fragments, hasMain := false, false
+	set := blockSet{replace: map[string]string{}}
 	for i, file := range files {
-		markdown, err := os.ReadFile(file)
-		if err != nil {
+		if err := set.add(root, dir, modDir, overlayDir, i, file); err != nil {
 			return 0, err
 		}
-		absFile, err := filepath.Abs(file)
-		if err != nil {
-			return 0, err
-		}
-		for _, b := range Blocks(displayName(root, file), markdown) {
-			mod, err := b.Module()
-			if err != nil {
-				return 0, err
-			}
-			if mod != dir {
-				continue
-			}
-			// Fragments share one package, one function each; whole files
-			// get a package each. The directories exist only in the
-			// overlay; the file's index keeps the names of blocks on the
-			// same line of two files apart.
-			pkgDir, name := "zz_readme_blocks", fmt.Sprintf("block_file%d_line%d.go", i, b.Line)
-			if b.IsFile() {
-				pkgDir = fmt.Sprintf("zz_readme_file%d_line%d", i, b.Line)
-				pkgs = append(pkgs, "./"+pkgDir)
-				hasMain = hasMain || strings.HasPrefix(strings.TrimSpace(b.Code), "package main\n")
-			} else {
-				fragments = true
-			}
-			src, err := b.Source(absFile, "zz_readme_blocks", fmt.Sprintf("blockFile%dLine%d", i, b.Line))
-			if err != nil {
-				return 0, err
-			}
-			tmp := filepath.Join(overlayDir, fmt.Sprintf("%s_%s", pkgDir, name))
-			if err := os.WriteFile(tmp, src, 0o644); err != nil {
-				return 0, err
-			}
-			replace[filepath.Join(modDir, pkgDir, name)] = tmp
-		}
 	}
-	if fragments {
-		pkgs = append(pkgs, "./zz_readme_blocks")
-	}
-	if len(replace) == 0 {
+	if len(set.replace) == 0 {
 		return 0, nil
 	}
-	overlay := filepath.Join(overlayDir, "overlay.json")
-	if err := writeOverlay(overlay, replace); err != nil {
+	if out, err := set.build(modDir, overlayDir); out != nil {
+		return 0, fmt.Errorf("the Go blocks for module %s (of %d Markdown files) do not compile (%v):\n%s", dir, len(files), err, out)
+	} else if err != nil {
 		return 0, err
+	}
+	return len(set.replace), nil
+}
+
+// blockSet is the Go blocks of one module gathered for one build: the
+// overlay that places each block's source in the module (replace: the
+// path it takes in the module's directory, to its file in the overlay's
+// directory), the packages to build, and whether one is a command.
+type blockSet struct {
+	replace   map[string]string
+	pkgs      []string
+	fragments bool
+	hasMain   bool
+}
+
+// add writes the blocks of the Markdown file (the index-th of the build)
+// that belong to the module in directory dir (modDir, absolute) into
+// overlayDir, and adds them to the set.
+func (s *blockSet) add(root, dir, modDir, overlayDir string, index int, file string) error {
+	markdown, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	absFile, err := filepath.Abs(file)
+	if err != nil {
+		return err
+	}
+	for _, b := range Blocks(displayName(root, file), markdown) {
+		mod, err := b.Module()
+		if err != nil {
+			return err
+		}
+		if mod != dir {
+			continue
+		}
+		// Fragments share one package, one function each; whole files
+		// get a package each. The directories exist only in the
+		// overlay; the file's index keeps the names of blocks on the
+		// same line of two files apart.
+		pkgDir, name := "zz_readme_blocks", fmt.Sprintf("block_file%d_line%d.go", index, b.Line)
+		if b.IsFile() {
+			pkgDir = fmt.Sprintf("zz_readme_file%d_line%d", index, b.Line)
+			s.pkgs = append(s.pkgs, "./"+pkgDir)
+			s.hasMain = s.hasMain || strings.HasPrefix(strings.TrimSpace(b.Code), "package main\n")
+		} else if !s.fragments {
+			s.fragments = true
+			s.pkgs = append(s.pkgs, "./zz_readme_blocks")
+		}
+		src, err := b.Source(absFile, "zz_readme_blocks", fmt.Sprintf("blockFile%dLine%d", index, b.Line))
+		if err != nil {
+			return err
+		}
+		tmp := filepath.Join(overlayDir, fmt.Sprintf("%s_%s", pkgDir, name))
+		if err := os.WriteFile(tmp, src, 0o644); err != nil {
+			return err
+		}
+		s.replace[filepath.Join(modDir, pkgDir, name)] = tmp
+	}
+	return nil
+}
+
+// build builds the set's packages in modDir with its overlay. When they do
+// not compile it returns the compiler's messages (out) and the command's
+// error; an error with no messages says the build could not be run.
+func (s *blockSet) build(modDir, overlayDir string) (out []byte, err error) {
+	overlay := filepath.Join(overlayDir, "overlay.json")
+	if err := writeOverlay(overlay, s.replace); err != nil {
+		return nil, err
 	}
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
-		return 0, fmt.Errorf("finding the go command: %w", err)
+		return nil, fmt.Errorf("finding the go command: %w", err)
 	}
 	args := []string{"build", "-overlay", overlay}
-	if hasMain && len(pkgs) == 1 {
+	if s.hasMain && len(s.pkgs) == 1 {
 		// A lone command's binary goes to the temporary directory, never
 		// into the source tree. (Several packages are built and discarded;
 		// with -o, go build would build only the commands among them.)
@@ -410,12 +438,15 @@ func Compile(root, dir string, files ...string) (int, error) {
 	if raceEnabled {
 		args = append(args, "-race")
 	}
-	cmd := exec.Command(goCmd, append(args, pkgs...)...)
+	cmd := exec.Command(goCmd, append(args, s.pkgs...)...)
 	cmd.Dir = modDir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("the Go blocks for module %s (of %d Markdown files) do not compile (%v):\n%s", dir, len(files), err, out)
+		if out == nil {
+			out = []byte{}
+		}
+		return out, err
 	}
-	return len(replace), nil
+	return nil, nil
 }
 
 // Check compiles the Go blocks of README.md and docs/*.md (see [Markdown])
