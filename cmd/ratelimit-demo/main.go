@@ -70,16 +70,10 @@ func run(w io.Writer, redisAddr, redisURL, serveAddr, trust, rulesPath string) e
 	}
 	var mr *miniredis.Miniredis
 	if len(opt.InitAddress) == 0 {
-		if mr, err = miniredis.Run(); err != nil {
+		if mr, err = embedded(&opt); err != nil {
 			return err
 		}
 		defer mr.Close()
-		opt.InitAddress = []string{mr.Addr()}
-		opt.ForceSingleClient = true
-		// One connection, not rueidis' default of several picked at random
-		// per call: after the outage every idle connection would fail its
-		// first call, and which call that is would change from run to run.
-		opt.PipelineMultiplex = -1
 	}
 	opt.DisableCache = true // the limiter reads nothing through the cache; miniredis has none
 	if rulesPath != "" && serveAddr == "" {
@@ -98,21 +92,11 @@ func run(w io.Writer, redisAddr, redisURL, serveAddr, trust, rulesPath string) e
 		o := stopMiniredis(mr)
 		out = &o
 	case len(opt.InitAddress) == 1 && opt.Sentinel.MasterSet == "":
-		// Your server is never stopped: the limiter reaches it through a
-		// proxy of the demo's, and the outage cuts the proxy.
-		p, err := newProxy(opt.InitAddress[0])
+		p, err := throughProxy(&opt)
 		if err != nil {
 			return fmt.Errorf("connecting to %s: %w", where, err)
 		}
 		defer p.Close()
-		if opt.TLSConfig != nil && opt.TLSConfig.ServerName == "" {
-			host, _, _ := net.SplitHostPort(opt.InitAddress[0])
-			opt.TLSConfig = opt.TLSConfig.Clone()
-			opt.TLSConfig.ServerName = host // the certificate names the server, not the proxy
-		}
-		opt.InitAddress = []string{p.addr}
-		opt.ForceSingleClient = true
-		opt.PipelineMultiplex = -1 // as for miniredis, above
 		o := cutProxy(p)
 		out = &o
 		where += ", through a proxy of the demo's that acts 2 and 3 cut and mend (your server keeps running)"
@@ -125,6 +109,40 @@ func run(w io.Writer, redisAddr, redisURL, serveAddr, trust, rulesPath string) e
 	defer client.Close()
 	fmt.Fprintf(w, "Limits kept in %s; a fake clock makes every run print the same story.\n", where)
 	return story(w, client, out)
+}
+
+// embedded starts the embedded miniredis and points opt at it.
+func embedded(opt *rueidis.ClientOption) (*miniredis.Miniredis, error) {
+	mr, err := miniredis.Run()
+	if err != nil {
+		return nil, err
+	}
+	opt.InitAddress = []string{mr.Addr()}
+	opt.ForceSingleClient = true
+	// One connection, not rueidis' default of several picked at random
+	// per call: after the outage every idle connection would fail its
+	// first call, and which call that is would change from run to run.
+	opt.PipelineMultiplex = -1
+	return mr, nil
+}
+
+// throughProxy starts a proxy of the demo's to the one server of opt, and
+// points opt at it: your server is never stopped, the outage of acts 2
+// and 3 cuts the proxy.
+func throughProxy(opt *rueidis.ClientOption) (*proxy, error) {
+	p, err := newProxy(opt.InitAddress[0])
+	if err != nil {
+		return nil, err
+	}
+	if opt.TLSConfig != nil && opt.TLSConfig.ServerName == "" {
+		host, _, _ := net.SplitHostPort(opt.InitAddress[0])
+		opt.TLSConfig = opt.TLSConfig.Clone()
+		opt.TLSConfig.ServerName = host // the certificate names the server, not the proxy
+	}
+	opt.InitAddress = []string{p.addr}
+	opt.ForceSingleClient = true
+	opt.PipelineMultiplex = -1 // as for miniredis (see embedded)
+	return p, nil
 }
 
 // clientOption returns the client options for -redis or REDIS_URL (none:

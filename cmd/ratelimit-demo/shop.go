@@ -240,6 +240,13 @@ func serve(w io.Writer, opt rueidis.ClientOption, where, addr, rulesPath string,
 		rulesPath, describeRules(watcher.Current()), inspectLn.Addr())
 	printTips(w, baseURL(ln.Addr(), addr), limitsKept(lim, where), proxies)
 
+	return untilSignal(srv, ln, inspectSrv, inspectLn)
+}
+
+// untilSignal serves the shop (srv on ln) and the inspection page
+// (inspectSrv on inspectLn) until SIGINT or SIGTERM, then shuts both down,
+// giving requests in flight 5 seconds.
+func untilSignal(srv *http.Server, ln net.Listener, inspectSrv *http.Server, inspectLn net.Listener) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {

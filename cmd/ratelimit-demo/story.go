@@ -71,20 +71,32 @@ func story(w io.Writer, client rueidis.Client, out *outage) error {
 	fmt.Fprintf(w, "Rule %q: %v, warned from %d violations, banned for %v at %d.\n",
 		storyRule.Name, storyRule.Limit, p.WarnAfter, p.BanFor, p.BanAfter)
 
+	if err := s.act1(); err != nil || out == nil {
+		if err == nil {
+			fmt.Fprintln(w, "\nActs 2 and 3 take Redis away and give it back: the demo does that to its embedded miniredis,")
+			fmt.Fprintln(w, "or by cutting a proxy of its own to a single Redis server; it cannot here, so it stops.")
+		}
+		return err
+	}
+	if err := s.act2(out); err != nil {
+		return err
+	}
+	return s.act3(ctx, out, func() (*ratelimit.Limiter, error) { return ratelimit.New(client, opts) })
+}
+
+// act1: alice claims a coupon every second, and is warned, then banned.
+func (s *scene) act1() error {
 	s.act("1. alice claims a coupon every second")
 	for i := range 10 {
 		s.call("alice", time.Duration(i)*time.Second)
 	}
 	s.call("alice", 10*time.Minute)
-	if err := s.end(); err != nil {
-		return err
-	}
-	if out == nil {
-		fmt.Fprintln(w, "\nActs 2 and 3 take Redis away and give it back: the demo does that to its embedded miniredis,")
-		fmt.Fprintln(w, "or by cutting a proxy of its own to a single Redis server; it cannot here, so it stops.")
-		return nil
-	}
+	return s.end()
+}
 
+// act2: Redis goes away (out.stop) while bob claims, and alice is still
+// banned.
+func (s *scene) act2(out *outage) error {
 	s.act(out.title2)
 	for i := range 3 {
 		s.call("bob", 10*time.Minute+time.Duration(i)*time.Second)
@@ -98,15 +110,23 @@ func story(w io.Writer, client rueidis.Client, out *outage) error {
 	if err := s.end(); err != nil {
 		return err
 	}
+	w := s.w
 	fmt.Fprintln(w, "The fallback decides from the events it mirrored while Redis was up: bob still gets")
 	fmt.Fprintln(w, "only 5 claims a minute. alice's ban needs no Redis at all: the process keeps the bans")
 	fmt.Fprintln(w, "Redis reported (the hot-key shield), so a banned client costs no round trip, outage or not.")
 	fmt.Fprintln(w, "DECIDED BY says where each answer came from: redis, the shield, or the local fallback.")
+	return nil
+}
 
+// act3: Redis comes back (out.start), the write-back delivers what was
+// decided without it, and a second instance of the shop (made by
+// another) refuses bob as the first does.
+func (s *scene) act3(ctx context.Context, out *outage, another func() (*ratelimit.Limiter, error)) error {
 	s.act(out.title3)
 	if err := out.start(); err != nil {
 		return err
 	}
+	lim := s.lim
 	if err := waitForRedis(ctx, lim); err != nil {
 		return err
 	}
@@ -116,7 +136,7 @@ func story(w io.Writer, client rueidis.Client, out *outage) error {
 	st := lim.Stats()
 	s.note(fmt.Sprintf("-- written back to Redis: %d claims decided without it (and bob's violation) --", st.WrittenBack))
 	s.call("bob", 10*time.Minute+7*time.Second)
-	other, err := ratelimit.New(client, opts) // a second instance of the shop
+	other, err := another()
 	if err != nil {
 		return err
 	}
@@ -130,6 +150,7 @@ func story(w io.Writer, client rueidis.Client, out *outage) error {
 	if err := s.end(); err != nil {
 		return err
 	}
+	w := s.w
 	fmt.Fprintln(w, "Decisions are Redis' again. As soon as Redis answered, the process wrote back what")
 	fmt.Fprintln(w, "it had decided without it: bob's 2 claims and his violation. Redis' log holds all 5")
 	fmt.Fprintln(w, "of bob's claims, so every instance refuses him until his first claim leaves the")
