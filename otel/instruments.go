@@ -14,27 +14,71 @@ type instrument struct {
 	name, unit, desc string
 }
 
+// made is an instrument of type T to make, and the field of Metrics it
+// goes into.
+type made[T any] struct {
+	to *T
+	instrument
+}
+
+// makeEach makes every instrument of list with make, into its field, and
+// returns what the meter refused, appended to errs.
+func makeEach[T any](list []made[T], make func(name string, opts ...metric.InstrumentOption) (T, error), errs []error) []error {
+	for _, i := range list {
+		var err error
+		*i.to, err = make(i.name, metric.WithUnit(i.unit), metric.WithDescription(i.desc))
+		errs = append(errs, err)
+	}
+	return errs
+}
+
 // makeInstruments makes every instrument of m with meter, and registers
 // m.observe as the callback of the observable ones. It returns every
 // instrument the meter refused, joined.
 func (m *Metrics) makeInstruments(meter metric.Meter) error {
-	errs := m.makeRecorders(meter)
-	observables, oerrs := m.makeObservables(meter)
-	if err := errors.Join(append(errs, oerrs...)...); err != nil {
+	errs := makeEach(m.counters(), func(name string, opts ...metric.InstrumentOption) (metric.Int64Counter, error) {
+		return meter.Int64Counter(name, asOptions[metric.Int64CounterOption](opts)...)
+	}, nil)
+	var err error
+	m.duration, err = meter.Float64Histogram("ratelimit.decision.duration",
+		metric.WithUnit("s"),
+		metric.WithDescription("How long Allow, AllowN and Peek took to decide, by the path that decided."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	errs = append(errs, err)
+	gauges, sums := m.gauges(), m.sums()
+	errs = makeEach(gauges, func(name string, opts ...metric.InstrumentOption) (metric.Int64ObservableGauge, error) {
+		return meter.Int64ObservableGauge(name, asOptions[metric.Int64ObservableGaugeOption](opts)...)
+	}, errs)
+	errs = makeEach(sums, func(name string, opts ...metric.InstrumentOption) (metric.Int64ObservableCounter, error) {
+		return meter.Int64ObservableCounter(name, asOptions[metric.Int64ObservableCounterOption](opts)...)
+	}, errs)
+	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	_, err := meter.RegisterCallback(m.observe, observables...)
+	observables := make([]metric.Observable, 0, len(gauges)+len(sums))
+	for _, g := range gauges {
+		observables = append(observables, *g.to)
+	}
+	for _, s := range sums {
+		observables = append(observables, *s.to)
+	}
+	_, err = meter.RegisterCallback(m.observe, observables...)
 	return err
 }
 
-// makeRecorders makes the instruments a decision or a breaker change
-// records into, and returns what the meter refused.
-func (m *Metrics) makeRecorders(meter metric.Meter) []error {
-	var errs []error
-	counters := []struct {
-		to *metric.Int64Counter
-		instrument
-	}{
+// asOptions returns opts as options of one kind of instrument, O, which
+// every metric.InstrumentOption is.
+func asOptions[O any](opts []metric.InstrumentOption) []O {
+	out := make([]O, len(opts))
+	for i, o := range opts {
+		out[i] = any(o).(O)
+	}
+	return out
+}
+
+// counters are the counters a decision or a breaker change adds to.
+func (m *Metrics) counters() []made[metric.Int64Counter] {
+	return []made[metric.Int64Counter]{
 		{&m.decisions, instrument{"ratelimit.decisions", "{decision}",
 			"Decisions of Allow and AllowN calls, by rule, outcome, degraded and dry_run."}},
 		{&m.errs, instrument{"ratelimit.errors", "{error}",
@@ -42,27 +86,11 @@ func (m *Metrics) makeRecorders(meter metric.Meter) []error {
 		{&m.changes, instrument{"ratelimit.breaker.changes", "{change}",
 			"State changes of the circuit breakers in front of Redis, by the state entered."}},
 	}
-	for _, c := range counters {
-		var err error
-		*c.to, err = meter.Int64Counter(c.name, metric.WithUnit(c.unit), metric.WithDescription(c.desc))
-		errs = append(errs, err)
-	}
-	var err error
-	m.duration, err = meter.Float64Histogram("ratelimit.decision.duration",
-		metric.WithUnit("s"),
-		metric.WithDescription("How long Allow, AllowN and Peek took to decide, by the path that decided."),
-		metric.WithExplicitBucketBoundaries(durationBuckets...))
-	return append(errs, err)
 }
 
-// makeObservables makes the instruments m.observe reports to, and returns
-// them and what the meter refused.
-func (m *Metrics) makeObservables(meter metric.Meter) ([]metric.Observable, []error) {
-	var errs []error
-	gauges := []struct {
-		to *metric.Int64ObservableGauge
-		instrument
-	}{
+// gauges are the gauges m.observe reports to.
+func (m *Metrics) gauges() []made[metric.Int64ObservableGauge] {
+	return []made[metric.Int64ObservableGauge]{
 		{&m.breakersOpen, instrument{"ratelimit.breaker.open", "{breaker}",
 			"Circuit breakers in front of Redis that are open or half-open."}},
 		{&m.localEntries, instrument{"ratelimit.local.entries", "{entry}",
@@ -80,17 +108,11 @@ func (m *Metrics) makeObservables(meter metric.Meter) ([]metric.Observable, []er
 		{&m.leasesHeld, instrument{"ratelimit.leases.held", "{lease}",
 			"Leases of a Concurrency rule (rule) the observed limiters hold now, in flight (ratelimit.Limiter.LeasesByRule)."}},
 	}
-	observables := make([]metric.Observable, 0, 16)
-	for _, g := range gauges {
-		var err error
-		*g.to, err = meter.Int64ObservableGauge(g.name, metric.WithUnit(g.unit), metric.WithDescription(g.desc))
-		errs = append(errs, err)
-		observables = append(observables, *g.to)
-	}
-	sums := []struct {
-		to *metric.Int64ObservableCounter
-		instrument
-	}{
+}
+
+// sums are the counters m.observe reports to.
+func (m *Metrics) sums() []made[metric.Int64ObservableCounter] {
+	return []made[metric.Int64ObservableCounter]{
 		{&m.writeBack, instrument{"ratelimit.writeback.events", "{event}",
 			"Events decided without Redis that were written back to it (outcome written) or never will be (outcome dropped)."}},
 		{&m.leaseEvents, instrument{"ratelimit.leases.events", "{lease}",
@@ -104,13 +126,6 @@ func (m *Metrics) makeObservables(meter metric.Meter) ([]metric.Observable, []er
 		{&m.pfSlots, instrument{"ratelimit.prefetch.slots", "{slot}",
 			"Slots of rules with Prefetch granted, used by calls decided in-process (path prefetch), and given back unused (op granted, used, returned)."}},
 	}
-	for _, s := range sums {
-		var err error
-		*s.to, err = meter.Int64ObservableCounter(s.name, metric.WithUnit(s.unit), metric.WithDescription(s.desc))
-		errs = append(errs, err)
-		observables = append(observables, *s.to)
-	}
-	return observables, errs
 }
 
 // prepareOptions makes the attribute sets of the paths, breaker states and
