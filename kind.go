@@ -82,16 +82,16 @@ type localKind interface {
 }
 
 // meterFit is what of a plan a kind's local meter is fitted to, and its
-// events taken back under: the Window (the fixed window's size, the
-// counter's windows), GCRA's wq, rq and Burst (meter.Bucket.Fit), and the
-// quota's period (meter.Quota.SetPeriod). Each kind reads its own.
+// events taken back under; each kind reads its own. It is the first part
+// of the plan (see plan).
 type meterFit struct {
-	window, wq, rq, rate, start, end int64
-}
-
-// fit returns what of p its kind's local meter is fitted to.
-func (p *plan) fit() meterFit {
-	return meterFit{window: p.window, wq: p.wq, rq: p.rq, rate: p.rate, start: p.start, end: p.end}
+	rate   int64 // the capacity decide compares count + n with: Rate, or GCRA's Burst
+	window int64 // µs: Window (0 for a CalendarQuota); the fixed window's size, the counter's windows
+	// GCRA: Window/Rate normalised (see setGCRA, meter.Bucket.Fit).
+	wq, rq int64
+	// CalendarQuota: the bounds of the period that holds the call's
+	// time (µs), set by the kind's setTime (see meter.Quota.SetPeriod).
+	start, end int64
 }
 
 // redisKind is what the Redis path asks a kind.
@@ -245,9 +245,9 @@ func checkWindow(r *Rule, burst bool) string {
 // recordKeeper) are given back by it: no record, nothing given back.
 func (p *plan) unreserve(sh *localShard, k *lkey, h uint64, now, n int64, id uint64, drop bool) {
 	if rk, ok := p.alg.local.(recordKeeper); ok && id != 0 {
-		rk.settleAs(sh, *k, h, p.fit(), id, n)
+		rk.settleAs(sh, *k, h, p.meterFit, id, n)
 	} else {
-		p.alg.local.unrecord(sh, *k, h, p.fit(), now, n)
+		p.alg.local.unrecord(sh, *k, h, p.meterFit, now, n)
 	}
 	if drop {
 		p.alg.local.dropEmpty(sh, *k, h, now)

@@ -276,7 +276,7 @@ func (sh *localShard) measure(k *lkey, h uint64, p *plan, now, n int64, peek, re
 // meter returns the record of k's events under p, creating it if asked
 // to. The caller holds sh.mu.
 func (sh *localShard) meter(k *lkey, h uint64, p *plan, now int64, create bool) (meter.Meter, bool) {
-	return p.alg.local.meter(sh, p.fit(), h, now, create, *k)
+	return p.alg.local.meter(sh, p.meterFit, h, now, create, *k)
 }
 
 // findStrikes returns the penalty state of k, moving a ban that has ended
@@ -407,7 +407,7 @@ func (s *localStore) copyBucket(k lkey, p *plan, now, reset, backsDone int64) {
 	sh, h := s.at(&k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if m, ok := p.alg.local.meter(sh, p.fit(), h, now, false, k); ok {
+	if m, ok := p.alg.local.meter(sh, p.meterFit, h, now, false, k); ok {
 		if b, ok := m.(*meter.Bucket); ok {
 			b.CopyFrom(now, 0, reset, sh.backs-backsDone)
 		}
@@ -426,7 +426,7 @@ func (s *localStore) backsDone(k lkey) int64 {
 
 // addEvents is localStore.addEvents. The caller holds sh.mu.
 func (sh *localShard) addEvents(k *lkey, h uint64, p *plan, now, n int64, member string, owe bool) {
-	if m, ok := p.alg.local.meter(sh, p.fit(), h, now, true, *k); ok {
+	if m, ok := p.alg.local.meter(sh, p.meterFit, h, now, true, *k); ok {
 		m.Add(now, p.window, n)
 	}
 	sh.denials.Remove(k, h) // events arrived: a cached rejection's RetryAfter may be short
