@@ -33,7 +33,7 @@ var counterScripts = composeKind("counter")
 
 func (counterKind) args(p plan) (int64, int64, bool) { return p.window, 0, false }
 
-func (counterKind) meter(sh *localShard, k lkey, h uint64, _ plan, now int64, create bool) (meter.Meter, bool) {
+func (counterKind) meter(sh *localShard, _ meterFit, h uint64, now int64, create bool, k lkey) (meter.Meter, bool) {
 	if c := metersOf[meter.Counter](sh, counterMeters).GetOrAdd(&k, h, now, create); c != nil {
 		return c, true
 	}
@@ -43,9 +43,9 @@ func (counterKind) meter(sh *localShard, k lkey, h uint64, _ plan, now int64, cr
 // unrecord takes events allowed at now back from the fixed window they
 // went into while it still counts: the current one, or the one before it
 // (as lua/counter.lua's counter.undo).
-func (counterKind) unrecord(sh *localShard, k lkey, h uint64, p plan, now, n int64) {
+func (counterKind) unrecord(sh *localShard, k lkey, h uint64, f meterFit, now, n int64) {
 	if c := metersOf[meter.Counter](sh, counterMeters).Peek(&k, h); c != nil {
-		c.Unrecord(now, p.window, n)
+		c.Unrecord(now, f.window, n)
 	}
 }
 

@@ -57,20 +57,20 @@ var fixedMeters = meterSlot('f')
 func (fixedKind) newMeters(size int) meterTable { return newMeters[meter.FixedWindow](size) }
 func (fixedKind) meterName() string             { return "fixed_window" }
 
-func (fixedKind) meter(sh *localShard, k lkey, h uint64, p plan, now int64, create bool) (meter.Meter, bool) {
+func (fixedKind) meter(sh *localShard, mf meterFit, h uint64, now int64, create bool, k lkey) (meter.Meter, bool) {
 	f := metersOf[meter.FixedWindow](sh, fixedMeters).GetOrAdd(&k, h, now, create)
 	if f == nil {
 		return nil, false
 	}
-	f.SetSize(p.window)
+	f.SetSize(mf.window)
 	return f, true
 }
 
 // unrecord takes events back from the current window only: once the count
 // has moved on they no longer count (as lua/fixedwindow.lua's undo).
-func (fixedKind) unrecord(sh *localShard, k lkey, h uint64, p plan, now, n int64) {
+func (fixedKind) unrecord(sh *localShard, k lkey, h uint64, mf meterFit, now, n int64) {
 	if f := metersOf[meter.FixedWindow](sh, fixedMeters).Peek(&k, h); f != nil {
-		f.Unrecord(now, p.window, n)
+		f.Unrecord(now, mf.window, n)
 	}
 }
 

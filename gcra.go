@@ -121,16 +121,16 @@ func (gcraKind) degrade(p plan, s *settings) plan {
 	return p
 }
 
-func (gcraKind) meter(sh *localShard, k lkey, h uint64, p plan, now int64, create bool) (meter.Meter, bool) {
+func (gcraKind) meter(sh *localShard, f meterFit, h uint64, now int64, create bool, k lkey) (meter.Meter, bool) {
 	b := metersOf[meter.Bucket](sh, bucketMeters).GetOrAdd(&k, h, now, create)
 	if b == nil {
 		return nil, false
 	}
-	b.Fit(p.wq, p.rq, p.rate)
+	b.Fit(f.wq, f.rq, f.rate)
 	return b, true
 }
 
-func (gcraKind) unrecord(sh *localShard, k lkey, h uint64, _ plan, _, n int64) {
+func (gcraKind) unrecord(sh *localShard, k lkey, h uint64, _ meterFit, _, n int64) {
 	if b := metersOf[meter.Bucket](sh, bucketMeters).Peek(&k, h); b != nil {
 		b.Unrecord(n)
 	}
@@ -138,12 +138,12 @@ func (gcraKind) unrecord(sh *localShard, k lkey, h uint64, _ plan, _, n int64) {
 
 // settleAs gives back d of what the reservation id took of k's bucket (see
 // meter.Bucket.Settle).
-func (gcraKind) settleAs(sh *localShard, k lkey, h uint64, p plan, id uint64, d int64) bool {
+func (gcraKind) settleAs(sh *localShard, k lkey, h uint64, f meterFit, id uint64, d int64) bool {
 	b := metersOf[meter.Bucket](sh, bucketMeters).Peek(&k, h)
 	if b == nil {
 		return false
 	}
-	b.Fit(p.wq, p.rq, p.rate)
+	b.Fit(f.wq, f.rq, f.rate)
 	return b.Settle(id, d)
 }
 

@@ -24,14 +24,32 @@ const layoutVersion = "v1"
 
 // localKey checks key and names the state of (rule, key).
 func localKey(rule, key string) (lkey, error) {
-	if key == "" {
-		return lkey{}, fmt.Errorf("%w: empty key for rule %q", ErrInvalidKey, rule)
+	var k lkey
+	err := k.name(rule, key)
+	return k, err
+}
+
+// name checks key and sets k to the name of the state of (rule, key), as
+// localKey returns it. It writes k in place: a call's key returned by value
+// and then copied is read back, as a whole, before its halves are stored,
+// which stalls the processor on every call.
+func (k *lkey) name(rule, key string) error {
+	if key == "" || len(key) > MaxKeyLength {
+		return k.nameLong(rule, key)
 	}
-	if len(key) <= MaxKeyLength {
-		return lkey{rule: rule, key: key}, nil
+	k.rule, k.key, k.group, k.hashed = rule, key, "", false
+	return nil
+}
+
+// nameLong is name for an empty key (an error) or one longer than
+// MaxKeyLength (its digest).
+func (k *lkey) nameLong(rule, key string) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty key for rule %q", ErrInvalidKey, rule)
 	}
 	sum := sha256.Sum256([]byte(key))
-	return lkey{rule: rule, key: hex.EncodeToString(sum[:]), hashed: true}, nil
+	k.rule, k.key, k.group, k.hashed = rule, hex.EncodeToString(sum[:]), "", true
+	return nil
 }
 
 // pairKeys are the Redis keys of one (rule, key) pair, by what each holds.

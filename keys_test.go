@@ -84,7 +84,7 @@ func TestRedisKeysLayout(t *testing.T) {
 
 func TestEncodeCallMatchesRedisKeys(t *testing.T) {
 	k, _ := localKey("a%b}", "k{}")
-	p := plan{rate: 7, window: 1_000_000, alg: algSliding, penalize: true, penalty: penaltyPlan{warnAfter: 1, banAfter: 2, banFor: 3, memory: 4, growth: 1.5, maxBan: 9}}
+	p := plan{meterFit: meterFit{rate: 7, window: 1_000_000}, alg: algSliding, penalize: true, penalty: penaltyPlan{warnAfter: 1, banAfter: 2, banFor: 3, memory: 4, growth: 1.5, maxBan: 9}}
 	var keys [3]string
 	var argv [callArgs]string
 	hd := held{retry: 5, owed: 6, banLeft: 8, since: 3}

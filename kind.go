@@ -63,18 +63,35 @@ type ruleKind interface {
 }
 
 // localKind is the kind's local meter of a pair, kept in its shard's
-// table (the caller holds the shard's lock).
+// table (the caller holds the shard's lock). Its methods are given the
+// plan's numbers a meter is fitted to (meterFit), not the plan: a call
+// copies its arguments, and a plan is many times larger.
 type localKind interface {
 	// newMeters makes a shard's table of the kind's meters (see
 	// slotOwners), and meterName names them (see Limiter.LocalMeters).
 	newMeters(size int) meterTable
 	meterName() string
-	// meter returns k's meter under p, creating it if asked to.
-	meter(sh *localShard, k lkey, h uint64, p plan, now int64, create bool) (meter.Meter, bool)
+	// meter returns k's meter fitted to f, creating it if asked to. Its
+	// arguments are in the order that passes f in registers, loaded from
+	// the plan, and k on the stack, copied from the call's key.
+	meter(sh *localShard, f meterFit, h uint64, now int64, create bool, k lkey) (meter.Meter, bool)
 	// unrecord takes n events at now back from k's meter.
-	unrecord(sh *localShard, k lkey, h uint64, p plan, now, n int64)
+	unrecord(sh *localShard, k lkey, h uint64, f meterFit, now, n int64)
 	// dropEmpty forgets k's meter when it holds nothing at now.
 	dropEmpty(sh *localShard, k lkey, h uint64, now int64)
+}
+
+// meterFit is what of a plan a kind's local meter is fitted to, and its
+// events taken back under; each kind reads its own. It is the first part
+// of the plan (see plan).
+type meterFit struct {
+	rate   int64 // the capacity decide compares count + n with: Rate, or GCRA's Burst
+	window int64 // µs: Window (0 for a CalendarQuota); the fixed window's size, the counter's windows
+	// GCRA: Window/Rate normalised (see setGCRA, meter.Bucket.Fit).
+	wq, rq int64
+	// CalendarQuota: the bounds of the period that holds the call's
+	// time (µs), set by the kind's setTime (see meter.Quota.SetPeriod).
+	start, end int64
 }
 
 // redisKind is what the Redis path asks a kind.
@@ -228,9 +245,9 @@ func checkWindow(r *Rule, burst bool) string {
 // recordKeeper) are given back by it: no record, nothing given back.
 func (p *plan) unreserve(sh *localShard, k *lkey, h uint64, now, n int64, id uint64, drop bool) {
 	if rk, ok := p.alg.local.(recordKeeper); ok && id != 0 {
-		rk.settleAs(sh, *k, h, *p, id, n)
+		rk.settleAs(sh, *k, h, p.meterFit, id, n)
 	} else {
-		p.alg.local.unrecord(sh, *k, h, *p, now, n)
+		p.alg.local.unrecord(sh, *k, h, p.meterFit, now, n)
 	}
 	if drop {
 		p.alg.local.dropEmpty(sh, *k, h, now)
@@ -251,7 +268,7 @@ type recordKeeper interface {
 	// settleAs gives back d of the events the reservation id holds in
 	// k's meter (d = 0 settles it at its cost), and reports whether the
 	// meter held it.
-	settleAs(sh *localShard, k lkey, h uint64, p plan, id uint64, d int64) bool
+	settleAs(sh *localShard, k lkey, h uint64, f meterFit, id uint64, d int64) bool
 }
 
 // keepsRecords reports whether p's kind keeps reservations' records in

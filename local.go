@@ -16,11 +16,17 @@ const DefaultLocalCapacity = 100_000
 // lkey names the state of one (rule, key) pair. Keys longer than
 // MaxKeyLength are replaced by their digest, marked by hashed, so that a
 // digest can never equal a short key.
+//
+// Its padding makes it 64 bytes, a multiple of 16: a call copies a key by
+// value through an interface (see localKind.meter), and the copy of 56
+// bytes moves its last block over the one before it, so that the next
+// copy's read of that block spans two writes and stalls the processor.
 type lkey struct {
 	rule   string
 	key    string
 	group  string // the AllowGroup tag, "" outside a group
 	hashed bool
+	_      [8]byte
 }
 
 // localStore is the per-process limiter: the fallback while Redis cannot be
@@ -270,7 +276,7 @@ func (sh *localShard) measure(k *lkey, h uint64, p *plan, now, n int64, peek, re
 // meter returns the record of k's events under p, creating it if asked
 // to. The caller holds sh.mu.
 func (sh *localShard) meter(k *lkey, h uint64, p *plan, now int64, create bool) (meter.Meter, bool) {
-	return p.alg.local.meter(sh, *k, h, *p, now, create)
+	return p.alg.local.meter(sh, p.meterFit, h, now, create, *k)
 }
 
 // findStrikes returns the penalty state of k, moving a ban that has ended
@@ -401,7 +407,7 @@ func (s *localStore) copyBucket(k lkey, p *plan, now, reset, backsDone int64) {
 	sh, h := s.at(&k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if m, ok := p.alg.local.meter(sh, k, h, *p, now, false); ok {
+	if m, ok := p.alg.local.meter(sh, p.meterFit, h, now, false, k); ok {
 		if b, ok := m.(*meter.Bucket); ok {
 			b.CopyFrom(now, 0, reset, sh.backs-backsDone)
 		}
@@ -420,7 +426,7 @@ func (s *localStore) backsDone(k lkey) int64 {
 
 // addEvents is localStore.addEvents. The caller holds sh.mu.
 func (sh *localShard) addEvents(k *lkey, h uint64, p *plan, now, n int64, member string, owe bool) {
-	if m, ok := p.alg.local.meter(sh, *k, h, *p, now, true); ok {
+	if m, ok := p.alg.local.meter(sh, p.meterFit, h, now, true, *k); ok {
 		m.Add(now, p.window, n)
 	}
 	sh.denials.Remove(k, h) // events arrived: a cached rejection's RetryAfter may be short

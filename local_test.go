@@ -12,9 +12,9 @@ import (
 // either.
 func TestBansSurviveAFloodOfKeys(t *testing.T) {
 	s := newLocalStore(64)
-	p := plan{rate: 1, alg: algSliding, window: int64(time.Minute / time.Microsecond), penalize: true,
+	p := plan{meterFit: meterFit{rate: 1, window: int64(time.Minute / time.Microsecond)}, alg: algSliding, penalize: true,
 		penalty: penaltyPlan{banAfter: 1, banFor: int64(time.Hour / time.Microsecond), memory: int64(time.Hour / time.Microsecond)}}
-	plain := plan{rate: 1, window: p.window, alg: algSliding}
+	plain := plan{meterFit: meterFit{rate: 1, window: p.window}, alg: algSliding}
 	lenient := p
 	lenient.penalty.banAfter = 1000
 	bad := lkey{rule: "login", key: "bad"}

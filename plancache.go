@@ -40,22 +40,24 @@ type planSlot struct {
 // rule and publishes it; rules that keep evicting each other from one slot
 // publish on one miss in eight, so that they cost about one allocation per
 // eight calls rather than one per call.
-var plans [256]planSlot
+var plans [1 << planBits]planSlot
+
+// planBits is the number of bits of a slot's index.
+const planBits = 8
 
 // planIndex picks r's slot from fields that are cheap to read; equality is
-// checked in full (see compiled.matches).
+// checked in full (see compiled.matches). The fields are gathered side by
+// side and mixed by one multiplication, whose top bits depend on every bit
+// below them, rather than folded one after the other (a chain of as many
+// dependent multiplications).
 func planIndex(r *Rule) uint {
-	h := uint(len(r.Name))
-	if len(r.Name) > 0 {
-		h = h*31 + uint(r.Name[0])
-		h = h*31 + uint(r.Name[len(r.Name)-1])
-		h = h*31 + uint(r.Name[len(r.Name)/2])
+	n := len(r.Name)
+	h := uint64(n)
+	if n > 0 {
+		h |= uint64(r.Name[0])<<8 | uint64(r.Name[n-1])<<16 | uint64(r.Name[n/2])<<24
 	}
-	h = h*31 + uint(r.Limit.Rate)
-	h = h*31 + uint(r.Limit.Window>>10)
-	h = h*31 + uint(r.Kind)
-	h ^= h >> 7
-	return h % uint(len(plans))
+	h ^= uint64(r.Limit.Rate)<<32 ^ uint64(r.Kind)<<29 ^ uint64(r.Limit.Window>>10)*0xff51afd7ed558ccd
+	return uint((h * 0x9e3779b97f4a7c15) >> (64 - planBits))
 }
 
 // hit returns r's plan from the cache, or nil when r was not compiled

@@ -130,18 +130,18 @@ func (quotaKind) lost(p plan, at, now, events int64) (int64, bool) {
 	return 0, false
 }
 
-func (quotaKind) meter(sh *localShard, k lkey, h uint64, p plan, now int64, create bool) (meter.Meter, bool) {
+func (quotaKind) meter(sh *localShard, f meterFit, h uint64, now int64, create bool, k lkey) (meter.Meter, bool) {
 	q := metersOf[meter.Quota](sh, quotaMeters).GetOrAdd(&k, h, now, create)
 	if q == nil {
 		return nil, false
 	}
-	q.SetPeriod(p.start, p.end)
+	q.SetPeriod(f.start, f.end)
 	return q, true
 }
 
-func (quotaKind) unrecord(sh *localShard, k lkey, h uint64, p plan, _, n int64) {
+func (quotaKind) unrecord(sh *localShard, k lkey, h uint64, f meterFit, _, n int64) {
 	if q := metersOf[meter.Quota](sh, quotaMeters).Peek(&k, h); q != nil {
-		q.Unrecord(p.start, n)
+		q.Unrecord(f.start, n)
 	}
 }
 

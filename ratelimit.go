@@ -216,10 +216,14 @@ func (l *Limiter) Peek(ctx context.Context, rule Rule, key string) (Result, erro
 // ask makes one decision (see route), applies the rule's dry run and reports the
 // decision to Options.OnDecision. When u is not nil it learns what the call
 // recorded (see AllowAll).
-func (l *Limiter) ask(ctx context.Context, r *Rule, key string, n int64, peek bool, u *undo) (Result, error) {
+//
+// The decision is made into the named result res, which is what the caller
+// reads: a local Result returned would be copied as a block just after its
+// fields were stored one by one, which stalls the processor on every call.
+func (l *Limiter) ask(ctx context.Context, r *Rule, key string, n int64, peek bool, u *undo) (res Result, err error) {
 	rep := l.reporter()
-	var res Result
-	path, err := l.route(ctx, r, key, n, peek, u, &res)
+	var path Path
+	path, err = l.route(ctx, r, key, n, peek, u, &res)
 	if err == nil {
 		res.dryRun(r.DryRun)
 	}
@@ -250,8 +254,8 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 	if err := p.takes(r, n, peek, u); err != nil {
 		return PathNone, err
 	}
-	k, err := localKey(r.Name, key)
-	if err != nil {
+	var k lkey
+	if err := k.name(r.Name, key); err != nil {
 		return PathNone, err
 	}
 	// The call's time, read once: the Clock's reading is the time every
@@ -681,16 +685,13 @@ func (d *decision) fill(r *Result, limit int64, degraded bool) {
 	if d.banned || remaining < 0 {
 		remaining = 0
 	}
-	*r = Result{
-		Allowed:    d.allowed,
-		Limit:      int(limit),
-		Remaining:  int(remaining),
-		ResetAfter: time.Duration(d.reset) * time.Microsecond,
-		Violations: int(d.violations),
-		Warned:     d.warned,
-		Banned:     d.banned,
-		Degraded:   degraded,
-	}
+	// Field by field, every field: a composite literal is built aside
+	// and copied, which reads back a block its own small stores just
+	// wrote (a stall on every call).
+	r.Allowed, r.Limit, r.Remaining = d.allowed, int(limit), int(remaining)
+	r.RetryAfter, r.ResetAfter = 0, time.Duration(d.reset)*time.Microsecond
+	r.Violations, r.Warned, r.Banned = int(d.violations), d.warned, d.banned
+	r.BannedFor, r.Degraded, r.DryRun = 0, degraded, false
 	if d.banned {
 		r.BannedFor = time.Duration(d.banLeft) * time.Microsecond
 	}

@@ -71,22 +71,22 @@ func (r Rule) Validate() error {
 
 // plan is a validated Rule in the units both paths work in.
 type plan struct {
-	rate     int64 // the capacity decide compares count + n with: Rate, or GCRA's Burst
-	window   int64 // µs: Window (0 for a CalendarQuota)
+	// meterFit holds the rate, the window, GCRA's wq and rq and the
+	// quota's period: what a kind's local meter is fitted to, passed to
+	// it as one value read straight from the plan (see localKind.meter).
+	meterFit
 	penalty  penaltyPlan
 	penalize bool
 	alg      *algorithm // the kind's (see kind.go)
 	ruleHash uint64     // the hash of the rule's name in its pairs' hashes (see localStore.atPlan)
 
-	// GCRA: Rate, and Window/Rate normalised (see bucket).
-	emit, wq, rq int64
+	// GCRA: Rate (see setGCRA).
+	emit int64
 	// prefetch is Rule.Prefetch in µs (see prefetch.go).
 	prefetch int64
-	// CalendarQuota: the period, its location, and the bounds of the
-	// period that holds the call's time (µs), set by the kind's setTime.
-	period     Period
-	loc        *time.Location
-	start, end int64
+	// CalendarQuota: the period and its location.
+	period Period
+	loc    *time.Location
 }
 
 // compile checks r and converts it into a plan; it does not allocate unless
@@ -105,7 +105,7 @@ func (r *Rule) compile() (plan, error) {
 		return plan{}, fmt.Errorf("%w: rule %q: unknown Degraded policy %d", ErrInvalidRule, r.Name, r.Degraded)
 	}
 	alg, bad := algorithmOf(r)
-	p := plan{rate: int64(r.Limit.Rate), window: r.Limit.Window.Microseconds(), alg: alg, ruleHash: ruleHash(r.Name)}
+	p := plan{meterFit: meterFit{rate: int64(r.Limit.Rate), window: r.Limit.Window.Microseconds()}, alg: alg, ruleHash: ruleHash(r.Name)}
 	if bad == "" {
 		p, bad = alg.rules.compile(*r, p)
 	}

@@ -30,7 +30,7 @@ func (slidingKind) scripts() *kindScripts { return exactLogScripts }
 // args: the window, and the call's member id.
 func (slidingKind) args(p plan) (int64, int64, bool) { return p.window, 0, true }
 
-func (slidingKind) meter(sh *localShard, k lkey, h uint64, _ plan, now int64, create bool) (meter.Meter, bool) {
+func (slidingKind) meter(sh *localShard, _ meterFit, h uint64, now int64, create bool, k lkey) (meter.Meter, bool) {
 	lg := metersOf[eventlog.Log](sh, logMeters).GetAt(&k, h, now)
 	if lg == nil {
 		if !create {
@@ -41,7 +41,7 @@ func (slidingKind) meter(sh *localShard, k lkey, h uint64, _ plan, now int64, cr
 	return lg, true
 }
 
-func (slidingKind) unrecord(sh *localShard, k lkey, h uint64, _ plan, now, n int64) {
+func (slidingKind) unrecord(sh *localShard, k lkey, h uint64, _ meterFit, now, n int64) {
 	if lg := metersOf[eventlog.Log](sh, logMeters).Peek(&k, h); lg != nil {
 		lg.Remove(now, n)
 	}

@@ -6,7 +6,7 @@ import "testing"
 // hash has its events counted as dropped, as an eviction would.
 func TestDebtCollision(t *testing.T) {
 	s := newLocalStore(64)
-	p := plan{rate: 10, window: 1_000_000, alg: algSliding}
+	p := plan{meterFit: meterFit{rate: 10, window: 1_000_000}, alg: algSliding}
 	a, b := lkey{rule: "r", key: "a"}, lkey{rule: "r", key: "b"}
 	sh, h := s.at(&a)
 	sh.mu.Lock()
