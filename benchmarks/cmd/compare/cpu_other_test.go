@@ -4,6 +4,6 @@ package main
 
 import "time"
 
-// processCPU returns 0 where the process' CPU time is not read: the
-// figures that use it are then void.
-func processCPU() time.Duration { return 0 }
+// processCPU returns zeros where the process' CPU time and preemptions
+// are not read: the figures that use them are then void.
+func processCPU() (time.Duration, int64) { return 0, 0 }

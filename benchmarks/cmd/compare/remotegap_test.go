@@ -24,15 +24,16 @@ import (
 // blocks of RATELIMIT_GAP_CALLS calls; 20 of 1,000 unless set).
 //
 // For each it logs the median, lowest and highest of its per-block p50
-// and the median of its per-block p90; the median of its blocks' mean wall
-// time a call, of the process' CPU time a call (every goroutine of the
-// process: the caller's, rueidis' writer and reader, the runtime's) and of
-// the difference, which is the time the process spent waiting for Redis
-// and the network; and the median and quartiles of its per-block p50 less
-// the naive script's in the same round. Run it pinned to one core
-// (taskset) so that every microsecond of the process' CPU is one on the
-// call's path. With RATELIMIT_GAP_SPREAD, it logs the last block's
-// percentiles too.
+// and the median of its per-block p90; the medians over blocks of its mean
+// wall time a call, of the process' CPU time a call (every goroutine of
+// the process: the caller's, rueidis' writer and reader, the runtime's),
+// of the difference (the time the process spent waiting for Redis and the
+// network, or for the core) and of the times the kernel preempted one of
+// the process' threads per 1,000 calls; and the median and quartiles of
+// its per-block p50 less the naive script's in the same round. Run it
+// pinned to one core (taskset) so that every microsecond of the process'
+// CPU is one on the call's path. With RATELIMIT_GAP_SPREAD, it logs the
+// last block's percentiles too.
 //
 // "ours' script, bare" sends the very command ours sent for its last
 // decision (read off ours' client: same script, same arguments), under
@@ -56,6 +57,7 @@ func TestRemoteGap(t *testing.T) {
 		p50s, p90s, gaps []time.Duration
 		walls, cpus      []time.Duration // a call's mean wall time and the process' CPU time, per block
 		waits            []time.Duration // wall less CPU, per block
+		preempted        []int64         // the process' preemptions per 1,000 calls, per block
 		spread           []time.Duration
 		degradedAtStart  int64
 	}
@@ -129,7 +131,8 @@ func TestRemoteGap(t *testing.T) {
 	took := make([]time.Duration, calls)
 	for block := range blocks {
 		for _, c := range cs {
-			cpu0, wall0 := processCPU(), time.Now()
+			cpu0, pre0 := processCPU()
+			wall0 := time.Now()
 			for i := range took {
 				start := time.Now()
 				if _, err := c.l.Allow(c.ctx, keys[(block*calls+i)%len(keys)]); err != nil {
@@ -137,7 +140,9 @@ func TestRemoteGap(t *testing.T) {
 				}
 				took[i] = time.Since(start)
 			}
-			wall, cpu := time.Since(wall0)/time.Duration(calls), (processCPU()-cpu0)/time.Duration(calls)
+			cpu1, pre1 := processCPU()
+			wall, cpu := time.Since(wall0)/time.Duration(calls), (cpu1-cpu0)/time.Duration(calls)
+			c.preempted = append(c.preempted, (pre1-pre0)*1000/int64(calls))
 			c.walls, c.cpus, c.waits = append(c.walls, wall), append(c.cpus, cpu), append(c.waits, wall-cpu)
 			slices.Sort(took)
 			c.p50s, c.p90s = append(c.p50s, took[len(took)/2]), append(c.p90s, took[len(took)*9/10])
@@ -160,8 +165,10 @@ func TestRemoteGap(t *testing.T) {
 			t.Errorf("%s: %d decisions made without Redis while measured: its figures are void", c.name, dg.Degraded()-c.degradedAtStart)
 		}
 		t.Logf("%-36s p50 per block: min %v, median %v, max %v; p90 per block: median %v", c.name, q(c.p50s, 0), med(c.p50s), q(c.p50s, 1), med(c.p90s))
-		t.Logf("%-36s a call: wall %v, process CPU %v, wall less CPU %v; p50 less the naive script's: median %v, quartiles %v / %v",
-			"", med(c.walls), med(c.cpus), med(c.waits), med(c.gaps), q(c.gaps, 0.25), q(c.gaps, 0.75))
+		pre := slices.Clone(c.preempted)
+		slices.Sort(pre)
+		t.Logf("%-36s a call: wall %v, process CPU %v, wall less CPU %v; preempted %d times per 1,000 calls; p50 less the naive script's: median %v, quartiles %v / %v",
+			"", med(c.walls), med(c.cpus), med(c.waits), pre[len(pre)/2], med(c.gaps), q(c.gaps, 0.25), q(c.gaps, 0.75))
 		if os.Getenv("RATELIMIT_GAP_SPREAD") != "" {
 			t.Logf("%-36s last block p10 %v p25 %v p50 %v p75 %v p90 %v", "", c.spread[0], c.spread[1], c.spread[2], c.spread[3], c.spread[4])
 		}
