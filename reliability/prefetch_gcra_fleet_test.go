@@ -334,7 +334,7 @@ func pgWorstBrute(spans []testkit.Span, burst int, tq time.Duration) int64 {
 // after the restart admits at least 0.9 × Rate, as the load's.
 //
 // A known defect makes the bound across the recovery fail now and then
-// under CPU load (2 runs of about 60 with two CPU hogs, by 5 and 96
+// under CPU load (3 runs of about 60 with two CPU hogs, by 3 to 96
 // calls): the write-back and the owed count keep a bucket's last Burst
 // emission intervals of events, not the carry its TAT holds, so Redis'
 // bucket comes back fuller than the fleet's (docs/fallback.md, "What
