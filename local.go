@@ -230,7 +230,7 @@ func (sh *localShard) admit(d *decision, k *lkey, h uint64, p *plan, rate, now, 
 		d.count += n
 		d.reset = m.Reset(now, p.window, true)
 		if owed != nil {
-			sh.oweEvents(k, h, owed, now, n, member)
+			sh.oweEvents(k, h, owed, m, now, n, member)
 		}
 		return
 	}
@@ -426,12 +426,13 @@ func (s *localStore) backsDone(k lkey) int64 {
 
 // addEvents is localStore.addEvents. The caller holds sh.mu.
 func (sh *localShard) addEvents(k *lkey, h uint64, p *plan, now, n int64, member string, owe bool) {
-	if m, ok := p.alg.local.meter(sh, p.meterFit, h, now, true, *k); ok {
+	m, ok := p.alg.local.meter(sh, p.meterFit, h, now, true, *k)
+	if ok {
 		m.Add(now, p.window, n)
 	}
 	sh.denials.Remove(k, h) // events arrived: a cached rejection's RetryAfter may be short
 	if owe {
-		sh.oweEvents(k, h, p, now, n, member)
+		sh.oweEvents(k, h, p, m, now, n, member)
 	}
 }
 

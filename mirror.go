@@ -454,7 +454,7 @@ func (sh *localShard) owedOf(k *lkey, h uint64, p *plan, now int64) (*debt, int6
 		return nil, 0
 	}
 	if dt := sh.debtOf(k, h); dt != nil && dt.p.alg == p.alg {
-		return dt, dt.events.Since(p.alg.back.dueFrom(*p, now))
+		return dt, dt.owedAt(p, now)
 	}
 	return nil, 0
 }

@@ -10,8 +10,8 @@ func TestDebtCollision(t *testing.T) {
 	a, b := lkey{rule: "r", key: "a"}, lkey{rule: "r", key: "b"}
 	sh, h := s.at(&a)
 	sh.mu.Lock()
-	sh.oweEvents(&a, h, &p, 100, 3, "")
-	sh.oweEvents(&b, h, &p, 100, 2, "") // b under a's hash
+	sh.oweEvents(&a, h, &p, nil, 100, 3, "")
+	sh.oweEvents(&b, h, &p, nil, 100, 2, "") // b under a's hash
 	sh.mu.Unlock()
 	if got := s.owing.events.Load(); got != 2 {
 		t.Fatalf("events owed %d, want 2 (b's)", got)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/eventlog"
+	"github.com/ratelimit-go/ratelimit/internal/meter"
 	"github.com/redis/rueidis"
 )
 
@@ -45,10 +46,12 @@ import (
 // kept), its Redis meter's key (redisKind.letter) and its <kind>.writeback
 // piece, which lua/writeback.lua is composed with to add stamped events to
 // the kind's Redis state (it gets the rule's numbers as allow.lua does,
-// from redisKind.args). The exact log adds each event at its time, the
-// GCRA bucket each event's cost to the TAT as of its stamp, and the
+// from redisKind.args). The exact log adds each event at its time, and the
 // counters, quotas and fixed windows count events in the window or period
-// they were stamped in, while it lasts.
+// they were stamped in, while it lasts. A GCRA bucket's events carry on in
+// its TAT: its debt keeps what they hold of the process' bucket
+// (debt.carry), and each batch folds them into that many tokens taken at
+// the cut, which Redis' bucket adds to its TAT.
 
 // DefaultWriteBackMax is the number of events waiting to be written back
 // when Options.WriteBackMax is 0.
@@ -82,6 +85,12 @@ type debt struct {
 	// are written back under the member the script got, so that Redis
 	// counts each once either way. Exact logs only.
 	named []named
+	// carry is what the pair owes, for a meter whose tokens carry on in
+	// its state (meter.Carrier, a GCRA bucket): what its events hold of
+	// the process' bucket beyond what Redis holds, however long ago the
+	// busy spell that fills it began. The write-back sends it as tokens
+	// taken at the cut, in place of the events (fold).
+	carry meter.Carry
 }
 
 // named is n events stamped at, owed under a member id of their own.
@@ -131,6 +140,9 @@ type batch struct {
 	banEnd,
 	violations, bans, lastViolation int64
 	full bool // the debt owed more events than one batch carries
+	// mark is the debt's carry as the batch was cut (meter.Carry.Mark),
+	// when it has one: what Redis holds once the batch is applied.
+	mark [2]int64
 }
 
 // debtOf returns k's debt, or nil. The caller holds sh.mu.
@@ -188,18 +200,28 @@ func (sh *localShard) dropEvents(d *debt, n int64) int64 {
 	before := d.events.Total()
 	d.events.Bound(max(0, before-n))
 	gone := before - d.events.Total()
+	if gone > 0 {
+		d.recarry()
+	}
 	sh.owing.events.Add(-gone)
 	sh.owing.dropped.Add(uint64(gone))
 	return gone
 }
 
-// oweEvents remembers n events allowed at now without Redis (under member,
-// when the call may have run on Redis under it), and keeps the store within
+// oweEvents remembers n events allowed at now without Redis by the meter
+// m (nil: none), owed under p (under member, when the call may have run on
+// Redis under it), and keeps the store within
 // WriteBackMax: over it, the oldest events of the least recently used
 // debts of this shard are dropped (this pair's own included, so the bound
 // always holds). The caller holds sh.mu.
-func (sh *localShard) oweEvents(k *lkey, h uint64, p *plan, now, n int64, member string) {
+func (sh *localShard) oweEvents(k *lkey, h uint64, p *plan, m meter.Meter, now, n int64, member string) {
 	d := sh.owe(k, h, p)
+	if c, ok := m.(meter.Carrier); ok {
+		if d.events.Total() == 0 {
+			d.carry.Clear() // what it owed is paid: it begins again
+		}
+		c.CarryOn(&d.carry, now, n)
+	}
 	d.events.Record(p.alg.back.stamp(*p, now), n)
 	if member != "" && p.alg.back.named() {
 		d.named = append(d.named, named{at: p.alg.back.stamp(*p, now), n: n, member: member})
@@ -299,6 +321,9 @@ func (sh *localShard) forgetOwed(k *lkey, h uint64, p *plan, now, n int64) int64
 	}
 	gone := d.events.Subtract([]eventlog.Event{{At: p.alg.back.stamp(*p, now), N: n}})
 	sh.owing.events.Add(-gone)
+	if gone > 0 {
+		d.recarry()
+	}
 	return gone
 }
 
@@ -341,6 +366,45 @@ func (sh *localShard) resetDebt(k *lkey, h uint64, p *plan, now int64) {
 	}
 }
 
+// owedAt returns the events d still owes Redis at now, d being of p's kind:
+// for a meter whose tokens carry on, what its carry owes; otherwise its
+// events since the oldest stamp that still counts.
+func (d *debt) owedAt(p *plan, now int64) int64 {
+	if d.carry.On() {
+		return min(d.carry.Owed(now), d.events.Total())
+	}
+	return d.events.Since(p.alg.back.dueFrom(*p, now))
+}
+
+// recarry makes d's carry again from its events, after some of them left
+// (taken back, dropped): from what Redis holds, each left in turn. It
+// allocates, once for each such change.
+func (d *debt) recarry() {
+	if !d.carry.On() {
+		return
+	}
+	d.carry.Restart()
+	evs, _ := d.events.AppendEntries(nil, int(d.events.Total()))
+	for _, ev := range evs {
+		d.carry.Replay(ev.At, ev.N)
+	}
+}
+
+// fold makes d's events one lump at now, the tokens its carry owes then,
+// which Redis' bucket takes as tokens taken at now (max(TAT, now) + n·T) on
+// top of what it holds, and returns the carry's mark for the batch that
+// brings them (see meter.Carry.Paid). Its caller sees to it that no batch
+// of d is on its way, which would be settled against the events it
+// carried.
+func (d *debt) fold(now int64) (w, r int64) {
+	c := min(d.carry.Owed(now), d.events.Total())
+	d.events.Drop(eventlog.MaxTime)
+	if c > 0 {
+		d.events.Record(now, c)
+	}
+	return d.carry.Mark()
+}
+
 // empty reports whether d owes nothing.
 func (d *debt) empty() bool {
 	return d.events.Total() == 0 && !d.reset && d.banEnd == 0 && d.violations == 0 && d.unsure == nil
@@ -361,7 +425,13 @@ func (s *localStore) cut(i int, now int64, newID func() string) []*batch {
 		e, _ := sh.debts.PeekHash(h)
 		d := e.Value
 		before := d.events.Total()
-		d.events.Drop(d.p.alg.back.dueFrom(d.p, now) - 1)
+		var mark [2]int64
+		switch {
+		case !d.carry.On():
+			d.events.Drop(d.p.alg.back.dueFrom(d.p, now) - 1)
+		case !d.inflight && d.unsure == nil:
+			mark[0], mark[1] = d.fold(now)
+		}
 		sh.owing.events.Add(d.events.Total() - before)
 		if len(d.named) > 0 {
 			due := d.p.alg.back.dueFrom(d.p, now)
@@ -381,7 +451,7 @@ func (s *localStore) cut(i int, now int64, newID func() string) []*batch {
 			sh.forgetDebt(h, d, false)
 		default:
 			b := &batch{k: e.Key, d: d, id: newID(), p: d.p, reset: d.reset, resetAt: d.resetAt, banEnd: d.banEnd,
-				violations: d.violations, bans: d.bans, lastViolation: d.lastViolation}
+				violations: d.violations, bans: d.bans, lastViolation: d.lastViolation, mark: mark}
 			b.events, b.full = d.events.AppendEntries(nil, maxBatchStamps)
 			b.named = nameEvents(b.events, d.named)
 			d.inflight = true
@@ -433,6 +503,9 @@ func (s *localStore) settle(b *batch, o outcome) {
 	}
 	removed := d.events.Subtract(b.events)
 	sh.owing.events.Add(-removed)
+	if d.carry.On() {
+		d.carry.Paid(b.mark[0], b.mark[1])
+	}
 	var sent int64
 	for _, ev := range b.events {
 		sent += ev.N

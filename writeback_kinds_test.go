@@ -217,3 +217,54 @@ func TestWriteBackKindsGroupAndUndo(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteBackGCRACarry: a bucket kept full through an outage longer than
+// its refill holds its earliest events in its TAT, and the write-back
+// brings that carry to Redis: 10 a second, bursts of 10, the burst taken
+// as Redis goes and one token every 100ms for 3s after it. The events of
+// the last refill alone, added to Redis' empty bucket one by one, left its
+// TAT 100ms ahead, 9 tokens free for another process; the bucket the
+// process kept is full, its TAT 1s ahead, and so is Redis' once written
+// back.
+func TestWriteBackGCRACarry(t *testing.T) {
+	e := newWBEnv(t, Options{})
+	rule := Rule{Name: "carry", Kind: GCRA, Limit: Limit{Rate: 10, Window: time.Second, Burst: 10}}
+	e.refuse()
+	allowed := 0
+	for i := 0; i <= 30; i++ {
+		if i > 0 {
+			e.clk.advance(100 * time.Millisecond)
+		}
+		for j := 0; j < 11; j++ {
+			if r := e.allow(e.l, rule, "bob"); !r.Degraded {
+				t.Fatalf("a call without redis = %+v", r)
+			} else if r.Allowed {
+				allowed++
+			}
+		}
+	}
+	if allowed != 40 {
+		t.Fatalf("allowed %d without redis, want 10 + 30", allowed)
+	}
+	e.back()
+	if r := e.allow(e.l, rule, "bob"); r.Allowed || r.Degraded {
+		t.Fatalf("before the write-back: %+v, want rejected on redis (the process owes a full bucket)", r)
+	}
+	e.flush()
+	if v, want := e.redisValue(meterKey(rule, "bob")), strconv.FormatInt(e.clk.Now().Add(time.Second).UnixMicro(), 10); v != want {
+		t.Fatalf("redis' TAT after the write-back = %q, want %q: a full bucket", v, want)
+	}
+	other := e.rejectedOnRedis(rule, "bob", 100*time.Millisecond)
+	e.clk.advance(100 * time.Millisecond)
+	allowed = 0
+	for _, l := range []*Limiter{other, e.l, other, e.l} {
+		if r := e.allow(l, rule, "bob"); r.Degraded {
+			t.Fatalf("a call after the write-back degraded: %+v", r)
+		} else if r.Allowed {
+			allowed++
+		}
+	}
+	if allowed != 1 {
+		t.Fatalf("allowed %d when one token came back, want 1", allowed)
+	}
+}

@@ -333,12 +333,10 @@ func pgWorstBrute(spans []testkit.Span, burst int, tq time.Duration) int64 {
 // Liveness: each whole second from one Window and a heartbeat period
 // after the restart admits at least 0.9 × Rate, as the load's.
 //
-// A known defect makes the bound across the recovery fail now and then
-// under CPU load (3 runs of about 60 with two CPU hogs, by 3 to 96
-// calls): the write-back and the owed count keep a bucket's last Burst
-// emission intervals of events, not the carry its TAT holds, so Redis'
-// bucket comes back fuller than the fleet's (docs/fallback.md, "What
-// remains inexact"). The bound stays the one the library must meet.
+// While the write-back sent a bucket's events of its last refill alone,
+// not what its TAT carried from earlier in the outage (meter.Carry), the
+// bound across the recovery failed in 3 runs of about 60 under CPU load,
+// by 3 to 96 calls: Redis' bucket came back fuller than the fleet's.
 func pgKillKind(before, after time.Duration) pfKillKind {
 	rule := pgFleetRule
 	rule.Limit.Rate, rule.Limit.Burst = 2000, 400
