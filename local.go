@@ -49,7 +49,7 @@ type lkey struct {
 type localStore struct {
 	mask   uint64
 	shards []localShard
-	owing  owing // the debts' events, over every shard (see writeback.go)
+	owing  owing // the debts' events, over every shard (see debt.go)
 }
 
 type localShard struct {
@@ -67,7 +67,7 @@ type shardTables struct {
 	strikes  table[*strikes]       // violations of keys not banned
 	bans     table[*strikes]       // keys with an active ban
 	denials  table[denial]         // the hot-key shield: Redis' rejections
-	debts    table[*debt]          // what was decided without Redis, owed to it (see writeback.go)
+	debts    table[*debt]          // what was decided without Redis, owed to it (see debt.go)
 	crowds   table[crowd.Crowd]    // the calls of full pairs on their way to Redis (see crowd.go)
 	reserved int64                 // events hold reserved for calls not landed yet (see held.others)
 	// backs and backsDone count the events settles of reservations gave
