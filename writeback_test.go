@@ -230,6 +230,12 @@ func (e *wbEnv) sendTwice(want int) {
 	if replayed != want {
 		e.t.Fatalf("replayed %d batches, want %d", replayed, want)
 	}
+	// As writeBack does once everything is on Redis: a heartbeat the
+	// outage left saying this instance owes would have the other instances
+	// reserve its share until the next beat (see Limiter.reserve).
+	if e.l.local.owing.events.Load() == 0 && e.l.set.HeartbeatInterval > 0 {
+		e.l.beat(conn, fleetKey(e.l.set.KeyPrefix), true)
+	}
 }
 
 // TestWriteBackIssueRepro is the issue's repro: rule 5 per minute, 3 calls
