@@ -326,8 +326,12 @@ func (d *debt) paid(b *batch) (removed int64) {
 		d.named = slices.DeleteFunc(d.named, func(nm named) bool { return sent[nm.member] })
 	}
 	removed = d.events.Subtract(b.events)
-	if d.carry.On() {
+	switch {
+	case !d.carry.On():
+	case b.folded:
 		d.carry.Paid(b.mark[0], b.mark[1])
+	case removed > 0: // events cut unfolded: what is left is owed afresh
+		d.recarry()
 	}
 	if b.reset && d.resetAt == b.resetAt {
 		d.reset = false

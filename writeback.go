@@ -95,9 +95,11 @@ type batch struct {
 	banEnd,
 	violations, bans, lastViolation int64
 	full bool // the debt owed more events than one batch carries
-	// mark is the debt's carry as the batch was cut (meter.Carry.Mark),
-	// when it has one: what Redis holds once the batch is applied.
-	mark [2]int64
+	// folded: the batch carries the debt's carry folded at the cut (see
+	// debt.fold), and mark is the carry's mark then (meter.Carry.Mark):
+	// what Redis holds once the batch is applied.
+	folded bool
+	mark   [2]int64
 }
 
 // cut cuts a batch from each debt of shard i that owes something at now,
@@ -116,11 +118,13 @@ func (s *localStore) cut(i int, now int64, newID func() string) []*batch {
 		d := e.Value
 		before := d.events.Total()
 		var mark [2]int64
+		folded := false
 		switch {
 		case !d.carry.On():
 			d.events.Drop(d.p.alg.back.dueFrom(d.p, now) - 1)
 		case !d.inflight && d.unsure == nil:
 			mark[0], mark[1] = d.fold(now)
+			folded = true
 		}
 		sh.owing.events.Add(d.events.Total() - before)
 		if len(d.named) > 0 {
@@ -141,7 +145,7 @@ func (s *localStore) cut(i int, now int64, newID func() string) []*batch {
 			sh.forgetDebt(h, d, false)
 		default:
 			b := &batch{k: e.Key, d: d, id: newID(), p: d.p, reset: d.reset, resetAt: d.resetAt, banEnd: d.banEnd,
-				violations: d.violations, bans: d.bans, lastViolation: d.lastViolation, mark: mark}
+				violations: d.violations, bans: d.bans, lastViolation: d.lastViolation, folded: folded, mark: mark}
 			b.events, b.full = d.events.AppendEntries(nil, maxBatchStamps)
 			b.named = nameEvents(b.events, d.named)
 			d.inflight = true

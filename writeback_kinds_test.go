@@ -6,10 +6,12 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/eventlog"
 )
 
 // The write-back of the other meter kinds (see writeback.go): a GCRA
-// bucket's events add their cost to Redis' TAT as of their stamp, a
+// bucket's carry adds its tokens to Redis' TAT as of the cut, a
 // calendar quota's count in the period they were stamped in. Same
 // environment as writeback_test.go: miniredis, a fake clock, the
 // write-back run by the test.
@@ -266,5 +268,56 @@ func TestWriteBackGCRACarry(t *testing.T) {
 	}
 	if allowed != 1 {
 		t.Fatalf("allowed %d when one token came back, want 1", allowed)
+	}
+}
+
+// TestWriteBackGCRACarryWhileOnItsWay: tokens taken while a batch of the
+// bucket's carry is on its way stay owed once it lands, queued behind what
+// it brought, and reach Redis with the next batch: 10 a second, bursts of
+// 10, the whole burst taken at t0, cut into one batch; a token taken at
+// t0+100ms, before the batch lands; Redis' TAT is t0+1s with the batch,
+// t0+1.1s with the next, as one bucket's would be.
+func TestWriteBackGCRACarryWhileOnItsWay(t *testing.T) {
+	e := newWBEnv(t, Options{})
+	rule := Rule{Name: "carry", Kind: GCRA, Limit: Limit{Rate: 10, Window: time.Second, Burst: 10}}
+	p, _ := rule.compile()
+	k, _ := localKey(rule.Name, "k")
+	t0 := e.l.localNow()
+	if d := e.l.local.admit(&k, &p, p.rate, t0, 10, false, &p, "", 0); !d.allowed {
+		t.Fatalf("the burst without redis: %+v", d)
+	}
+	var bs []*batch
+	for i := range e.l.local.shards {
+		bs = append(bs, e.l.local.cut(i, t0, func() string { return "b1" })...)
+	}
+	if len(bs) != 1 || len(bs[0].events) != 1 || bs[0].events[0] != (eventlog.Event{At: t0, N: 10}) {
+		t.Fatalf("cut %d batches (%+v), want one of 10 tokens at t0", len(bs), bs)
+	}
+	t1 := t0 + 100_000
+	if d := e.l.local.admit(&k, &p, p.rate, t1, 1, false, &p, "", 0); !d.allowed {
+		t.Fatalf("a token at t0+100ms: %+v", d)
+	}
+	if o := e.l.sendBatch(context.Background(), e.l.conn.Load(), bs[0], t0); o != applied {
+		t.Fatalf("the batch: outcome %d", o)
+	}
+	e.l.local.settle(bs[0], applied)
+	tat := meterKey(rule, "k")
+	if v, want := e.redisValue(tat), strconv.FormatInt(t0+1_000_000, 10); v != want {
+		t.Fatalf("redis' TAT with the batch = %q, want %q", v, want)
+	}
+	sh, h := e.l.local.at(&k)
+	sh.mu.Lock()
+	_, owed := sh.owedOf(&k, h, &p, t1)
+	sh.mu.Unlock()
+	if owed != 1 {
+		t.Fatalf("owed at t0+100ms once the batch landed: %d, want the token taken since", owed)
+	}
+	e.clk.advance(100 * time.Millisecond)
+	e.flush()
+	if v, want := e.redisValue(tat), strconv.FormatInt(t0+1_100_000, 10); v != want {
+		t.Fatalf("redis' TAT with the next batch = %q, want %q", v, want)
+	}
+	if s := e.l.Stats(); s.WriteBackPending != 0 || s.WrittenBack != 11 {
+		t.Fatalf("Stats = %+v, want 11 tokens written back", s)
 	}
 }
