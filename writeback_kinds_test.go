@@ -52,17 +52,24 @@ func TestWriteBackGCRAIssueRepro(t *testing.T) {
 		t.Fatalf("redis' TAT after the write-back = %q, want %q: the 2 local calls' 24s on top", v, want)
 	}
 	other := e.rejectedOnRedis(rule, "bob", 2*time.Second) // until the next token
-	e.clk.advance(2 * time.Second)
+	e.oneTokenBack(rule, "bob", 2*time.Second, other, e.l, other)
+}
+
+// oneTokenBack advances the clock by wait, until one token has come back,
+// and checks that the calls of ls, in turn, on Redis, get exactly that one.
+func (e *wbEnv) oneTokenBack(rule Rule, key string, wait time.Duration, ls ...*Limiter) {
+	e.t.Helper()
+	e.clk.advance(wait)
 	allowed := 0
-	for _, l := range []*Limiter{other, e.l, other} {
-		if r := e.allow(l, rule, "bob"); r.Degraded {
-			t.Fatalf("a call after the write-back degraded: %+v", r)
+	for _, l := range ls {
+		if r := e.allow(l, rule, key); r.Degraded {
+			e.t.Fatalf("a call after the write-back degraded: %+v", r)
 		} else if r.Allowed {
 			allowed++
 		}
 	}
 	if allowed != 1 {
-		t.Fatalf("allowed %d when one token came back, want 1", allowed)
+		e.t.Fatalf("allowed %d when one token came back, want 1", allowed)
 	}
 }
 
@@ -257,18 +264,7 @@ func TestWriteBackGCRACarry(t *testing.T) {
 		t.Fatalf("redis' TAT after the write-back = %q, want %q: a full bucket", v, want)
 	}
 	other := e.rejectedOnRedis(rule, "bob", 100*time.Millisecond)
-	e.clk.advance(100 * time.Millisecond)
-	allowed = 0
-	for _, l := range []*Limiter{other, e.l, other, e.l} {
-		if r := e.allow(l, rule, "bob"); r.Degraded {
-			t.Fatalf("a call after the write-back degraded: %+v", r)
-		} else if r.Allowed {
-			allowed++
-		}
-	}
-	if allowed != 1 {
-		t.Fatalf("allowed %d when one token came back, want 1", allowed)
-	}
+	e.oneTokenBack(rule, "bob", 100*time.Millisecond, other, e.l, other, e.l)
 }
 
 // TestWriteBackGCRACarryWhileOnItsWay: tokens taken while a batch of the
