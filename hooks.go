@@ -159,7 +159,9 @@ type Stats struct {
 	// Options.WriteBackMax); WriteBackDropped those that never will be:
 	// dropped over WriteBackMax or from a full local limiter, refused by
 	// Redis, or still waiting when the Limiter was closed. WriteBackPending
-	// is the number of events now waiting.
+	// is the number of events now waiting. A GCRA bucket's events count as
+	// the tokens they still hold when a batch is cut (see docs/fallback.md,
+	// "Write-back"): those that drained meanwhile leave without a count.
 	WrittenBack, WriteBackDropped uint64
 	WriteBackPending              int
 	// Instances is the number of live Limiters under this one's KeyPrefix,
