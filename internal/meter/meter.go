@@ -17,8 +17,9 @@
 //
 // The exact sliding log's meter is internal/eventlog's Log, and satisfies
 // [Meter] and [Ager] too. [Meter] is what a local decision asks of each;
-// [StateCopier], [Ager] and [IDMeter] are what some of them offer beside
-// it. The root package keeps each kind's adapter (its plan, its scripts,
+// [StateCopier], [Ager], [IDMeter] and [Carrier] are what some of them
+// offer beside it. [Carry] is what a process owes Redis' bucket for tokens
+// it took without Redis (the root's write-back). The root package keeps each kind's adapter (its plan, its scripts,
 // its table of meters) and reaches its meters through these types.
 package meter
 
