@@ -317,3 +317,58 @@ func TestWriteBackGCRACarryWhileOnItsWay(t *testing.T) {
 		t.Fatalf("Stats = %+v, want 11 tokens written back", s)
 	}
 }
+
+// TestWriteBackGCRACarryOfTheFleet: two processes, each at half the rule
+// while Redis refuses commands (DegradedShare 0.5: a bucket of 5 refilled
+// at 5 a second), keep their buckets full for 3s; once both have written
+// back, Redis' bucket is full, as the fleet's is: 5 tokens from each on
+// top of now, a TAT 1s ahead. The last refill's events alone, added one by
+// one, left it 400ms short: 4 tokens free at once.
+func TestWriteBackGCRACarryOfTheFleet(t *testing.T) {
+	e := newWBEnv(t, Options{DegradedShare: 0.5})
+	e2 := e.unstarted(Options{DegradedShare: 0.5})
+	rule := Rule{Name: "fleet-carry", Kind: GCRA, Limit: Limit{Rate: 10, Window: time.Second, Burst: 10}}
+	e.refuse()
+	probe := Rule{Name: "probe", Limit: PerSecond(1000)}
+	peek := func(l *Limiter) Result {
+		r, err := l.Peek(context.Background(), probe, "p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := peek(e2); !r.Degraded {
+		t.Fatalf("the second process on a refusing redis: %+v", r)
+	}
+	allowed := 0
+	for i := 0; i <= 15; i++ {
+		if i > 0 {
+			e.clk.advance(200 * time.Millisecond)
+		}
+		for _, l := range []*Limiter{e.l, e2} {
+			for j := 0; j < 6; j++ {
+				if r := e.allow(l, rule, "bob"); !r.Degraded {
+					t.Fatalf("a call without redis = %+v", r)
+				} else if r.Allowed {
+					allowed++
+				}
+			}
+		}
+	}
+	if allowed != 2*(5+15) {
+		t.Fatalf("the fleet allowed %d without redis, want 2 × (5 + 15)", allowed)
+	}
+	e.back()
+	waitFor(t, "the second process back on redis", func() bool { return !peek(e2).Degraded })
+	e.flush()
+	for e2.writeBack(context.Background()) {
+	}
+	if s := e2.Stats(); s.WriteBackPending != 0 || s.WrittenBack != 5 {
+		t.Fatalf("the second process' Stats = %+v, want its 5 tokens written back", s)
+	}
+	if v, want := e.redisValue(meterKey(rule, "bob")), strconv.FormatInt(e.clk.Now().Add(time.Second).UnixMicro(), 10); v != want {
+		t.Fatalf("redis' TAT after both write-backs = %q, want %q: a full bucket", v, want)
+	}
+	other := e.rejectedOnRedis(rule, "bob", 100*time.Millisecond)
+	e.oneTokenBack(rule, "bob", 100*time.Millisecond, other, e.l, e2, other)
+}
