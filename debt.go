@@ -327,10 +327,10 @@ func (d *debt) paid(b *batch) (removed int64) {
 	}
 	removed = d.events.Subtract(b.events)
 	switch {
-	case !d.carry.On():
+	case !d.carry.On() || removed == 0: // nothing of it was left to pay (dropped over WriteBackMax)
 	case b.folded:
 		d.carry.Paid(b.mark[0], b.mark[1])
-	case removed > 0: // events cut unfolded: what is left is owed afresh
+	default: // events cut unfolded: what is left is owed afresh
 		d.recarry()
 	}
 	if b.reset && d.resetAt == b.resetAt {
