@@ -307,7 +307,7 @@ func (d *debt) recarry() {
 // of d is on its way, which would be settled against the events it
 // carried.
 func (d *debt) fold(now int64) (w, r int64) {
-	c := min(d.carry.Owed(now), d.events.Total())
+	c := d.owedAt(&d.p, now)
 	d.events.Drop(eventlog.MaxTime)
 	if c > 0 {
 		d.events.Record(now, c)
