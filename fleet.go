@@ -220,7 +220,7 @@ func (l *Limiter) sendBeat(conn *redisConn, key string, spare bool) (fleet.Reply
 // said nothing was owed. The heartbeat that follows the breaker's closing
 // (see announce) says what is true then.
 func (l *Limiter) owes(conn *redisConn) bool {
-	if l.local.owing.events.Load() > 0 {
+	if l.local.owing.Events() > 0 {
 		return true
 	}
 	for _, b := range conn.breakers.All() {

@@ -236,8 +236,8 @@ func (l *Limiter) Stats() Stats {
 		sh.mu.Unlock()
 	}
 	s.ShedDecisions, s.OutageDecisions = l.shed.Load(), l.outages.Load()
-	s.WrittenBack, s.WriteBackDropped = l.local.owing.written.Load(), l.local.owing.dropped.Load()
-	s.WriteBackPending = int(l.local.owing.events.Load())
+	s.WrittenBack, s.WriteBackDropped = l.local.owing.Written(), l.local.owing.Dropped()
+	s.WriteBackPending = int(l.local.owing.Events())
 	s.Instances = int(l.set.fleet.Load())
 	s.LeasesHeld = l.leases.len()
 	s.LeaseReleases, s.LeaseRenewals, s.LeasesLost = l.leases.released.Load(), l.leases.renewed.Load(), l.leases.lost.Load()

@@ -3,6 +3,8 @@ package ratelimit
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/ratelimit-go/ratelimit/internal/ledger"
 )
 
 // leaseSet is what a Limiter knows of the leases it handed out: the ones
@@ -142,11 +144,11 @@ func (s *leaseSet) onRedis(k lkey, now int64) []string {
 // written notes that the write-back brought the leases of pair k among
 // named to Redis: a lease whose event there is the one it holds now (no
 // renewal since) is on Redis, as one Redis decided is (see onRedis).
-func (s *leaseSet) written(k lkey, named []named) {
+func (s *leaseSet) written(k lkey, named []ledger.Named) {
 	for _, le := range s.of(k) {
 		le.mu.Lock()
 		for _, nm := range named {
-			if !le.done && nm.member == le.u.member && nm.at == le.u.now {
+			if !le.done && nm.Member == le.u.member && nm.At == le.u.now {
 				le.onRedis = true
 			}
 		}

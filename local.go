@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/ratelimit-go/ratelimit/internal/crowd"
+	"github.com/ratelimit-go/ratelimit/internal/ledger"
 	"github.com/ratelimit-go/ratelimit/internal/meter"
 )
 
@@ -49,7 +50,7 @@ type lkey struct {
 type localStore struct {
 	mask   uint64
 	shards []localShard
-	owing  owing // the debts' events, over every shard (see debt.go)
+	owing  ledger.Owing // the debts' events, over every shard (see debt.go)
 }
 
 type localShard struct {
@@ -62,20 +63,19 @@ type localShard struct {
 }
 
 type shardTables struct {
-	mu       sync.Mutex            // guards the tables and everything in them
-	meters   [maxMeters]meterTable // each kind's meters, by meter slot (see meterSlot)
-	strikes  table[*strikes]       // violations of keys not banned
-	bans     table[*strikes]       // keys with an active ban
-	denials  table[denial]         // the hot-key shield: Redis' rejections
-	debts    table[*debt]          // what was decided without Redis, owed to it (see debt.go)
-	crowds   table[crowd.Crowd]    // the calls of full pairs on their way to Redis (see crowd.go)
-	reserved int64                 // events hold reserved for calls not landed yet (see held.others)
+	mu       sync.Mutex                // guards the tables and everything in them
+	meters   [maxMeters]meterTable     // each kind's meters, by meter slot (see meterSlot)
+	strikes  table[*strikes]           // violations of keys not banned
+	bans     table[*strikes]           // keys with an active ban
+	denials  table[denial]             // the hot-key shield: Redis' rejections
+	debts    ledger.Ledger[lkey, plan] // what was decided without Redis, owed to it (see debt.go)
+	crowds   table[crowd.Crowd]        // the calls of full pairs on their way to Redis (see crowd.go)
+	reserved int64                     // events hold reserved for calls not landed yet (see held.others)
 	// backs and backsDone count the events settles of reservations gave
 	// back in the shard: begun (this process' count took them back) and
 	// done (Redis' too, or never to be). A decision Redis made before a
 	// give-back reached it still counts those events (see record).
 	backs, backsDone int64
-	owing            *owing // the store's count of what the debts hold
 }
 
 // newLocalStore returns a store that keeps at most capacity meters of each
@@ -88,7 +88,7 @@ func newLocalStore(capacity int) *localStore {
 	}
 	per := (capacity + n - 1) / n
 	s := &localStore{mask: uint64(n - 1), shards: make([]localShard, n)}
-	s.owing.max = DefaultWriteBackMax
+	s.owing.SetMax(DefaultWriteBackMax)
 	for i := range s.shards {
 		sh := &s.shards[i]
 		for slot := range meterLetters {
@@ -97,9 +97,8 @@ func newLocalStore(capacity int) *localStore {
 		sh.strikes = newTable[*strikes](per)
 		sh.bans = newTable[*strikes](per)
 		sh.denials = newTable[denial](per)
-		sh.debts = newTable[*debt](per)
+		sh.debts = ledger.New[lkey, plan](per, &s.owing)
 		sh.crowds = newTableEvict(per, (*crowd.Crowd).WakeAll)
-		sh.owing = &s.owing
 	}
 	return s
 }
@@ -361,7 +360,7 @@ func (s *localStore) release1(k lkey, p *plan, at int64, member string) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sh.forgetOwed(&k, h, p, at, 1)
-	sh.forgetNamed(&k, h, member)
+	sh.debts.LessNamed(&k, h, member, -1)
 	// The meter stays for the pair's next lease, as an exact log stays
 	// after its events leave the window: the LRU evicts it.
 	p.unreserve(sh, &k, h, at, 1, 0, false)
@@ -377,7 +376,7 @@ func (s *localStore) renew(k lkey, p *plan, from, to int64, member string, owe b
 	defer sh.mu.Unlock()
 	p.unreserve(sh, &k, h, from, 1, 0, false)
 	sh.forgetOwed(&k, h, p, from, 1)
-	sh.forgetNamed(&k, h, member)
+	sh.debts.LessNamed(&k, h, member, -1)
 	sh.addEvents(&k, h, p, to, 1, member, owe)
 }
 
@@ -449,7 +448,7 @@ func (s *localStore) unreserveFor(k lkey, p *plan, at, d int64, member string, r
 	defer sh.mu.Unlock()
 	if owed {
 		forgot = sh.forgetOwed(&k, h, p, at, d)
-		sh.lessNamed(&k, h, member, forgot)
+		sh.debts.LessNamed(&k, h, member, forgot)
 	}
 	p.unreserve(sh, &k, h, at, d, rec, false)
 	sh.denials.Remove(&k, h) // a cached rejection counts what was given back

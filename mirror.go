@@ -122,7 +122,7 @@ func (s *localStore) hold(lg *leg, now int64) (held, *crowd.Seat) {
 	}
 	hd.seated = sh.sit(c, granted)
 	if dt != nil && lg.carry && p.penalize {
-		dt.hand(&hd, now)
+		hd.strikes, hd.struck = dt.Hand(now)
 	}
 	return hd, nil
 }
@@ -417,10 +417,9 @@ func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, at int64, d *decis
 	// decisions without Redis) that Redis has not been given yet count on
 	// top of Redis' own.
 	v, bans := d.violations, d.bans
-	if sh.debts.Len() > 0 {
-		if dt := sh.debtOf(k, h); dt != nil && dt.p.alg == p.alg && dt.violations > 0 && at-dt.lastViolation < p.penalty.memory {
-			v, bans = v+dt.violations, bans+dt.bans
-		}
+	if dt := sh.debts.OfKind(k, h, p.alg); dt != nil {
+		owedV, owedBans := dt.Strikes(at, p.penalty.memory)
+		v, bans = v+owedV, bans+owedBans
 	}
 	d.violations = v
 	if peek {
@@ -450,11 +449,8 @@ func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, at int64, d *decis
 // Redis at now: they count on top of Redis' own (see held.owed). The
 // caller holds sh.mu.
 func (sh *localShard) owedOf(k *lkey, h uint64, p *plan, now int64) (*debt, int64) {
-	if sh.debts.Len() == 0 {
-		return nil, 0
-	}
-	if dt := sh.debtOf(k, h); dt != nil && dt.p.alg == p.alg {
-		return dt, dt.owedAt(p, now)
+	if dt := sh.debts.OfKind(k, h, p.alg); dt != nil {
+		return dt, dt.OwedAt(now, dueFrom(p, now))
 	}
 	return nil, 0
 }
@@ -475,7 +471,7 @@ func lostOwn(m meter.Meter, dt *debt, p *plan, count, others, lostAt, now int64)
 	// the loss, most likely, they are among the events since it.
 	own := count - max(others, s.Since(lostAt+1))
 	if dt != nil {
-		own += dt.events.Since(max(p.alg.back.dueFrom(*p, now), lostAt+1))
+		own += dt.Since(max(dueFrom(p, now), lostAt+1))
 	}
 	return max(own, 0)
 }

@@ -157,7 +157,7 @@ func newLimiter(opts Options, remote bool) (*Limiter, error) {
 		hbKick:    make(chan struct{}, 1),
 		fleet:     fleet.New(set.fleet),
 	}
-	l.local.owing.max = int64(set.WriteBackMax)
+	l.local.owing.SetMax(int64(set.WriteBackMax))
 	if remote {
 		l.workers.Add(1)
 		go func() {

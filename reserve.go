@@ -10,6 +10,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/ratelimit-go/ratelimit/internal/eventlog"
+	"github.com/ratelimit-go/ratelimit/internal/ledger"
 	"github.com/redis/rueidis"
 )
 
@@ -317,12 +318,12 @@ func (l *Limiter) charge(ctx context.Context, u *undo, extra int64) Path {
 		l.local.addEvents(u.k, &p, now, extra, "", false)
 		return PathLocal
 	}
-	b := &batch{k: u.k, id: l.member(l.seq.Add(1)) + "x", p: p, events: []eventlog.Event{{At: p.alg.back.stamp(p, now), N: extra}}}
+	b := &batch{Key: u.k, ID: l.member(l.seq.Add(1)) + "x", Plan: p, Events: []eventlog.Event{{At: p.alg.back.stamp(p, now), N: extra}}}
 	switch l.sendCharge(ctx, b, now) {
-	case applied:
+	case ledger.Applied:
 		l.local.addEvents(u.k, &p, now, extra, "", false)
 		return PathRedis
-	case unsure:
+	case ledger.Unsure:
 		// It may have run: the same batch is sent again, and Redis
 		// applies it once.
 		l.local.addEvents(u.k, &p, now, extra, "", false)
@@ -335,22 +336,17 @@ func (l *Limiter) charge(ctx context.Context, u *undo, extra int64) Path {
 
 // sendCharge sends the batch b of a settle's extra events (see charge) at
 // now, and says how it ended.
-func (l *Limiter) sendCharge(ctx context.Context, b *batch, now int64) outcome {
-	keys := redisKeys(l.set.KeyPrefix, b.k)
-	all := append([]string{keys.meter(b.p.alg), keys.penalty, batchKey(l.set.KeyPrefix, b.k, b.id), keys.reset}, keys.meters...)
-	args := b.args(now)
-	s, err := l.send(ctx, l.conn.Load(), all[0], subject{"rule", b.k.rule}, false, func(ctx context.Context, c rueidis.Client) error {
-		return b.p.alg.redis.scripts().writeBack.Exec(ctx, c, all, args).Error()
-	})
+func (l *Limiter) sendCharge(ctx context.Context, b *batch, now int64) ledger.Outcome {
+	s, err := l.writeBatch(ctx, l.conn.Load(), b, now, false)
 	switch {
 	case errors.Is(err, ErrRedis):
-		return refused
+		return ledger.Refused
 	case err != nil, s.mayHaveRun():
-		return unsure
+		return ledger.Unsure
 	case s.path == PathRedis:
-		return applied
+		return ledger.Applied
 	}
-	return unsent
+	return ledger.Unsent
 }
 
 // settles counts the Limiter's reservations (see Stats) and holds what
@@ -376,7 +372,7 @@ func (l *Limiter) resendSettles(ctx context.Context) {
 		l.sendBack(ctx, &backs[i])
 	}
 	for _, b := range charges {
-		if o := l.sendCharge(ctx, b, l.localNow()); o == unsure || o == unsent {
+		if o := l.sendCharge(ctx, b, l.localNow()); o == ledger.Unsure || o == ledger.Unsent {
 			l.settles.charges.add(b, maxOwedSettles)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/eventlog"
+	"github.com/ratelimit-go/ratelimit/internal/ledger"
 )
 
 // The write-back of the other meter kinds (see writeback.go): a GCRA
@@ -286,17 +287,17 @@ func TestWriteBackGCRACarryWhileOnItsWay(t *testing.T) {
 	for i := range e.l.local.shards {
 		bs = append(bs, e.l.local.cut(i, t0, func() string { return "b1" })...)
 	}
-	if len(bs) != 1 || len(bs[0].events) != 1 || bs[0].events[0] != (eventlog.Event{At: t0, N: 10}) {
+	if len(bs) != 1 || len(bs[0].Events) != 1 || bs[0].Events[0] != (eventlog.Event{At: t0, N: 10}) {
 		t.Fatalf("cut %d batches (%+v), want one of 10 tokens at t0", len(bs), bs)
 	}
 	t1 := t0 + 100_000
 	if d := e.l.local.admit(&k, &p, p.rate, t1, 1, false, &p, "", 0); !d.allowed {
 		t.Fatalf("a token at t0+100ms: %+v", d)
 	}
-	if o := e.l.sendBatch(context.Background(), e.l.conn.Load(), bs[0], t0); o != applied {
+	if o := e.l.sendBatch(context.Background(), e.l.conn.Load(), bs[0], t0); o != ledger.Applied {
 		t.Fatalf("the batch: outcome %d", o)
 	}
-	e.l.local.settle(bs[0], applied)
+	e.l.local.settle(bs[0], ledger.Applied)
 	tat := meterKey(rule, "k")
 	if v, want := e.redisValue(tat), strconv.FormatInt(t0+1_000_000, 10); v != want {
 		t.Fatalf("redis' TAT with the batch = %q, want %q", v, want)

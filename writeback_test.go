@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/ratelimit-go/ratelimit/internal/ledger"
 	"github.com/redis/rueidis"
 )
 
@@ -209,21 +210,21 @@ func (e *wbEnv) sendTwice(want int) {
 	}
 	conn := e.l.conn.Load()
 	for _, b := range bs {
-		if o := e.l.sendBatch(context.Background(), conn, b, now); o != applied {
-			e.t.Fatalf("first send of %q: outcome %d", b.k.rule, o)
+		if o := e.l.sendBatch(context.Background(), conn, b, now); o != ledger.Applied {
+			e.t.Fatalf("first send of %q: outcome %d", b.Key.rule, o)
 		}
-		e.l.local.settle(b, unsure) // as if the reply was lost
+		e.l.local.settle(b, ledger.Unsure) // as if the reply was lost
 	}
 	replayed := 0
 	for i := range e.l.local.shards {
 		for _, b := range e.l.local.cut(i, now, func() string { return "fresh" }) {
-			if b.id == "fresh" {
-				e.t.Fatalf("an unsure batch of %q was cut afresh", b.k.rule)
+			if b.ID == "fresh" {
+				e.t.Fatalf("an unsure batch of %q was cut afresh", b.Key.rule)
 			}
-			if o := e.l.sendBatch(context.Background(), conn, b, now); o != applied {
-				e.t.Fatalf("replay of %q: outcome %d", b.k.rule, o)
+			if o := e.l.sendBatch(context.Background(), conn, b, now); o != ledger.Applied {
+				e.t.Fatalf("replay of %q: outcome %d", b.Key.rule, o)
 			}
-			e.l.local.settle(b, applied)
+			e.l.local.settle(b, ledger.Applied)
 			replayed++
 		}
 	}
@@ -233,7 +234,7 @@ func (e *wbEnv) sendTwice(want int) {
 	// As writeBack does once everything is on Redis: a heartbeat the
 	// outage left saying this instance owes would have the other instances
 	// reserve its share until the next beat (see Limiter.reserve).
-	if e.l.local.owing.events.Load() == 0 && e.l.set.HeartbeatInterval > 0 {
+	if e.l.local.owing.Events() == 0 && e.l.set.HeartbeatInterval > 0 {
 		e.l.beat(conn, fleetKey(e.l.set.KeyPrefix), true)
 	}
 }
