@@ -417,9 +417,11 @@ func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, at int64, d *decis
 	// decisions without Redis) that Redis has not been given yet count on
 	// top of Redis' own.
 	v, bans := d.violations, d.bans
-	if dt := sh.debts.OfKind(k, h, p.alg); dt != nil {
-		owedV, owedBans := dt.Strikes(at, p.penalty.memory)
-		v, bans = v+owedV, bans+owedBans
+	if sh.debts.Len() > 0 { // inlined: OfKind is a call
+		if dt := sh.debts.OfKind(k, h, p.alg); dt != nil {
+			owedV, owedBans := dt.Strikes(at, p.penalty.memory)
+			v, bans = v+owedV, bans+owedBans
+		}
 	}
 	d.violations = v
 	if peek {
@@ -449,6 +451,9 @@ func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, at int64, d *decis
 // Redis at now: they count on top of Redis' own (see held.owed). The
 // caller holds sh.mu.
 func (sh *localShard) owedOf(k *lkey, h uint64, p *plan, now int64) (*debt, int64) {
+	if sh.debts.Len() == 0 { // inlined: OfKind is a call
+		return nil, 0
+	}
 	if dt := sh.debts.OfKind(k, h, p.alg); dt != nil {
 		return dt, dt.OwedAt(now, dueFrom(p, now))
 	}
