@@ -117,7 +117,7 @@ func TestShedEventsCountOnRedisDecisions(t *testing.T) {
 			t.Fatalf("call %d past the rate = %+v, want rejected on Redis until the shed events leave", i+6, r)
 		}
 	}
-	log := redisKeys(DefaultKeyPrefix, lkey{rule: rule.Name, key: "all"}).meter(algSliding)
+	log := redisKeys(DefaultKeyPrefix, lkey{Rule: rule.Name, Key: "all"}).Meter(algSliding.redis.letter())
 	if members, err := mr.ZMembers(log); err != nil || len(members) != 2 {
 		t.Fatalf("Redis' log holds %v (%v), want the 2 events it admitted", members, err)
 	}
@@ -175,8 +175,8 @@ func TestShedEventsCountOnGroups(t *testing.T) {
 		t.Fatalf("AllowGroup = %+v, %v; want denied at the tight pair, on Redis", rs, err)
 	}
 	for _, r := range []Rule{loose, tight} {
-		k := lkey{rule: r.Name, key: "u", group: "u"}
-		log := redisKeys(DefaultKeyPrefix, k).meter(algSliding)
+		k := lkey{Rule: r.Name, Key: "u", Group: "u"}
+		log := redisKeys(DefaultKeyPrefix, k).Meter(algSliding.redis.letter())
 		if members, _ := mr.ZMembers(log); len(members) != 0 {
 			t.Errorf("Redis still holds %v for rule %q after the group was denied", members, r.Name)
 		}

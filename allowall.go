@@ -184,7 +184,7 @@ func (l *Limiter) takeBack(us []undo, rs []Result) {
 func (l *Limiter) undoOnRedis(ctx context.Context, conn *redisConn, u *undo, key string, n int64, what string) error {
 	third, fourth := u.p.alg.redis.undoArgs(u.p, u.win)
 	args := []string{u.member, itoa(n), itoa(third), itoa(fourth)}
-	return l.sendWithoutFallback(ctx, conn, key, subject{"rule", u.k.rule}, what, false,
+	return l.sendWithoutFallback(ctx, conn, key, subject{"rule", u.k.Rule}, what, false,
 		func(ctx context.Context, c rueidis.Client) error {
 			return u.p.alg.redis.scripts().undo.Exec(ctx, c, []string{key}, args).Error()
 		})

@@ -31,7 +31,7 @@ func (l *Limiter) Ban(ctx context.Context, rule Rule, key string, d time.Duratio
 		},
 		local: func(k lkey, _ *plan, now int64) { l.local.ban(k, now, ban) },
 		redis: func(keys *pairKeys, _ *plan, now int64) (*script.Script, []string, []string) {
-			return banScript, []string{keys.penalty}, []string{l.clockArg(now, false), itoa(ban)}
+			return banScript, []string{keys.Penalty}, []string{l.clockArg(now, false), itoa(ban)}
 		},
 		owe: func(k lkey, p *plan, now int64) { l.local.oweBan(k, p, now+ban) },
 	})

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/ratelimit-go/ratelimit/internal/breaker"
+	"github.com/ratelimit-go/ratelimit/internal/pair"
 	"github.com/ratelimit-go/ratelimit/internal/redisio"
 )
 
@@ -91,7 +92,7 @@ func pairBreaker(bs *breaker.Set, prefix string, k *lkey, p *plan) *breaker.Brea
 		return bs.All()[0]
 	}
 	var b strings.Builder
-	b.Grow(keyLen(prefix, *k))
-	writeKey(&b, prefix, *k, p.alg.redis.letter())
+	b.Grow(pair.KeyLen(prefix, *k))
+	pair.WriteKey(&b, prefix, *k, p.alg.redis.letter())
 	return bs.ForKey(b.String())
 }

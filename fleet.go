@@ -8,12 +8,13 @@ import (
 
 	"github.com/ratelimit-go/ratelimit/internal/breaker"
 	"github.com/ratelimit-go/ratelimit/internal/fleet"
+	"github.com/ratelimit-go/ratelimit/internal/pair"
 	"github.com/redis/rueidis"
 )
 
 // The fleet: while Redis can be used, every Limiter with a Redis client
 // announces itself once per Options.HeartbeatInterval in the instances set
-// of its key prefix (fleetKey, lua/fleet.lua) and learns how many Limiters are
+// of its key prefix (pair.FleetKey, lua/fleet.lua) and learns how many Limiters are
 // live there. When it has to decide without Redis, it enforces its share of
 // each rule, ceil(Rate / live Limiters), so that the fleet as a whole
 // admits about the rule's rate (settings.degradedRate).
@@ -33,7 +34,7 @@ import (
 // admission slot was to spare) keeps the count last seen; one goes while
 // the breaker rests too (see sendBeat).
 func (l *Limiter) heartbeats(conn *redisConn) {
-	key := fleetKey(l.set.KeyPrefix)
+	key := pair.FleetKey(l.set.KeyPrefix)
 	t := time.NewTicker(l.set.HeartbeatInterval)
 	defer t.Stop()
 	kicked := false
@@ -251,7 +252,7 @@ func (l *Limiter) settled(conn *redisConn) bool {
 	if !l.fleet.TrySettle(l.clock.now(), int64(l.set.ProbeAfter/time.Microsecond)) {
 		return false
 	}
-	l.beat(conn, fleetKey(l.set.KeyPrefix), true)
+	l.beat(conn, pair.FleetKey(l.set.KeyPrefix), true)
 	return l.fleet.Settled()
 }
 

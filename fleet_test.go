@@ -10,6 +10,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/ratelimit-go/ratelimit/internal/fleet"
+	"github.com/ratelimit-go/ratelimit/internal/pair"
 	"github.com/redis/rueidis"
 )
 
@@ -58,7 +59,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // beat makes one heartbeat of l by hand and returns the count l then uses.
 func beat(t *testing.T, l *Limiter) int {
 	t.Helper()
-	l.heartbeat(l.conn.Load(), fleetKey(l.set.KeyPrefix))
+	l.heartbeat(l.conn.Load(), pair.FleetKey(l.set.KeyPrefix))
 	return l.Stats().Instances
 }
 
@@ -71,9 +72,9 @@ func TestFleetAnnouncement(t *testing.T) {
 	mr := miniredis.RunT(t)
 	t0 := time.Date(2026, 11, 22, 12, 0, 0, 123456000, time.UTC)
 	mr.SetTime(t0)
-	key := fleetKey("f:")
+	key := pair.FleetKey("f:")
 	if key != "f:v1:{instances}" {
-		t.Fatalf("fleetKey = %q", key)
+		t.Fatalf("pair.FleetKey = %q", key)
 	}
 	a := fleetLimiter(t, mr, "f:", t0)
 	if n := a.Stats().Instances; n != 1 {
@@ -212,7 +213,7 @@ func TestFleetCountAfterFailedHeartbeats(t *testing.T) {
 // mustCard returns the number of announcements in the set of prefix.
 func mustCard(t *testing.T, mr *miniredis.Miniredis, prefix string) int {
 	t.Helper()
-	m, err := mr.ZMembers(fleetKey(prefix))
+	m, err := mr.ZMembers(pair.FleetKey(prefix))
 	if err != nil {
 		return 0
 	}
@@ -261,7 +262,7 @@ func TestHeartbeatNeverTakesTheLastSlot(t *testing.T) {
 	g := l.conn.Load().breakers.All()[0].Gate()
 	limit := g.Limit()
 	taken := takeSlots(g, 1) // one slot left: the live calls'
-	l.heartbeat(l.conn.Load(), fleetKey("spare:"))
+	l.heartbeat(l.conn.Load(), pair.FleetKey("spare:"))
 	if keys := mr.Keys(); len(keys) != 0 {
 		t.Fatalf("a heartbeat without a slot to spare reached Redis: %v", keys)
 	}
@@ -270,8 +271,8 @@ func TestHeartbeatNeverTakesTheLastSlot(t *testing.T) {
 	}
 	giveBack(g, 1)
 	taken--
-	l.heartbeat(l.conn.Load(), fleetKey("spare:"))
-	if !mr.Exists(fleetKey("spare:")) {
+	l.heartbeat(l.conn.Load(), pair.FleetKey("spare:"))
+	if !mr.Exists(pair.FleetKey("spare:")) {
 		t.Fatal("a heartbeat with two slots free was not sent")
 	}
 	if n := g.InFlight(); n != limit-2 {
@@ -302,7 +303,7 @@ func TestNoAnnouncement(t *testing.T) {
 	off.Close()
 	local.Close()
 	for _, k := range mr.Keys() {
-		if k == fleetKey(DefaultKeyPrefix) {
+		if k == pair.FleetKey(DefaultKeyPrefix) {
 			t.Fatalf("a Limiter with a negative HeartbeatInterval announced itself: %v", mr.Keys())
 		}
 	}
@@ -321,12 +322,12 @@ func TestHeartbeatNotStarved(t *testing.T) {
 	g := l.conn.Load().breakers.All()[0].Gate()
 	defer giveBack(g, takeSlots(g, 1)) // one slot left: the live calls'
 	mr.FlushAll()
-	l.heartbeat(l.conn.Load(), fleetKey("starved:"))
-	if mr.Exists(fleetKey("starved:")) || !l.heartbeatStarved.Load() {
+	l.heartbeat(l.conn.Load(), pair.FleetKey("starved:"))
+	if mr.Exists(pair.FleetKey("starved:")) || !l.heartbeatStarved.Load() {
 		t.Fatal("a heartbeat took the last free slot, or did not mark the Limiter starved")
 	}
-	l.heartbeat(l.conn.Load(), fleetKey("starved:"))
-	if !mr.Exists(fleetKey("starved:")) {
+	l.heartbeat(l.conn.Load(), pair.FleetKey("starved:"))
+	if !mr.Exists(pair.FleetKey("starved:")) {
 		t.Fatal("the heartbeat after a skipped one did not take the slot left")
 	}
 	if l.heartbeatStarved.Load() {

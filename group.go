@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/ratelimit-go/ratelimit/internal/crowd"
+	"github.com/ratelimit-go/ratelimit/internal/pair"
 	"github.com/ratelimit-go/ratelimit/internal/script"
 	"github.com/redis/rueidis"
 )
@@ -200,7 +201,7 @@ func (l *Limiter) compileGroup(group string, checks []Check) ([]groupPair, error
 		if err != nil {
 			return nil, err
 		}
-		k.group = group
+		k.Group = group
 		g[i] = groupPair{p: p, k: k, n: n, dry: c.Rule.DryRun}
 	}
 	return g, nil
@@ -223,13 +224,13 @@ func (l *Limiter) encodeGroup(g []groupPair, legs []leg, now int64) (keys, args 
 		gp := &g[i]
 		var b strings.Builder
 		kind := gp.p.alg.redis.letter()
-		writeKey(&b, l.set.KeyPrefix, gp.k, kind)
+		pair.WriteKey(&b, l.set.KeyPrefix, gp.k, kind)
 		log := b.String()
 		b.Reset()
-		writeKey(&b, l.set.KeyPrefix, gp.k, 'p')
+		pair.WriteKey(&b, l.set.KeyPrefix, gp.k, 'p')
 		pen := b.String()
 		b.Reset()
-		writeKey(&b, l.set.KeyPrefix, gp.k, 'r')
+		pair.WriteKey(&b, l.set.KeyPrefix, gp.k, 'r')
 		keys = append(keys, log, pen, b.String())
 		pp := &gp.p.penalty
 		second, fifth, byMember := gp.p.alg.redis.args(gp.p)

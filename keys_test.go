@@ -21,7 +21,7 @@ func TestRedisKeysAreInjective(t *testing.T) {
 			t.Fatal(err)
 		}
 		keys := redisKeys("rl:", k)
-		log, pen, counter := keys.meter(algSliding), keys.penalty, keys.meter(algCounter)
+		log, pen, counter := keys.Meter(algSliding.redis.letter()), keys.Penalty, keys.Meter(algCounter.redis.letter())
 		if other, dup := seen[log]; dup {
 			t.Errorf("rule %q key %q and rule %q key %q share the key %q", p[0], p[1], other[0], other[1], log)
 		}
@@ -53,13 +53,13 @@ func TestRedisKeysLayout(t *testing.T) {
 		{"r", strings.Repeat("k", MaxKeyLength), "rl:v1:{1:r:=" + strings.Repeat("k", MaxKeyLength) + "}:l"},
 	} {
 		k, _ := localKey(c.rule, c.key)
-		if log := redisKeys("rl:", k).meter(algSliding); log != c.log {
+		if log := redisKeys("rl:", k).Meter(algSliding.redis.letter()); log != c.log {
 			t.Errorf("rule %q key %q: log key %q, want %q", c.rule, c.key, log, c.log)
 		}
 	}
 	// A pair of a group: the group's hash tag, the same keys as
-	// AllowGroup's script gets (written one by one by writeKey).
-	g := lkey{rule: "m", key: "u}", group: "g%"}
+	// AllowGroup's script gets (written one by one by pair.WriteKey).
+	g := lkey{Rule: "m", Key: "u}", Group: "g%"}
 	const pair = "rl:v1:{g4:g%25}:1:m:=u%7D:"
 	var want []string // every kind's meter, in the registry's order, then the penalty state and the Reset's time
 	for _, letter := range meterLetters + "pr" {
@@ -69,14 +69,14 @@ func TestRedisKeysLayout(t *testing.T) {
 		t.Errorf("the meters' letters are %q, want the log's, the counter's, the bucket's and the quota's first", meterLetters)
 	}
 	ks := redisKeys("rl:", g)
-	if got := append(ks.meters, ks.penalty, ks.reset); strings.Join(got, " ") != strings.Join(want, " ") {
+	if got := append(ks.Meters, ks.Penalty, ks.Reset); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("a group pair's keys are %q, want %q", got, want)
 	}
 	if got := batchKey("rl:", g, "ID"); got != "rl:v1:{g4:g%25}:1:m:=u%7D:w:ID" {
 		t.Errorf("a group pair's batch key is %q", got)
 	}
 	k, _ := localKey("r", strings.Repeat("k", MaxKeyLength+1))
-	log := redisKeys("app:", k).meter(algSliding)
+	log := redisKeys("app:", k).Meter(algSliding.redis.letter())
 	if !strings.HasPrefix(log, "app:v1:{1:r:#") || len(log) != len("app:v1:{1:r:#}:l")+64 {
 		t.Errorf("a long key's log key is %q, want its SHA-256 in hex", log)
 	}
@@ -90,7 +90,7 @@ func TestEncodeCallMatchesRedisKeys(t *testing.T) {
 	hd := held{retry: 5, owed: 6, banLeft: 8, since: 3}
 	ks, args := encodeCall(&keys, &argv, "rl:", k, &p, 1795344143891600, true, 2, "ID", 99, &hd, nil)
 	want3 := redisKeys("rl:", k)
-	if w := []string{want3.meter(algSliding), want3.penalty, want3.reset}; strings.Join(ks, "|") != strings.Join(w, "|") {
+	if w := []string{want3.Meter(algSliding.redis.letter()), want3.Penalty, want3.Reset}; strings.Join(ks, "|") != strings.Join(w, "|") {
 		t.Errorf("keys %q, want %q", ks, w)
 	}
 	want := []string{"1795344143891600", "1000000", "7", "2", "ID99", "5:6:8:3", "4", "1:2:3:1.5:9"}

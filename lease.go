@@ -123,7 +123,7 @@ func (l *Limiter) dropLease(ctx context.Context, u *undo) {
 	key := u.key // the key Redis decided the lease under
 	if key == "" {
 		ks := redisKeys(l.set.KeyPrefix, u.k)
-		key = ks.meter(u.p.alg)
+		key = ks.Meter(u.p.alg.redis.letter())
 	}
 	err := l.undoOnRedis(ctx, l.conn.Load(), u, key, 1, "releasing a lease")
 	if errors.Is(err, ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -155,7 +155,7 @@ func (le *Lease) Renew(ctx context.Context) error {
 	u := &le.u
 	switch {
 	case le.done:
-		return fmt.Errorf("%w: rule %q: the lease was released or lost before", ErrLeaseLost, u.k.rule)
+		return fmt.Errorf("%w: rule %q: the lease was released or lost before", ErrLeaseLost, u.k.Rule)
 	case !le.records:
 		return nil
 	}
@@ -172,7 +172,7 @@ func (le *Lease) Renew(ctx context.Context) error {
 		case s.path == PathRedis && !renewed:
 			return le.lose(now, "it expired in redis, or a Reset freed it")
 		case s.path != PathRedis && le.deny:
-			return fmt.Errorf("%w: rule %q: renewing a lease: %w", ErrUnavailable, u.k.rule, s.cause)
+			return fmt.Errorf("%w: rule %q: renewing a lease: %w", ErrUnavailable, u.k.Rule, s.cause)
 		}
 		l.local.renew(u.k, &u.p, u.now, now, u.member, s.path != PathRedis)
 		le.onRedis = s.path == PathRedis
@@ -191,7 +191,7 @@ func (le *Lease) lose(now int64, why string) error {
 	le.l.leases.remove(le)
 	le.l.leases.lost.Add(1)
 	le.l.local.release1(le.u.k, &le.u.p, le.u.now, le.u.member)
-	return fmt.Errorf("%w: rule %q: %s", ErrLeaseLost, le.u.k.rule, why)
+	return fmt.Errorf("%w: rule %q: %s", ErrLeaseLost, le.u.k.Rule, why)
 }
 
 // LeasesByRule returns the leases of Concurrency rules this Limiter holds
@@ -254,7 +254,7 @@ func (le *Lease) keep(ctx context.Context, cancel context.CancelCauseFunc) error
 			expired := l.localNow() >= le.expires
 			le.mu.Unlock()
 			if expired {
-				err = fmt.Errorf("%w: rule %q: it expired while it could not be renewed: %w", ErrLeaseLost, le.u.k.rule, err)
+				err = fmt.Errorf("%w: rule %q: it expired while it could not be renewed: %w", ErrLeaseLost, le.u.k.Rule, err)
 				cancel(err)
 				return err
 			}
@@ -328,14 +328,14 @@ func (l *Limiter) releaseLeases() {
 // lease's log, and whether Redis renewed it.
 func (l *Limiter) renewOnRedis(ctx context.Context, conn *redisConn, u *undo, now, taken int64, force bool) (sent, string, bool, error) {
 	keys := redisKeys(l.set.KeyPrefix, u.k)
-	key := keys.meter(u.p.alg)
+	key := keys.Meter(u.p.alg.redis.letter())
 	args := []string{l.clockArg(now, false), itoa(u.p.window), u.member, itoa(u.p.rate), itoa(taken)}
 	if force {
 		args = append(args, "1")
 	}
 	var renewed bool
-	s, err := l.send(ctx, conn, key, subject{"rule", u.k.rule}, false, func(ctx context.Context, c rueidis.Client) error {
-		v, err := renewScript.Exec(ctx, c, []string{key, keys.reset}, args).AsInt64()
+	s, err := l.send(ctx, conn, key, subject{"rule", u.k.Rule}, false, func(ctx context.Context, c rueidis.Client) error {
+		v, err := renewScript.Exec(ctx, c, []string{key, keys.Reset}, args).AsInt64()
 		renewed = v == 1
 		return err
 	})

@@ -41,7 +41,7 @@ func (s *leaseSet) byRule() map[string]int {
 	out := make(map[string]int)
 	for k, le := range s.held {
 		for ; le != nil; le = le.prev {
-			out[k.rule]++
+			out[k.Rule]++
 		}
 	}
 	return out

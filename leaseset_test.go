@@ -11,7 +11,7 @@ import (
 // holds exactly the leases a plain model holds: by pair (of), in all, in
 // its count and by rule.
 func TestLeaseSetLinks(t *testing.T) {
-	pairs := []lkey{{rule: "a", key: "x"}, {rule: "a", key: "y"}, {rule: "b", key: "x"}}
+	pairs := []lkey{{Rule: "a", Key: "x"}, {Rule: "a", Key: "y"}, {Rule: "b", Key: "x"}}
 	var leases []*Lease
 	for i := range 12 {
 		leases = append(leases, &Lease{u: undo{k: pairs[i%len(pairs)]}})
@@ -31,7 +31,7 @@ func TestLeaseSetLinks(t *testing.T) {
 		n, byRule := s.len(), s.byRule()
 		wantByRule := map[string]int{}
 		for le := range model {
-			wantByRule[le.u.k.rule]++
+			wantByRule[le.u.k.Rule]++
 		}
 		if n != len(model) || len(s.all()) != len(model) {
 			t.Fatalf("step %d: %d leases counted, %d listed, want %d", step, n, len(s.all()), len(model))

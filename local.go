@@ -14,22 +14,6 @@ import (
 // Options.LocalCapacity is 0.
 const DefaultLocalCapacity = 100_000
 
-// lkey names the state of one (rule, key) pair. Keys longer than
-// MaxKeyLength are replaced by their digest, marked by hashed, so that a
-// digest can never equal a short key.
-//
-// Its padding makes it 64 bytes, a multiple of 16: a call copies a key by
-// value through an interface (see localKind.meter), and the copy of 56
-// bytes moves its last block over the one before it, so that the next
-// copy's read of that block spans two writes and stalls the processor.
-type lkey struct {
-	rule   string
-	key    string
-	group  string // the AllowGroup tag, "" outside a group
-	hashed bool
-	_      [8]byte
-}
-
 // localStore is the per-process limiter: the fallback while Redis cannot be
 // used, the whole limiter when there is no Redis, and the mirror of Redis'
 // recent decisions otherwise. Its state is spread over shards chosen by key
@@ -113,7 +97,7 @@ func ruleHash(rule string) uint64 { return maphash.String(pairSeed, rule) }
 // at returns the hash of k, computed once per call, and the shard that
 // holds k's state.
 func (s *localStore) at(k *lkey) (*localShard, uint64) {
-	return s.atRule(k, ruleHash(k.rule))
+	return s.atRule(k, ruleHash(k.Rule))
 }
 
 // atPlan is at for a call whose plan p was compiled from k's rule: it
@@ -127,12 +111,12 @@ func (s *localStore) atPlan(k *lkey, p *plan) (*localShard, uint64) {
 
 // atRule is at, given the hash of k's rule, rh.
 func (s *localStore) atRule(k *lkey, rh uint64) (*localShard, uint64) {
-	h := maphash.String(pairSeed, k.key)
+	h := maphash.String(pairSeed, k.Key)
 	h ^= rh * 0x9e3779b97f4a7c15
-	if k.group != "" {
-		h ^= maphash.String(pairSeed, k.group) * 0xc2b2ae3d27d4eb4f
+	if k.Group != "" {
+		h ^= maphash.String(pairSeed, k.Group) * 0xc2b2ae3d27d4eb4f
 	}
-	if k.hashed {
+	if k.Hashed {
 		h = ^h
 	}
 	return &s.shards[(h>>32)&s.mask], h

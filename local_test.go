@@ -17,14 +17,14 @@ func TestBansSurviveAFloodOfKeys(t *testing.T) {
 	plain := plan{meterFit: meterFit{rate: 1, window: p.window}, alg: algSliding}
 	lenient := p
 	lenient.penalty.banAfter = 1000
-	bad := lkey{rule: "login", key: "bad"}
+	bad := lkey{Rule: "login", Key: "bad"}
 	s.admit(&bad, &p, 1, 0, 1, false, nil, "", 0)
 	if d := s.admit(&bad, &p, 1, 0, 1, false, nil, "", 0); !d.banned {
 		t.Fatalf("second call %+v, want banned", d)
 	}
 	for i := 0; i < 10_000; i++ {
-		s.admit(&lkey{rule: "search", key: "k" + strconv.Itoa(i)}, &plain, 1, 1, 1, false, nil, "", 0)
-		violator := lkey{rule: "other", key: "v" + strconv.Itoa(i)}
+		s.admit(&lkey{Rule: "search", Key: "k" + strconv.Itoa(i)}, &plain, 1, 1, 1, false, nil, "", 0)
+		violator := lkey{Rule: "other", Key: "v" + strconv.Itoa(i)}
 		s.admit(&violator, &lenient, 1, 1, 1, false, nil, "", 0)
 		if d := s.admit(&violator, &lenient, 1, 1, 1, false, nil, "", 0); d.violations != 1 || d.banned {
 			t.Fatalf("a violator's second call: %+v", d)
@@ -64,9 +64,9 @@ func TestPairHashFromPlan(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, k := range []lkey{
-			{rule: name, key: "alice"},
-			{rule: name, key: "alice", group: "user:1"},
-			{rule: name, key: strings.Repeat("k", 64), hashed: true},
+			{Rule: name, Key: "alice"},
+			{Rule: name, Key: "alice", Group: "user:1"},
+			{Rule: name, Key: strings.Repeat("k", 64), Hashed: true},
 		} {
 			sh1, h1 := s.at(&k)
 			sh2, h2 := s.atPlan(&k, &p)
@@ -76,7 +76,7 @@ func TestPairHashFromPlan(t *testing.T) {
 		}
 	}
 	var bare plan // not compiled from a Rule: atPlan hashes the name itself
-	k := lkey{rule: "r", key: "bob"}
+	k := lkey{Rule: "r", Key: "bob"}
 	if _, h1 := s.at(&k); h1 != func() uint64 { _, h := s.atPlan(&k, &bare); return h }() {
 		t.Error("atPlan of a plan without ruleHash differs from at")
 	}

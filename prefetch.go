@@ -528,9 +528,9 @@ type grantReply struct {
 // for each call while a full key freed its slots one by one.
 func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey, want, least int64, id string, backs []grantBack, now int64) (rep grantReply, ok bool) {
 	ks := redisKeys(l.set.KeyPrefix, k)
-	keys := []string{ks.meter(p.alg), ks.reset}
+	keys := []string{ks.Meter(p.alg.redis.letter()), ks.Reset}
 	if p.penalize {
-		keys = append(keys, ks.penalty)
+		keys = append(keys, ks.Penalty)
 	}
 	var extra int64
 	if want > 0 {
@@ -546,7 +546,7 @@ func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey
 	}
 	args := l.grantArgs(p, want, least, extra, id, backs, now)
 	var reply []int64
-	s, err := l.send(ctx, conn, keys[0], subject{"rule", k.rule}, false, func(ctx context.Context, c rueidis.Client) (err error) {
+	s, err := l.send(ctx, conn, keys[0], subject{"rule", k.Rule}, false, func(ctx context.Context, c rueidis.Client) (err error) {
 		reply, err = p.alg.redis.scripts().grant.Exec(ctx, c, keys, args).AsIntSlice()
 		return err
 	})

@@ -255,8 +255,8 @@ func (l *Limiter) route(ctx context.Context, r *Rule, key string, n int64, peek 
 		return PathNone, err
 	}
 	var k lkey
-	if err := k.name(r.Name, key); err != nil {
-		return PathNone, err
+	if !k.Set(r.Name, key) {
+		return PathNone, emptyKey(r.Name)
 	}
 	// The call's time, read once: the Clock's reading is the time every
 	// path decides at. Without a Clock the script reads Redis' TIME, and
@@ -509,9 +509,9 @@ func (l *Limiter) withRecord(ks, args []string, lg *leg, seq uint64, now int64) 
 		args = append(args[:5:5], "0")
 	}
 	if lg.p.keepsRecords() {
-		return []string{ks[0], pk.penalty, pk.reset}, append(args[:len(args):len(args)], l.member(seq))
+		return []string{ks[0], pk.Penalty, pk.Reset}, append(args[:len(args):len(args)], l.member(seq))
 	}
-	keys := []string{ks[0], pk.penalty, pk.reset, recordKey(l.set.KeyPrefix, *lg.k, l.member(seq))}
+	keys := []string{ks[0], pk.Penalty, pk.Reset, recordKey(l.set.KeyPrefix, *lg.k, l.member(seq))}
 	return keys, append(args[:len(args):len(args)], itoa(ttl(lg.p.kept(now))))
 }
 
@@ -717,7 +717,7 @@ func (l *Limiter) Reset(ctx context.Context, rule Rule, key string) error {
 			l.voidGrant(k)
 		},
 		redis: func(keys *pairKeys, p *plan, now int64) (*script.Script, []string, []string) {
-			return resetScript, append([]string{keys.reset, keys.penalty}, keys.meters...), []string{itoa(now), itoa(ttl(p.kept(now)))}
+			return resetScript, append([]string{keys.Reset, keys.Penalty}, keys.Meters...), []string{itoa(now), itoa(ttl(p.kept(now)))}
 		},
 		owe: l.local.oweReset,
 	})

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ratelimit-go/ratelimit/internal/pair"
 	"github.com/ratelimit-go/ratelimit/internal/script"
 	"github.com/redis/rueidis"
 )
@@ -180,20 +181,20 @@ func (hd *held) none() bool {
 // sent after the other arguments (see leaseSet.onRedis). It returns keys
 // and args cut to the script's arity.
 func encodeCall(keys *[3]string, args *[callArgs]string, prefix string, k lkey, p *plan, now int64, useNow bool, n int64, id string, seq uint64, hd *held, leases []string) ([]string, []string) {
-	one := keyLen(prefix, k)
+	one := pair.KeyLen(prefix, k)
 	nk := callKeys(p, hd)
 	second, fifth, byMember := p.alg.redis.args(*p)
 	// The string's exact size for most calls (an upper bound for the
 	// rest), so that it is allocated once, in the smallest size class
 	// that holds it: Grow with a generous guess took 256 bytes a call.
-	size := nk*one + decimalLen(second) + decimalLen(p.rate) + decimalLen(n) + 1
+	size := nk*one + pair.DecimalLen(second) + pair.DecimalLen(p.rate) + pair.DecimalLen(n) + 1
 	if useNow {
-		size += decimalLen(now)
+		size += pair.DecimalLen(now)
 	}
 	if byMember {
 		size += len(id) + len(strconv.AppendUint(make([]byte, 0, 20), seq, 10))
 	} else {
-		size += decimalLen(fifth)
+		size += pair.DecimalLen(fifth)
 	}
 	if !hd.none() {
 		size += 6 * 21
@@ -245,20 +246,20 @@ func callKeys(p *plan, hd *held) int {
 // them: memory, and the ladder (see writeLadder).
 func penaltyLen(pp *penaltyPlan) int {
 	var num [32]byte
-	return decimalLen(pp.memory) + decimalLen(pp.warnAfter) + decimalLen(pp.banAfter) + decimalLen(pp.banFor) +
-		len(strconv.AppendFloat(num[:0], pp.growth, 'g', -1, 64)) + decimalLen(pp.maxBan) + 4
+	return pair.DecimalLen(pp.memory) + pair.DecimalLen(pp.warnAfter) + pair.DecimalLen(pp.banAfter) + pair.DecimalLen(pp.banFor) +
+		len(strconv.AppendFloat(num[:0], pp.growth, 'g', -1, 64)) + pair.DecimalLen(pp.maxBan) + 4
 }
 
 // writeCallKeys writes the first nk of a call's keys of k (see callKeys):
 // its meter's, under the kind's letter, its penalty state's and its last
 // Reset's.
 func writeCallKeys(b *strings.Builder, prefix string, k *lkey, p *plan, nk int) {
-	writeKey(b, prefix, *k, p.alg.redis.letter())
+	pair.WriteKey(b, prefix, *k, p.alg.redis.letter())
 	if nk >= 2 {
-		writeKey(b, prefix, *k, 'p')
+		pair.WriteKey(b, prefix, *k, 'p')
 	}
 	if nk == 3 {
-		writeKey(b, prefix, *k, 'r')
+		pair.WriteKey(b, prefix, *k, 'r')
 	}
 }
 

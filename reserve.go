@@ -126,9 +126,9 @@ func (r *Reservation) Settle(ctx context.Context, actual int) error {
 	u := &r.u
 	if bound := u.p.settleBound(); actual < 0 || int64(actual) > bound {
 		if bound < MaxSettleFactor*u.p.rate {
-			return fmt.Errorf("%w: settling at %d, outside 0..%d (the tokens the bucket of rule %q refills in 2^50µs)", ErrInvalidN, actual, bound, u.k.rule)
+			return fmt.Errorf("%w: settling at %d, outside 0..%d (the tokens the bucket of rule %q refills in 2^50µs)", ErrInvalidN, actual, bound, u.k.Rule)
 		}
-		return fmt.Errorf("%w: settling at %d, outside 0..%d (%d times the %s of rule %q)", ErrInvalidN, actual, bound, MaxSettleFactor, u.p.alg.rules.capacity(), u.k.rule)
+		return fmt.Errorf("%w: settling at %d, outside 0..%d (%d times the %s of rule %q)", ErrInvalidN, actual, bound, MaxSettleFactor, u.p.alg.rules.capacity(), u.k.Rule)
 	}
 	rep := l.reporter()
 	r.mu.Lock()
@@ -261,10 +261,10 @@ type owedBack struct {
 func (l *Limiter) sendBack(ctx context.Context, g *owedBack) bool {
 	u := &g.u
 	ks := redisKeys(l.set.KeyPrefix, u.k)
-	key := ks.meter(u.p.alg)
+	key := ks.Meter(u.p.alg.redis.letter())
 	keys := []string{key}
 	if !u.p.alg.back.named() && !u.p.keepsRecords() {
-		keys = append(keys, recordKey(l.set.KeyPrefix, u.k, u.member), ks.reset)
+		keys = append(keys, recordKey(l.set.KeyPrefix, u.k, u.member), ks.Reset)
 	}
 	third, fourth := u.p.alg.redis.undoArgs(u.p, u.win)
 	args := []string{u.member, itoa(g.n), itoa(third), itoa(fourth)}
@@ -275,7 +275,7 @@ func (l *Limiter) sendBack(ctx context.Context, g *owedBack) bool {
 	if g.n == 0 {
 		what = "settling a reservation at its cost"
 	}
-	err := l.sendWithoutFallback(ctx, l.conn.Load(), key, subject{"rule", u.k.rule}, what, false,
+	err := l.sendWithoutFallback(ctx, l.conn.Load(), key, subject{"rule", u.k.Rule}, what, false,
 		func(ctx context.Context, c rueidis.Client) error {
 			return u.p.alg.redis.scripts().undo.Exec(ctx, c, keys, args).Error()
 		})

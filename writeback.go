@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/ledger"
+	"github.com/ratelimit-go/ratelimit/internal/pair"
 	"github.com/redis/rueidis"
 )
 
@@ -219,7 +220,7 @@ func (l *Limiter) writeBack(ctx context.Context) (more bool) {
 			if !more && l.local.owing.Events() == 0 && l.set.HeartbeatInterval > 0 {
 				// Everything is on Redis: say so at once, so that the other
 				// instances stop reserving for this one (see reserve).
-				l.beat(conn, fleetKey(l.set.KeyPrefix), true)
+				l.beat(conn, pair.FleetKey(l.set.KeyPrefix), true)
 			}
 		}()
 	}
@@ -272,9 +273,9 @@ func (l *Limiter) sendBatch(ctx context.Context, conn *redisConn, b *batch, now 
 // admitted only with a slot to spare with spare (see send).
 func (l *Limiter) writeBatch(ctx context.Context, conn *redisConn, b *batch, now int64, spare bool) (sent, error) {
 	keys := redisKeys(l.set.KeyPrefix, b.Key)
-	all := append([]string{keys.meter(b.Plan.alg), keys.penalty, batchKey(l.set.KeyPrefix, b.Key, b.ID), keys.reset}, keys.meters...)
+	all := append([]string{keys.Meter(b.Plan.alg.redis.letter()), keys.Penalty, batchKey(l.set.KeyPrefix, b.Key, b.ID), keys.Reset}, keys.Meters...)
 	args := batchArgs(b, now)
-	return l.send(ctx, conn, all[0], subject{"rule", b.Key.rule}, spare, func(ctx context.Context, c rueidis.Client) error {
+	return l.send(ctx, conn, all[0], subject{"rule", b.Key.Rule}, spare, func(ctx context.Context, c rueidis.Client) error {
 		return b.Plan.alg.redis.scripts().writeBack.Exec(ctx, c, all, args).Error()
 	})
 }

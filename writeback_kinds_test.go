@@ -33,7 +33,7 @@ func meterKey(rule Rule, key string) string {
 	k, _ := localKey(rule.Name, key)
 	a, _ := algorithmOf(&rule)
 	ks := redisKeys(DefaultKeyPrefix, k)
-	return ks.meter(a)
+	return ks.Meter(a.redis.letter())
 }
 
 // TestWriteBackGCRAIssueRepro is the repro for a GCRA bucket: 5

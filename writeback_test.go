@@ -13,6 +13,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/ratelimit-go/ratelimit/internal/ledger"
+	"github.com/ratelimit-go/ratelimit/internal/pair"
 	"github.com/redis/rueidis"
 )
 
@@ -142,7 +143,7 @@ func (e *wbEnv) flush() {
 func (e *wbEnv) members(rule Rule, key string) []string {
 	e.t.Helper()
 	k, _ := localKey(rule.Name, key)
-	m, err := e.mr.ZMembers(redisKeys(DefaultKeyPrefix, k).meter(algSliding))
+	m, err := e.mr.ZMembers(redisKeys(DefaultKeyPrefix, k).Meter(algSliding.redis.letter()))
 	if err != nil && !errors.Is(err, miniredis.ErrKeyNotFound) {
 		e.t.Fatal(err)
 	}
@@ -211,7 +212,7 @@ func (e *wbEnv) sendTwice(want int) {
 	conn := e.l.conn.Load()
 	for _, b := range bs {
 		if o := e.l.sendBatch(context.Background(), conn, b, now); o != ledger.Applied {
-			e.t.Fatalf("first send of %q: outcome %d", b.Key.rule, o)
+			e.t.Fatalf("first send of %q: outcome %d", b.Key.Rule, o)
 		}
 		e.l.local.settle(b, ledger.Unsure) // as if the reply was lost
 	}
@@ -219,10 +220,10 @@ func (e *wbEnv) sendTwice(want int) {
 	for i := range e.l.local.shards {
 		for _, b := range e.l.local.cut(i, now, func() string { return "fresh" }) {
 			if b.ID == "fresh" {
-				e.t.Fatalf("an unsure batch of %q was cut afresh", b.Key.rule)
+				e.t.Fatalf("an unsure batch of %q was cut afresh", b.Key.Rule)
 			}
 			if o := e.l.sendBatch(context.Background(), conn, b, now); o != ledger.Applied {
-				e.t.Fatalf("replay of %q: outcome %d", b.Key.rule, o)
+				e.t.Fatalf("replay of %q: outcome %d", b.Key.Rule, o)
 			}
 			e.l.local.settle(b, ledger.Applied)
 			replayed++
@@ -235,7 +236,7 @@ func (e *wbEnv) sendTwice(want int) {
 	// outage left saying this instance owes would have the other instances
 	// reserve its share until the next beat (see Limiter.reserve).
 	if e.l.local.owing.Events() == 0 && e.l.set.HeartbeatInterval > 0 {
-		e.l.beat(conn, fleetKey(e.l.set.KeyPrefix), true)
+		e.l.beat(conn, pair.FleetKey(e.l.set.KeyPrefix), true)
 	}
 }
 
@@ -291,7 +292,7 @@ func TestWriteBackReplayIgnored(t *testing.T) {
 		t.Fatalf("log after a replayed batch holds %d events, want 4", len(m))
 	}
 	k, _ := localKey(approx.Name, "k")
-	if c := e.mr.HGet(redisKeys(DefaultKeyPrefix, k).meter(algCounter), "c"); c != "4" {
+	if c := e.mr.HGet(redisKeys(DefaultKeyPrefix, k).Meter(algCounter.redis.letter()), "c"); c != "4" {
 		t.Fatalf("counter after a replayed batch = %q, want 4", c)
 	}
 	if s := e.l.Stats(); s.WrittenBack != 6 || s.WriteBackPending != 0 {
@@ -372,7 +373,7 @@ func TestWriteBackBound(t *testing.T) {
 	e.flush()
 	m := e.members(rule, "k")
 	k, _ := localKey(rule.Name, "k")
-	first, _ := e.mr.ZScore(redisKeys(DefaultKeyPrefix, k).meter(algSliding), m[0])
+	first, _ := e.mr.ZScore(redisKeys(DefaultKeyPrefix, k).Meter(algSliding.redis.letter()), m[0])
 	if want := float64(e.clk.Now().Add(-2 * time.Second).UnixMicro()); len(m) != 3 || first != want {
 		t.Fatalf("redis holds %v from %v, want the newest 3 from %v", m, first, want)
 	}
@@ -449,7 +450,7 @@ func TestWriteBackGroup(t *testing.T) {
 	e.back()
 	e.flush()
 	for _, r := range []Rule{second, minute} {
-		log := redisKeys(DefaultKeyPrefix, lkey{rule: r.Name, key: "u", group: "u"}).meter(algSliding)
+		log := redisKeys(DefaultKeyPrefix, lkey{Rule: r.Name, Key: "u", Group: "u"}).Meter(algSliding.redis.letter())
 		if m, err := e.mr.ZMembers(log); err != nil || len(m) != 3 {
 			t.Fatalf("rule %q: redis holds %v (%v), want 3 events", r.Name, m, err)
 		}
@@ -470,7 +471,7 @@ func TestWriteBackUnderTheCallsMember(t *testing.T) {
 	rule := Rule{Name: "t", Limit: PerMinute(10)}
 	p, _ := rule.compile()
 	k, _ := localKey(rule.Name, "k")
-	log := redisKeys(DefaultKeyPrefix, k).meter(algSliding)
+	log := redisKeys(DefaultKeyPrefix, k).Meter(algSliding.redis.letter())
 	now := e.l.localNow()
 	ran, lost := e.l.id+"7", e.l.id+"8"
 	e.l.local.admit(&k, &p, p.rate, now, 1, false, &p, ran, 0)  // its script ran, the reply was lost
