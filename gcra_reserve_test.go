@@ -122,7 +122,7 @@ func TestGCRAGiveBackOwedWhileRedisRefuses(t *testing.T) {
 	if err := r.Cancel(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if !e.l.settles.backs.pending() {
+	if !e.l.settles.backs.Pending() {
 		t.Fatal("the give-back is not owed to Redis")
 	}
 	want := Result{Allowed: true, Limit: 10, Remaining: 9, ResetAfter: time.Second}
@@ -132,7 +132,7 @@ func TestGCRAGiveBackOwedWhileRedisRefuses(t *testing.T) {
 		t.Fatalf("another process before the give-back reached Redis: %+v, want Remaining 4", got)
 	}
 	e.back() // this process decides on Redis again; its write-back is the test's to run
-	backs := e.l.settles.backs.take()
+	backs := e.l.settles.backs.Take()
 	if len(backs) != 1 {
 		t.Fatalf("%d give-backs owed, want 1", len(backs))
 	}

@@ -127,7 +127,7 @@ func (l *Limiter) dropLease(ctx context.Context, u *undo) {
 	}
 	err := l.undoOnRedis(ctx, l.conn.Load(), u, key, 1, "releasing a lease")
 	if errors.Is(err, ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		l.leases.owed.add(*u, maxOwedReleases)
+		l.leases.owed.Add(*u, maxOwedReleases)
 		return
 	}
 	if err != nil {

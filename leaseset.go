@@ -15,10 +15,10 @@ import (
 // giving back a slot of a pair seen before allocates nothing here.
 type leaseSet struct {
 	mu   sync.Mutex
-	held map[lkey]*Lease // by pair: the newest lease of the pair, whose prev links the others
-	n    int             // the leases in held
-	owed owedQueue[undo] // releases Redis has not taken yet
-	wake chan struct{}   // closed, and replaced, when a lease is released
+	held map[lkey]*Lease    // by pair: the newest lease of the pair, whose prev links the others
+	n    int                // the leases in held
+	owed ledger.Queue[undo] // releases Redis has not taken yet
+	wake chan struct{}      // closed, and replaced, when a lease is released
 
 	released, renewed, lost atomic.Uint64 // since the Limiter was made (see Stats)
 }

@@ -9,6 +9,7 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/ratelimit-go/ratelimit/internal/grant"
+	"github.com/ratelimit-go/ratelimit/internal/ledger"
 	"github.com/ratelimit-go/ratelimit/internal/script"
 	"github.com/redis/rueidis"
 )
@@ -80,7 +81,7 @@ func (p *plan) setPrefetch(r *Rule) string {
 type prefetcher struct {
 	once  sync.Once
 	pairs *lru.Cache[lkey, *pairGrants]
-	backs owedQueue[grantBack]
+	backs ledger.Queue[grantBack]
 
 	grants, granted, used, returned atomic.Uint64
 }
@@ -115,7 +116,7 @@ func (b grantBooks) Unmirror(k lkey, p *plan, at, n int64) { b.l.local.unmirror(
 
 // Owe owes gb to Redis, for the write-back's loop, woken at once.
 func (b grantBooks) Owe(gb grantBack) {
-	b.l.prefetch.backs.add(gb, maxOwedSettles)
+	b.l.prefetch.backs.Add(gb, maxOwedSettles)
 	b.l.kickWriteBack()
 }
 
@@ -132,7 +133,7 @@ func (l *Limiter) pairOf(k lkey, p *plan) *pairGrants {
 			g.mu.Lock()
 			defer g.mu.Unlock()
 			for _, b := range g.Drop() {
-				f.backs.add(b, maxOwedSettles)
+				f.backs.Add(b, maxOwedSettles)
 			}
 		})
 	})
@@ -438,7 +439,7 @@ func (l *Limiter) paced(g *pairGrants, p *plan, sent, want, pace, empty int64) {
 func (l *Limiter) giveBackLater(g *pairGrants) {
 	if bs := g.Drop(); len(bs) > 0 {
 		for _, b := range bs {
-			l.prefetch.backs.add(b, maxOwedSettles)
+			l.prefetch.backs.Add(b, maxOwedSettles)
 		}
 		l.kickWriteBack()
 	}
@@ -555,7 +556,7 @@ func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey
 		if sent {
 			l.prefetch.returned.Add(uint64(b.To - b.From + 1))
 		} else {
-			l.prefetch.backs.add(b, maxOwedSettles) // giving back twice removes nothing more
+			l.prefetch.backs.Add(b, maxOwedSettles) // giving back twice removes nothing more
 		}
 	}
 	switch {
@@ -616,7 +617,7 @@ func (l *Limiter) alsoCounted(conn *redisConn, k lkey, p *plan, now int64) (int6
 // it), a pair at a time; what still cannot be sent is owed again.
 func (l *Limiter) giveGrantsBack(ctx context.Context) {
 	conn := l.conn.Load()
-	for _, b := range l.prefetch.backs.take() {
+	for _, b := range l.prefetch.backs.Take() {
 		l.askGrant(ctx, conn, &b.Plan, b.Key, 0, 0, "", []grantBack{b}, l.localNow())
 	}
 }
@@ -632,12 +633,12 @@ func (l *Limiter) returnGrants() {
 		if g, ok := f.pairs.Peek(k); ok {
 			g.mu.Lock()
 			for _, b := range g.Drop() {
-				f.backs.add(b, maxOwedSettles)
+				f.backs.Add(b, maxOwedSettles)
 			}
 			g.mu.Unlock()
 		}
 	}
-	if !f.backs.pending() || l.conn.Load() == nil {
+	if !f.backs.Pending() || l.conn.Load() == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.set.Timeout)

@@ -288,7 +288,7 @@ func (l *Limiter) sendBack(ctx context.Context, g *owedBack) bool {
 		l.backDone(g)
 		return false
 	}
-	if dropped, ok := l.settles.backs.add(*g, maxOwedSettles); ok {
+	if dropped, ok := l.settles.backs.Add(*g, maxOwedSettles); ok {
 		l.backDone(&dropped)
 	}
 	return false
@@ -327,7 +327,7 @@ func (l *Limiter) charge(ctx context.Context, u *undo, extra int64) Path {
 		// It may have run: the same batch is sent again, and Redis
 		// applies it once.
 		l.local.addEvents(u.k, &p, now, extra, "", false)
-		l.settles.charges.add(b, maxOwedSettles)
+		l.settles.charges.Add(b, maxOwedSettles)
 		return PathLocal
 	}
 	l.local.addEvents(u.k, &p, now, extra, "", true)
@@ -355,8 +355,8 @@ type settles struct {
 	reserved, settled, givenBack, charged, over atomic.Uint64
 	resets                                      resetMarks
 
-	backs   owedQueue[owedBack]
-	charges owedQueue[*batch]
+	backs   ledger.Queue[owedBack]
+	charges ledger.Queue[*batch]
 }
 
 // maxOwedSettles bounds the give-backs and the charges owed, each: past
@@ -367,13 +367,13 @@ const maxOwedSettles = 4096
 // resendSettles sends what settles owe Redis (the write-back's loop calls
 // it); what still cannot be sent is owed again.
 func (l *Limiter) resendSettles(ctx context.Context) {
-	backs, charges := l.settles.backs.take(), l.settles.charges.take()
+	backs, charges := l.settles.backs.Take(), l.settles.charges.Take()
 	for i := range backs {
 		l.sendBack(ctx, &backs[i])
 	}
 	for _, b := range charges {
 		if o := l.sendCharge(ctx, b, l.localNow()); o == ledger.Unsure || o == ledger.Unsent {
-			l.settles.charges.add(b, maxOwedSettles)
+			l.settles.charges.Add(b, maxOwedSettles)
 		}
 	}
 }

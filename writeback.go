@@ -163,15 +163,15 @@ func (l *Limiter) writeBackLoop() {
 				l.kickWriteBack() // again at once, waiting for a slot this time
 			}
 		}
-		if l.leases.owed.pending() {
-			for _, u := range l.leases.owed.take() {
+		if l.leases.owed.Pending() {
+			for _, u := range l.leases.owed.Take() {
 				l.dropLease(ctx, &u)
 			}
 		}
-		if l.settles.backs.pending() || l.settles.charges.pending() {
+		if l.settles.backs.Pending() || l.settles.charges.Pending() {
 			l.resendSettles(ctx)
 		}
-		if l.prefetch.backs.pending() {
+		if l.prefetch.backs.Pending() {
 			l.giveGrantsBack(ctx)
 		}
 		l.logWriteBack(&logged)

@@ -248,3 +248,26 @@ func TestFoldedCarry(t *testing.T) {
 		t.Fatalf("owed at t0+900ms after the undo %d, want 2", got)
 	}
 }
+
+// TestQueue: what waits is taken oldest first, once; past its bound the
+// oldest is dropped and returned.
+func TestQueue(t *testing.T) {
+	var q Queue[int]
+	if q.Pending() || q.Take() != nil {
+		t.Fatal("a zero Queue holds something")
+	}
+	for i := 1; i <= 3; i++ {
+		if _, dropped := q.Add(i, 3); dropped {
+			t.Fatalf("adding %d within the bound dropped one", i)
+		}
+	}
+	if old, dropped := q.Add(4, 3); !dropped || old != 1 {
+		t.Fatalf("adding past the bound dropped %d, %v; want 1", old, dropped)
+	}
+	if !q.Pending() {
+		t.Fatal("nothing pending")
+	}
+	if got := q.Take(); !slices.Equal(got, []int{2, 3, 4}) || q.Pending() {
+		t.Fatalf("took %v (pending after: %v), want [2 3 4] once", got, q.Pending())
+	}
+}
