@@ -1,5 +1,5 @@
 // Package ledger keeps what a process decided without Redis owes it (see
-// docs/fallback.md, "Writing back"), pair by pair: the events it allowed,
+// docs/fallback.md, "Write-back"), pair by pair: the events it allowed,
 // the violations and bans its penalty ladder counted, a ban made by hand
 // and a Reset Redis did not see. It cuts them into batches, one per pair,
 // for the caller to write back, and takes from them what Redis applied.
