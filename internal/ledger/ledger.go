@@ -47,7 +47,10 @@ type Stamps struct {
 	Window, Period int64
 }
 
-// Terms are what a Debt reads of the plan its events are owed under.
+// Terms are what a Debt reads of the plan its events are owed under. The
+// caller passes them with the plan, rather than the Ledger deriving them
+// from P through a function: a plan passed to a function value escapes,
+// and a caller's plan on its stack would cost an allocation per call.
 type Terms struct {
 	Stamps Stamps
 	// Penalize reports whether the plan has a penalty ladder, and Memory
