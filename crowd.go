@@ -184,7 +184,7 @@ func (s *localStore) ranOut(lg *leg, now int64) (decision, bool) {
 	if c := sh.crowdOf(&k, h); c == nil || c.Flying() == 0 {
 		return decision{}, false
 	}
-	if p.penalize && p.penalty.remembered(sh.findStrikes(&k, h, now), now)+1 >= p.penalty.banAfter {
+	if p.penalize && sh.ladders.WouldBan(&k, h, &p.penalty, now) {
 		return decision{}, false
 	}
 	d := decision{count: p.rate, retry: 1}

@@ -21,7 +21,7 @@ func (p *plan) debtTerms() ledger.Terms {
 	return ledger.Terms{
 		Stamps:   ledger.Stamps{Kind: p.alg, Window: p.window, Period: int64(p.period)},
 		Penalize: p.penalize,
-		Memory:   p.penalty.memory,
+		Memory:   p.penalty.Memory,
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/ratelimit-go/ratelimit/internal/crowd"
+	"github.com/ratelimit-go/ratelimit/internal/ladder"
 	"github.com/ratelimit-go/ratelimit/internal/pair"
 	"github.com/ratelimit-go/ratelimit/internal/script"
 	"github.com/redis/rueidis"
@@ -241,7 +242,7 @@ func (l *Limiter) encodeGroup(g []groupPair, legs []leg, now int64) (keys, args 
 		hd := &legs[i].hd
 		args = append(args, string(kind), itoa(second), itoa(gp.p.rate), itoa(gp.n), id, flag(gp.p.penalize), flag(gp.dry),
 			itoa(hd.retry), itoa(hd.owed), itoa(hd.banLeft), itoa(hd.since),
-			itoa(pp.memory), ladder(pp))
+			itoa(pp.Memory), ladderArg(pp))
 	}
 	return keys, args, member
 }
@@ -301,8 +302,8 @@ func (l *Limiter) groupWithoutRedis(checks []Check, g []groupPair, s sent, now i
 	return results
 }
 
-// ladder is a penalty's ladder as one argument (see writeLadder).
-func ladder(pp *penaltyPlan) string {
+// ladderArg is a penalty's ladder as one argument (see writeLadder).
+func ladderArg(pp *ladder.Plan) string {
 	var b strings.Builder
 	writeLadder(&b, pp)
 	return b.String()

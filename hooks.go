@@ -230,8 +230,9 @@ func (l *Limiter) Stats() Stats {
 		s.LocalCounters += sh.meters[counterMeters].Len()
 		s.LocalBuckets += sh.meters[bucketMeters].Len()
 		s.LocalQuotas += sh.meters[quotaMeters].Len()
-		s.LocalStrikes += sh.strikes.Len()
-		s.LocalBans += sh.bans.Len()
+		strikes, bans := sh.ladders.Len()
+		s.LocalStrikes += strikes
+		s.LocalBans += bans
 		s.Shielded += sh.denials.Len()
 		sh.mu.Unlock()
 	}

@@ -3,6 +3,8 @@ package ratelimit
 import (
 	"strings"
 	"testing"
+
+	"github.com/ratelimit-go/ratelimit/internal/ladder"
 )
 
 func TestRedisKeysAreInjective(t *testing.T) {
@@ -84,7 +86,7 @@ func TestRedisKeysLayout(t *testing.T) {
 
 func TestEncodeCallMatchesRedisKeys(t *testing.T) {
 	k, _ := localKey("a%b}", "k{}")
-	p := plan{meterFit: meterFit{rate: 7, window: 1_000_000}, alg: algSliding, penalize: true, penalty: penaltyPlan{warnAfter: 1, banAfter: 2, banFor: 3, memory: 4, growth: 1.5, maxBan: 9}}
+	p := plan{meterFit: meterFit{rate: 7, window: 1_000_000}, alg: algSliding, penalize: true, penalty: ladder.Plan{WarnAfter: 1, BanAfter: 2, BanFor: 3, Memory: 4, Growth: 1.5, MaxBan: 9}}
 	var keys [3]string
 	var argv [callArgs]string
 	hd := held{retry: 5, owed: 6, banLeft: 8, since: 3}

@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/ratelimit-go/ratelimit/internal/crowd"
+	"github.com/ratelimit-go/ratelimit/internal/ladder"
 	"github.com/ratelimit-go/ratelimit/internal/ledger"
 	"github.com/ratelimit-go/ratelimit/internal/meter"
 )
@@ -49,8 +50,7 @@ type localShard struct {
 type shardTables struct {
 	mu       sync.Mutex                // guards the tables and everything in them
 	meters   [maxMeters]meterTable     // each kind's meters, by meter slot (see meterSlot)
-	strikes  table[*strikes]           // violations of keys not banned
-	bans     table[*strikes]           // keys with an active ban
+	ladders  ladder.Book[lkey]         // the penalty ladders: violations, and bans apart
 	denials  table[denial]             // the hot-key shield: Redis' rejections
 	debts    ledger.Ledger[lkey, plan] // what was decided without Redis, owed to it (see debt.go)
 	crowds   table[crowd.Crowd]        // the calls of full pairs on their way to Redis (see crowd.go)
@@ -78,8 +78,7 @@ func newLocalStore(capacity int) *localStore {
 		for slot := range meterLetters {
 			sh.meters[slot] = slotOwners[slot].newMeters(per)
 		}
-		sh.strikes = newTable[*strikes](per)
-		sh.bans = newTable[*strikes](per)
+		sh.ladders = ladder.New[lkey](per)
 		sh.denials = newTable[denial](per)
 		sh.debts = ledger.New[lkey, plan](per, &s.owing)
 		sh.crowds = newTableEvict(per, (*crowd.Crowd).WakeAll)
@@ -179,8 +178,8 @@ func (s *localStore) shieldOrAdmit(d *decision, k *lkey, p, share *plan, rate, n
 // holds sh.mu.
 func (sh *localShard) admit(d *decision, k *lkey, h uint64, p *plan, rate, now, n int64, peek bool, owed *plan, member string, id uint64) {
 	if p.penalize {
-		st, left := sh.banOf(k, h, now)
-		d.violations = p.penalty.remembered(st, now)
+		v, left := sh.ladders.Standing(k, h, &p.penalty, now)
+		d.violations = v
 		if left > 0 {
 			d.banned, d.banLeft = true, left
 			// A banned call records nothing: its meter is read as a
@@ -224,16 +223,6 @@ func (sh *localShard) admit(d *decision, k *lkey, h uint64, p *plan, rate, now, 
 	}
 }
 
-// banOf returns k's violations record, and how long its ban has left at
-// now (0: none). The caller holds sh.mu.
-func (sh *localShard) banOf(k *lkey, h uint64, now int64) (*strikes, int64) {
-	st := sh.findStrikes(k, h, now)
-	if st != nil && st.banEnd > now {
-		return st, st.banEnd - now
-	}
-	return st, 0
-}
-
 // measure is the fit test's reading of k's meter under p at now, the one
 // both a local decision (admit) and a hold make: it returns the meter (nil
 // when k has none and record is false), the events it counts, and the
@@ -262,36 +251,12 @@ func (sh *localShard) meter(k *lkey, h uint64, p *plan, now int64, create bool) 
 	return p.alg.local.meter(sh, p.meterFit, h, now, create, *k)
 }
 
-// findStrikes returns the penalty state of k, moving a ban that has ended
-// back among the violation records. The caller holds sh.mu.
-func (sh *localShard) findStrikes(k *lkey, h uint64, now int64) *strikes {
-	if b := sh.bans.Get(k, h); b != nil {
-		st := *b
-		if st.banEnd > now {
-			return st
-		}
-		sh.bans.Remove(k, h)
-		sh.strikes.Add(k, h, st)
-		return st
-	}
-	if st := sh.strikes.Get(k, h); st != nil {
-		return *st
-	}
-	return nil
-}
-
 // ban bans k by hand until now + d, keeping its violations.
 func (s *localStore) ban(k lkey, now, d int64) {
 	sh, h := s.at(&k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	st := sh.findStrikes(&k, h, now)
-	if st == nil {
-		st = &strikes{}
-	}
-	st.banEnd = now + d
-	sh.strikes.Remove(&k, h)
-	sh.bans.Add(&k, h, st)
+	sh.ladders.Ban(&k, h, now, now+d)
 	sh.denials.Remove(&k, h)
 }
 
@@ -321,8 +286,7 @@ func (s *localStore) reset(k lkey, p *plan, now int64) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sh.forgetOwn(&k, h)
-	sh.strikes.Remove(&k, h)
-	sh.bans.Remove(&k, h)
+	sh.ladders.Forget(&k, h)
 	sh.denials.Remove(&k, h)
 	sh.dropCrowd(&k, h)
 	sh.resetDebt(&k, h, p, now)

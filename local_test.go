@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/ladder"
 )
 
 // TestBansSurviveAFloodOfKeys fills the local limiter far past its capacity
@@ -13,10 +15,10 @@ import (
 func TestBansSurviveAFloodOfKeys(t *testing.T) {
 	s := newLocalStore(64)
 	p := plan{meterFit: meterFit{rate: 1, window: int64(time.Minute / time.Microsecond)}, alg: algSliding, penalize: true,
-		penalty: penaltyPlan{banAfter: 1, banFor: int64(time.Hour / time.Microsecond), memory: int64(time.Hour / time.Microsecond)}}
+		penalty: ladder.Plan{BanAfter: 1, BanFor: int64(time.Hour / time.Microsecond), Memory: int64(time.Hour / time.Microsecond)}}
 	plain := plan{meterFit: meterFit{rate: 1, window: p.window}, alg: algSliding}
 	lenient := p
-	lenient.penalty.banAfter = 1000
+	lenient.penalty.BanAfter = 1000
 	bad := lkey{Rule: "login", Key: "bad"}
 	s.admit(&bad, &p, 1, 0, 1, false, nil, "", 0)
 	if d := s.admit(&bad, &p, 1, 0, 1, false, nil, "", 0); !d.banned {
@@ -36,8 +38,9 @@ func TestBansSurviveAFloodOfKeys(t *testing.T) {
 	var logs, strikes, bans int
 	for i := range s.shards {
 		logs += s.shards[i].meters[logMeters].Len()
-		strikes += s.shards[i].strikes.Len()
-		bans += s.shards[i].bans.Len()
+		st, b := s.shards[i].ladders.Len()
+		strikes += st
+		bans += b
 	}
 	if logs > 64 || strikes > 64 || bans > 64 {
 		t.Fatalf("the store grew past its capacity: %d logs, %d strikes, %d bans", logs, strikes, bans)

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/crowd"
+	"github.com/ratelimit-go/ratelimit/internal/ladder"
 	"github.com/ratelimit-go/ratelimit/internal/meter"
 )
 
@@ -88,8 +89,8 @@ func (s *localStore) hold(lg *leg, now int64) (held, *crowd.Seat) {
 	if w != nil {
 		return held{}, w
 	}
-	if p.penalize && sh.bans.Len() > 0 {
-		_, hd.banLeft = sh.banOf(&k, h, now)
+	if p.penalize && sh.ladders.Banning() {
+		hd.banLeft = sh.ladders.BanLeft(&k, h, now)
 	}
 	dt, owed := sh.owedOf(&k, h, p, now)
 	hd.owed = owed + lg.reserve
@@ -419,7 +420,7 @@ func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, at int64, d *decis
 	v, bans := d.violations, d.bans
 	if sh.debts.Len() > 0 { // inlined: OfKind is a call
 		if dt := sh.debts.OfKind(k, h, p.alg); dt != nil {
-			owedV, owedBans := dt.Strikes(at, p.penalty.memory)
+			owedV, owedBans := dt.Strikes(at, p.penalty.Memory)
 			v, bans = v+owedV, bans+owedBans
 		}
 	}
@@ -427,24 +428,11 @@ func (sh *localShard) mirror(k *lkey, h uint64, p *plan, now, at int64, d *decis
 	if peek {
 		return
 	}
-	switch {
-	case d.banned:
-		sh.strikes.Remove(k, h)
-		sh.bans.Add(k, h, &strikes{violations: v, last: at, banEnd: at + d.banLeft, bans: bans})
-	case v > 0:
-		st := sh.findStrikes(k, h, at)
-		if st == nil {
-			st = &strikes{last: at}
-			sh.strikes.Add(k, h, st)
-		}
-		if !d.allowed {
-			st.last = at
-		}
-		st.violations, st.banEnd, st.bans = v, 0, bans
-	default:
-		sh.strikes.Remove(k, h)
-		sh.bans.Remove(k, h)
+	s := ladder.Strikes{Violations: v, Bans: bans}
+	if d.banned {
+		s.BanEnd = at + d.banLeft
 	}
+	sh.ladders.Mirror(k, h, at, s, !d.allowed)
 }
 
 // owedOf returns k's debt of p's kind, if any, and the events it still owes

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/ladder"
 )
 
 // DefaultPenaltyMemory is how long violations are remembered after the last
@@ -48,36 +50,27 @@ type Penalty struct {
 // DefaultMaxBanFor is the longest escalating ban when Penalty.MaxBanFor is 0.
 const DefaultMaxBanFor = 24 * time.Hour
 
-// penaltyPlan is a validated Penalty in microseconds.
-type penaltyPlan struct {
-	warnAfter int64
-	banAfter  int64
-	banFor    int64 // µs
-	memory    int64 // µs
-	growth    float64
-	maxBan    int64 // µs
-}
-
-func (p *Penalty) compile() (penaltyPlan, error) {
+// compile validates p into its plan in µs.
+func (p *Penalty) compile() (ladder.Plan, error) {
 	switch {
 	case p.BanAfter < 1:
-		return penaltyPlan{}, fmt.Errorf("penalty BanAfter %d is below 1", p.BanAfter)
+		return ladder.Plan{}, fmt.Errorf("penalty BanAfter %d is below 1", p.BanAfter)
 	case p.BanFor <= 0:
-		return penaltyPlan{}, fmt.Errorf("penalty BanFor %v is not positive", p.BanFor)
+		return ladder.Plan{}, fmt.Errorf("penalty BanFor %v is not positive", p.BanFor)
 	case p.WarnAfter < 0:
-		return penaltyPlan{}, fmt.Errorf("penalty WarnAfter %d is negative", p.WarnAfter)
+		return ladder.Plan{}, fmt.Errorf("penalty WarnAfter %d is negative", p.WarnAfter)
 	case p.WarnAfter >= p.BanAfter:
-		return penaltyPlan{}, fmt.Errorf("penalty WarnAfter %d is not below BanAfter %d", p.WarnAfter, p.BanAfter)
+		return ladder.Plan{}, fmt.Errorf("penalty WarnAfter %d is not below BanAfter %d", p.WarnAfter, p.BanAfter)
 	case p.Memory < 0:
-		return penaltyPlan{}, fmt.Errorf("penalty Memory %v is negative", p.Memory)
+		return ladder.Plan{}, fmt.Errorf("penalty Memory %v is negative", p.Memory)
 	case p.BanFor.Microseconds() > maxMicros || p.Memory.Microseconds() > maxMicros:
-		return penaltyPlan{}, errors.New("penalty BanFor or Memory is too long")
+		return ladder.Plan{}, errors.New("penalty BanFor or Memory is too long")
 	case p.BanFor < time.Microsecond:
-		return penaltyPlan{}, fmt.Errorf("penalty BanFor %v is shorter than 1µs", p.BanFor)
+		return ladder.Plan{}, fmt.Errorf("penalty BanFor %v is shorter than 1µs", p.BanFor)
 	case math.IsNaN(p.BanGrowth) || math.IsInf(p.BanGrowth, 0) || p.BanGrowth < 0 || p.BanGrowth > 0 && p.BanGrowth < 1:
-		return penaltyPlan{}, fmt.Errorf("penalty BanGrowth %v is neither 0 nor a finite factor >= 1", p.BanGrowth)
+		return ladder.Plan{}, fmt.Errorf("penalty BanGrowth %v is neither 0 nor a finite factor >= 1", p.BanGrowth)
 	case p.MaxBanFor < 0 || p.MaxBanFor > 0 && p.MaxBanFor < p.BanFor || p.MaxBanFor.Microseconds() > maxMicros:
-		return penaltyPlan{}, fmt.Errorf("penalty MaxBanFor %v is not between BanFor %v and the longest duration", p.MaxBanFor, p.BanFor)
+		return ladder.Plan{}, fmt.Errorf("penalty MaxBanFor %v is not between BanFor %v and the longest duration", p.MaxBanFor, p.BanFor)
 	}
 	memory := p.Memory
 	if memory == 0 {
@@ -93,60 +86,12 @@ func (p *Penalty) compile() (penaltyPlan, error) {
 	if maxBan == 0 {
 		maxBan = max(DefaultMaxBanFor, p.BanFor)
 	}
-	return penaltyPlan{
-		warnAfter: int64(p.WarnAfter),
-		banAfter:  int64(p.BanAfter),
-		banFor:    p.BanFor.Microseconds(),
-		memory:    memory.Microseconds(),
-		growth:    growth,
-		maxBan:    maxBan.Microseconds(),
+	return ladder.Plan{
+		WarnAfter: int64(p.WarnAfter),
+		BanAfter:  int64(p.BanAfter),
+		BanFor:    p.BanFor.Microseconds(),
+		Memory:    memory.Microseconds(),
+		Growth:    growth,
+		MaxBan:    maxBan.Microseconds(),
 	}, nil
-}
-
-// banLength returns how long a key's next ban lasts after bans remembered
-// bans, as lua/penalty.lua's penalty.violate computes it: repeated products, not
-// a power, so both paths round alike.
-func (p *penaltyPlan) banLength(bans int64) int64 {
-	d := float64(p.banFor)
-	if p.growth > 1 {
-		for i := int64(0); i < bans; i++ {
-			d = math.Min(float64(d*p.growth), float64(p.maxBan))
-		}
-	}
-	return int64(math.Floor(d))
-}
-
-// strikes is the penalty state of one key, as the local path keeps it; the
-// remote path keeps the same four numbers in a Redis hash (see
-// lua/penalty.lua).
-type strikes struct {
-	violations int64 // as of last
-	last       int64 // µs of the last violation
-	banEnd     int64 // µs; banned while now < banEnd
-	bans       int64 // bans while the violations were remembered
-}
-
-// remembered returns the violations still remembered at now.
-func (p *penaltyPlan) remembered(s *strikes, now int64) int64 {
-	if s == nil || s.violations == 0 || now-s.last >= p.memory {
-		return 0
-	}
-	return s.violations
-}
-
-// violate records one violation at now and returns how long the ban it
-// starts lasts (0: none) and whether it warns.
-func (p *penaltyPlan) violate(s *strikes, now int64) (ban int64, warned bool) {
-	if p.remembered(s, now) == 0 {
-		s.violations, s.bans = 0, 0
-	}
-	s.violations++
-	s.last = now
-	if s.violations >= p.banAfter {
-		ban = p.banLength(s.bans)
-		s.banEnd = now + ban
-		s.bans++
-		return ban, false
-	}
-	return 0, p.warnAfter > 0 && s.violations >= p.warnAfter
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ratelimit-go/ratelimit/internal/ladder"
 	"github.com/ratelimit-go/ratelimit/internal/pair"
 	"github.com/ratelimit-go/ratelimit/internal/script"
 	"github.com/redis/rueidis"
@@ -122,15 +123,15 @@ const callArgs = 8
 // ladder reads (penalty.lua's penalty.ladder): warn_after, ban_after,
 // ban_for, growth and max_ban, joined by ':', one argument instead of five
 // (memory, which every decision reads, goes on its own before it).
-func writeLadder(b *strings.Builder, pp *penaltyPlan) {
+func writeLadder(b *strings.Builder, pp *ladder.Plan) {
 	var num [24]byte
-	for _, v := range [3]int64{pp.warnAfter, pp.banAfter, pp.banFor} {
+	for _, v := range [3]int64{pp.WarnAfter, pp.BanAfter, pp.BanFor} {
 		b.Write(strconv.AppendInt(num[:0], v, 10))
 		b.WriteByte(':')
 	}
-	b.Write(strconv.AppendFloat(num[:0], pp.growth, 'g', -1, 64))
+	b.Write(strconv.AppendFloat(num[:0], pp.Growth, 'g', -1, 64))
 	b.WriteByte(':')
-	b.Write(strconv.AppendInt(num[:0], pp.maxBan, 10))
+	b.Write(strconv.AppendInt(num[:0], pp.MaxBan, 10))
 }
 
 // writeHeld writes what the process' own count adds to a call (allow.lua's
@@ -244,10 +245,10 @@ func callKeys(p *plan, hd *held) int {
 
 // penaltyLen is the length of a penalty's arguments as encodeCall writes
 // them: memory, and the ladder (see writeLadder).
-func penaltyLen(pp *penaltyPlan) int {
+func penaltyLen(pp *ladder.Plan) int {
 	var num [32]byte
-	return pair.DecimalLen(pp.memory) + pair.DecimalLen(pp.warnAfter) + pair.DecimalLen(pp.banAfter) + pair.DecimalLen(pp.banFor) +
-		len(strconv.AppendFloat(num[:0], pp.growth, 'g', -1, 64)) + pair.DecimalLen(pp.maxBan) + 4
+	return pair.DecimalLen(pp.Memory) + pair.DecimalLen(pp.WarnAfter) + pair.DecimalLen(pp.BanAfter) + pair.DecimalLen(pp.BanFor) +
+		len(strconv.AppendFloat(num[:0], pp.Growth, 'g', -1, 64)) + pair.DecimalLen(pp.MaxBan) + 4
 }
 
 // writeCallKeys writes the first nk of a call's keys of k (see callKeys):
@@ -279,7 +280,7 @@ func writeTailArgs(b *strings.Builder, ends *[callArgs]int, p *plan, hd *held, n
 	}
 	if p.penalize {
 		var num [24]byte
-		b.Write(strconv.AppendInt(num[:0], p.penalty.memory, 10))
+		b.Write(strconv.AppendInt(num[:0], p.penalty.Memory, 10))
 		ends[6] = b.Len()
 		writeLadder(b, &p.penalty)
 		ends[7] = b.Len()

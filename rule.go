@@ -3,6 +3,8 @@ package ratelimit
 import (
 	"fmt"
 	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/ladder"
 )
 
 // MaxRuleNameLength is the longest Rule.Name accepted, in bytes.
@@ -75,7 +77,7 @@ type plan struct {
 	// quota's period: what a kind's local meter is fitted to, passed to
 	// it as one value read straight from the plan (see localKind.meter).
 	meterFit
-	penalty  penaltyPlan
+	penalty  ladder.Plan
 	penalize bool
 	alg      *algorithm // the kind's (see kind.go)
 	ruleHash uint64     // the hash of the rule's name in its pairs' hashes (see localStore.atPlan)

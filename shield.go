@@ -111,7 +111,7 @@ func (sh *localShard) shielded(k *lkey, h uint64, p *plan, now, n int64, peek, l
 			d.violations = e.violations
 		}
 	case p.penalize:
-		if peek || p.penalty.remembered(sh.findStrikes(k, h, now), now)+1 >= p.penalty.banAfter {
+		if peek || sh.ladders.WouldBan(k, h, &p.penalty, now) {
 			// Redis answers a peek, with the violations the process
 			// delivers (see hold): this process' count may lag behind
 			// Redis' by the replies on their way. And a violation that
@@ -140,25 +140,18 @@ func (sh *localShard) shieldedCount(k *lkey, h uint64, p *plan, e *denial, now i
 // ladder into d (a peek only reads it: its warning), and owes it to Redis
 // under owed when owed is not nil. The caller holds sh.mu.
 func (sh *localShard) violate(k *lkey, h uint64, p *plan, now int64, peek bool, owed *plan, d *decision) {
-	st := sh.findStrikes(k, h, now)
-	d.violations = p.penalty.remembered(st, now)
 	if peek {
-		d.warned = p.penalty.warnAfter > 0 && d.violations >= p.penalty.warnAfter
+		d.violations = sh.ladders.Remembered(k, h, &p.penalty, now)
+		d.warned = p.penalty.Warns(d.violations)
 		return
 	}
-	if st == nil {
-		st = &strikes{}
-		sh.strikes.Add(k, h, st)
-	}
-	ban, warned := p.penalty.violate(st, now)
+	v, ban, warned := sh.ladders.Violate(k, h, &p.penalty, now)
 	if owed != nil {
 		sh.oweViolation(k, h, owed, now, ban)
 	}
-	d.violations, d.warned = st.violations, warned
+	d.violations, d.warned = v, warned
 	if ban > 0 {
 		d.banned, d.banLeft = true, ban
 		d.retry = max(d.retry, ban)
-		sh.strikes.Remove(k, h)
-		sh.bans.Add(k, h, st)
 	}
 }

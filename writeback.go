@@ -70,7 +70,7 @@ func (p *plan) kept(now int64) int64 { return p.alg.back.kept(*p, now) }
 func batchKept(b *batch, now int64) int64 {
 	kept := b.Plan.kept(now)
 	if b.Violations > 0 {
-		kept = max(kept, b.Plan.penalty.memory)
+		kept = max(kept, b.Plan.penalty.Memory)
 	}
 	return kept
 }
@@ -104,7 +104,7 @@ func batchArgs(b *batch, now int64) []string {
 	args[6] = itoa(b.Violations)
 	args[7] = itoa(b.Bans)
 	args[8] = itoa(b.LastViolation)
-	args[9] = itoa(b.Plan.penalty.memory)
+	args[9] = itoa(b.Plan.penalty.Memory)
 	args[10] = itoa(now)
 	args[11] = itoa(dueFrom(&b.Plan, now))
 	p := b.Plan
