@@ -33,8 +33,8 @@ var counterScripts = composeKind("counter")
 
 func (counterKind) args(p plan) (int64, int64, bool) { return p.window, 0, false }
 
-func (counterKind) meter(sh *localShard, _ meterFit, h uint64, now int64, create bool, k lkey) (meter.Meter, bool) {
-	if c := metersOf[meter.Counter](sh, counterMeters).GetOrAdd(&k, h, now, create); c != nil {
+func (counterKind) meter(ms *meterTables, _ meterFit, h uint64, now int64, create bool, k lkey) (meter.Meter, bool) {
+	if c := metersOf[meter.Counter](ms, counterMeters).GetOrAdd(&k, h, now, create); c != nil {
 		return c, true
 	}
 	return nil, false
@@ -43,15 +43,15 @@ func (counterKind) meter(sh *localShard, _ meterFit, h uint64, now int64, create
 // unrecord takes events allowed at now back from the fixed window they
 // went into while it still counts: the current one, or the one before it
 // (as lua/counter.lua's counter.undo).
-func (counterKind) unrecord(sh *localShard, k lkey, h uint64, f meterFit, now, n int64) {
-	if c := metersOf[meter.Counter](sh, counterMeters).Peek(&k, h); c != nil {
+func (counterKind) unrecord(ms *meterTables, k lkey, h uint64, f meterFit, now, n int64) {
+	if c := metersOf[meter.Counter](ms, counterMeters).Peek(&k, h); c != nil {
 		c.Unrecord(now, f.window, n)
 	}
 }
 
-func (counterKind) dropEmpty(sh *localShard, k lkey, h uint64, _ int64) {
-	if c := metersOf[meter.Counter](sh, counterMeters).Peek(&k, h); c != nil && c.Empty() {
-		metersOf[meter.Counter](sh, counterMeters).Remove(&k, h)
+func (counterKind) dropEmpty(ms *meterTables, k lkey, h uint64, _ int64) {
+	if c := metersOf[meter.Counter](ms, counterMeters).Peek(&k, h); c != nil && c.Empty() {
+		metersOf[meter.Counter](ms, counterMeters).Remove(&k, h)
 	}
 }
 

@@ -57,8 +57,8 @@ var fixedMeters = meterSlot('f')
 func (fixedKind) newMeters(size int) meterTable { return newMeters[meter.FixedWindow](size) }
 func (fixedKind) meterName() string             { return "fixed_window" }
 
-func (fixedKind) meter(sh *localShard, mf meterFit, h uint64, now int64, create bool, k lkey) (meter.Meter, bool) {
-	f := metersOf[meter.FixedWindow](sh, fixedMeters).GetOrAdd(&k, h, now, create)
+func (fixedKind) meter(ms *meterTables, mf meterFit, h uint64, now int64, create bool, k lkey) (meter.Meter, bool) {
+	f := metersOf[meter.FixedWindow](ms, fixedMeters).GetOrAdd(&k, h, now, create)
 	if f == nil {
 		return nil, false
 	}
@@ -68,14 +68,14 @@ func (fixedKind) meter(sh *localShard, mf meterFit, h uint64, now int64, create 
 
 // unrecord takes events back from the current window only: once the count
 // has moved on they no longer count (as lua/fixedwindow.lua's undo).
-func (fixedKind) unrecord(sh *localShard, k lkey, h uint64, mf meterFit, now, n int64) {
-	if f := metersOf[meter.FixedWindow](sh, fixedMeters).Peek(&k, h); f != nil {
+func (fixedKind) unrecord(ms *meterTables, k lkey, h uint64, mf meterFit, now, n int64) {
+	if f := metersOf[meter.FixedWindow](ms, fixedMeters).Peek(&k, h); f != nil {
 		f.Unrecord(now, mf.window, n)
 	}
 }
 
-func (fixedKind) dropEmpty(sh *localShard, k lkey, h uint64, _ int64) {
-	if f := metersOf[meter.FixedWindow](sh, fixedMeters).Peek(&k, h); f != nil && f.Empty() {
-		metersOf[meter.FixedWindow](sh, fixedMeters).Remove(&k, h)
+func (fixedKind) dropEmpty(ms *meterTables, k lkey, h uint64, _ int64) {
+	if f := metersOf[meter.FixedWindow](ms, fixedMeters).Peek(&k, h); f != nil && f.Empty() {
+		metersOf[meter.FixedWindow](ms, fixedMeters).Remove(&k, h)
 	}
 }

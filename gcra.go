@@ -121,8 +121,8 @@ func (gcraKind) degrade(p plan, s *settings) plan {
 	return p
 }
 
-func (gcraKind) meter(sh *localShard, f meterFit, h uint64, now int64, create bool, k lkey) (meter.Meter, bool) {
-	b := metersOf[meter.Bucket](sh, bucketMeters).GetOrAdd(&k, h, now, create)
+func (gcraKind) meter(ms *meterTables, f meterFit, h uint64, now int64, create bool, k lkey) (meter.Meter, bool) {
+	b := metersOf[meter.Bucket](ms, bucketMeters).GetOrAdd(&k, h, now, create)
 	if b == nil {
 		return nil, false
 	}
@@ -130,16 +130,16 @@ func (gcraKind) meter(sh *localShard, f meterFit, h uint64, now int64, create bo
 	return b, true
 }
 
-func (gcraKind) unrecord(sh *localShard, k lkey, h uint64, _ meterFit, _, n int64) {
-	if b := metersOf[meter.Bucket](sh, bucketMeters).Peek(&k, h); b != nil {
+func (gcraKind) unrecord(ms *meterTables, k lkey, h uint64, _ meterFit, _, n int64) {
+	if b := metersOf[meter.Bucket](ms, bucketMeters).Peek(&k, h); b != nil {
 		b.Unrecord(n)
 	}
 }
 
 // settleAs gives back d of what the reservation id took of k's bucket (see
 // meter.Bucket.Settle).
-func (gcraKind) settleAs(sh *localShard, k lkey, h uint64, f meterFit, id uint64, d int64) bool {
-	b := metersOf[meter.Bucket](sh, bucketMeters).Peek(&k, h)
+func (gcraKind) settleAs(ms *meterTables, k lkey, h uint64, f meterFit, id uint64, d int64) bool {
+	b := metersOf[meter.Bucket](ms, bucketMeters).Peek(&k, h)
 	if b == nil {
 		return false
 	}
@@ -147,9 +147,9 @@ func (gcraKind) settleAs(sh *localShard, k lkey, h uint64, f meterFit, id uint64
 	return b.Settle(id, d)
 }
 
-func (gcraKind) dropEmpty(sh *localShard, k lkey, h uint64, now int64) {
-	if b := metersOf[meter.Bucket](sh, bucketMeters).Peek(&k, h); b != nil && b.Reset(now, 0, false) == 0 {
-		metersOf[meter.Bucket](sh, bucketMeters).Remove(&k, h)
+func (gcraKind) dropEmpty(ms *meterTables, k lkey, h uint64, now int64) {
+	if b := metersOf[meter.Bucket](ms, bucketMeters).Peek(&k, h); b != nil && b.Reset(now, 0, false) == 0 {
+		metersOf[meter.Bucket](ms, bucketMeters).Remove(&k, h)
 	}
 }
 

@@ -31,7 +31,7 @@ func (e *wbEnv) outstanding(l *Limiter, key string) (onRedis, local int) {
 	sh, h := l.local.at(&k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if b := metersOf[meter.Bucket](sh, bucketMeters).Peek(&k, h); b != nil {
+	if b := metersOf[meter.Bucket](&sh.meters, bucketMeters).Peek(&k, h); b != nil {
 		local = b.Outstanding()
 	}
 	return onRedis, local
@@ -310,7 +310,7 @@ func TestGCRASettleBetweenGrantAndRecord(t *testing.T) {
 			k, _ := localKey(rule.Name, "k")
 			sh, h := l.local.at(&k)
 			sh.mu.Lock()
-			tw, tr := metersOf[meter.Bucket](sh, bucketMeters).Peek(&k, h).TAT()
+			tw, tr := metersOf[meter.Bucket](&sh.meters, bucketMeters).Peek(&k, h).TAT()
 			sh.mu.Unlock()
 			onRedis := strings.Fields(e.redisValue(key))
 			if len(onRedis) < 2 || onRedis[0] != strconv.FormatInt(tw, 10) || onRedis[1] != strconv.FormatInt(tr, 10) {

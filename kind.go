@@ -62,8 +62,9 @@ type ruleKind interface {
 	leased() bool
 }
 
-// localKind is the kind's local meter of a pair, kept in its shard's
-// table (the caller holds the shard's lock). Its methods are given the
+// localKind is the kind's local meter of a pair, kept in its table among
+// the shard's meterTables, all of the shard a kind sees (the caller holds
+// the shard's lock). Its methods are given the
 // plan's numbers a meter is fitted to (meterFit), not the plan: a call
 // copies its arguments, and a plan is many times larger.
 type localKind interface {
@@ -74,11 +75,11 @@ type localKind interface {
 	// meter returns k's meter fitted to f, creating it if asked to. Its
 	// arguments are in the order that passes f in registers, loaded from
 	// the plan, and k on the stack, copied from the call's key.
-	meter(sh *localShard, f meterFit, h uint64, now int64, create bool, k lkey) (meter.Meter, bool)
+	meter(ms *meterTables, f meterFit, h uint64, now int64, create bool, k lkey) (meter.Meter, bool)
 	// unrecord takes n events at now back from k's meter.
-	unrecord(sh *localShard, k lkey, h uint64, f meterFit, now, n int64)
+	unrecord(ms *meterTables, k lkey, h uint64, f meterFit, now, n int64)
 	// dropEmpty forgets k's meter when it holds nothing at now.
-	dropEmpty(sh *localShard, k lkey, h uint64, now int64)
+	dropEmpty(ms *meterTables, k lkey, h uint64, now int64)
 }
 
 // meterFit is what of a plan a kind's local meter is fitted to, and its
@@ -245,12 +246,12 @@ func checkWindow(r *Rule, burst bool) string {
 // recordKeeper) are given back by it: no record, nothing given back.
 func (p *plan) unreserve(sh *localShard, k *lkey, h uint64, now, n int64, id uint64, drop bool) {
 	if rk, ok := p.alg.local.(recordKeeper); ok && id != 0 {
-		rk.settleAs(sh, *k, h, p.meterFit, id, n)
+		rk.settleAs(&sh.meters, *k, h, p.meterFit, id, n)
 	} else {
-		p.alg.local.unrecord(sh, *k, h, p.meterFit, now, n)
+		p.alg.local.unrecord(&sh.meters, *k, h, p.meterFit, now, n)
 	}
 	if drop {
-		p.alg.local.dropEmpty(sh, *k, h, now)
+		p.alg.local.dropEmpty(&sh.meters, *k, h, now)
 	}
 }
 
@@ -268,7 +269,7 @@ type recordKeeper interface {
 	// settleAs gives back d of the events the reservation id holds in
 	// k's meter (d = 0 settles it at its cost), and reports whether the
 	// meter held it.
-	settleAs(sh *localShard, k lkey, h uint64, f meterFit, id uint64, d int64) bool
+	settleAs(ms *meterTables, k lkey, h uint64, f meterFit, id uint64, d int64) bool
 }
 
 // keepsRecords reports whether p's kind keeps reservations' records in

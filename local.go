@@ -49,7 +49,7 @@ type localShard struct {
 
 type shardTables struct {
 	mu       sync.Mutex                // guards the tables and everything in them
-	meters   [maxMeters]meterTable     // each kind's meters, by meter slot (see meterSlot)
+	meters   meterTables               // each kind's meters, by meter slot (see meterSlot)
 	ladders  ladder.Book[lkey]         // the penalty ladders: violations, and bans apart
 	denials  table[denial]             // the hot-key shield: Redis' rejections
 	debts    ledger.Ledger[lkey, plan] // what was decided without Redis, owed to it (see debt.go)
@@ -235,7 +235,7 @@ func (sh *localShard) measure(k *lkey, h uint64, p *plan, now, n int64, peek, re
 	if peek {
 		asked = 1
 	}
-	m, ok := sh.meter(k, h, p, now, record)
+	m, ok := p.alg.local.meter(&sh.meters, p.meterFit, h, now, record, *k) // sh.meter, which does not inline
 	if !ok {
 		return nil, 0, asked
 	}
@@ -248,7 +248,7 @@ func (sh *localShard) measure(k *lkey, h uint64, p *plan, now, n int64, peek, re
 // meter returns the record of k's events under p, creating it if asked
 // to. The caller holds sh.mu.
 func (sh *localShard) meter(k *lkey, h uint64, p *plan, now int64, create bool) (meter.Meter, bool) {
-	return p.alg.local.meter(sh, p.meterFit, h, now, create, *k)
+	return p.alg.local.meter(&sh.meters, p.meterFit, h, now, create, *k)
 }
 
 // ban bans k by hand until now + d, keeping its violations.
@@ -354,7 +354,7 @@ func (s *localStore) copyBucket(k lkey, p *plan, now, reset, backsDone int64) {
 	sh, h := s.at(&k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if m, ok := p.alg.local.meter(sh, p.meterFit, h, now, false, k); ok {
+	if m, ok := p.alg.local.meter(&sh.meters, p.meterFit, h, now, false, k); ok {
 		if b, ok := m.(*meter.Bucket); ok {
 			b.CopyFrom(now, 0, reset, sh.backs-backsDone)
 		}
@@ -373,7 +373,7 @@ func (s *localStore) backsDone(k lkey) int64 {
 
 // addEvents is localStore.addEvents. The caller holds sh.mu.
 func (sh *localShard) addEvents(k *lkey, h uint64, p *plan, now, n int64, member string, owe bool) {
-	m, ok := p.alg.local.meter(sh, p.meterFit, h, now, true, *k)
+	m, ok := p.alg.local.meter(&sh.meters, p.meterFit, h, now, true, *k)
 	if ok {
 		m.Add(now, p.window, n)
 	}

@@ -130,8 +130,8 @@ func (quotaKind) lost(p plan, at, now, events int64) (int64, bool) {
 	return 0, false
 }
 
-func (quotaKind) meter(sh *localShard, f meterFit, h uint64, now int64, create bool, k lkey) (meter.Meter, bool) {
-	q := metersOf[meter.Quota](sh, quotaMeters).GetOrAdd(&k, h, now, create)
+func (quotaKind) meter(ms *meterTables, f meterFit, h uint64, now int64, create bool, k lkey) (meter.Meter, bool) {
+	q := metersOf[meter.Quota](ms, quotaMeters).GetOrAdd(&k, h, now, create)
 	if q == nil {
 		return nil, false
 	}
@@ -139,15 +139,15 @@ func (quotaKind) meter(sh *localShard, f meterFit, h uint64, now int64, create b
 	return q, true
 }
 
-func (quotaKind) unrecord(sh *localShard, k lkey, h uint64, f meterFit, _, n int64) {
-	if q := metersOf[meter.Quota](sh, quotaMeters).Peek(&k, h); q != nil {
+func (quotaKind) unrecord(ms *meterTables, k lkey, h uint64, f meterFit, _, n int64) {
+	if q := metersOf[meter.Quota](ms, quotaMeters).Peek(&k, h); q != nil {
 		q.Unrecord(f.start, n)
 	}
 }
 
-func (quotaKind) dropEmpty(sh *localShard, k lkey, h uint64, _ int64) {
-	if q := metersOf[meter.Quota](sh, quotaMeters).Peek(&k, h); q != nil && q.Empty() {
-		metersOf[meter.Quota](sh, quotaMeters).Remove(&k, h)
+func (quotaKind) dropEmpty(ms *meterTables, k lkey, h uint64, _ int64) {
+	if q := metersOf[meter.Quota](ms, quotaMeters).Peek(&k, h); q != nil && q.Empty() {
+		metersOf[meter.Quota](ms, quotaMeters).Remove(&k, h)
 	}
 }
 

@@ -30,26 +30,26 @@ func (slidingKind) scripts() *kindScripts { return exactLogScripts }
 // args: the window, and the call's member id.
 func (slidingKind) args(p plan) (int64, int64, bool) { return p.window, 0, true }
 
-func (slidingKind) meter(sh *localShard, _ meterFit, h uint64, now int64, create bool, k lkey) (meter.Meter, bool) {
-	lg := metersOf[eventlog.Log](sh, logMeters).GetAt(&k, h, now)
+func (slidingKind) meter(ms *meterTables, _ meterFit, h uint64, now int64, create bool, k lkey) (meter.Meter, bool) {
+	lg := metersOf[eventlog.Log](ms, logMeters).GetAt(&k, h, now)
 	if lg == nil {
 		if !create {
 			return nil, false
 		}
-		lg = metersOf[eventlog.Log](sh, logMeters).Add(&k, h, eventlog.New())
+		lg = metersOf[eventlog.Log](ms, logMeters).Add(&k, h, eventlog.New())
 	}
 	return lg, true
 }
 
-func (slidingKind) unrecord(sh *localShard, k lkey, h uint64, _ meterFit, now, n int64) {
-	if lg := metersOf[eventlog.Log](sh, logMeters).Peek(&k, h); lg != nil {
+func (slidingKind) unrecord(ms *meterTables, k lkey, h uint64, _ meterFit, now, n int64) {
+	if lg := metersOf[eventlog.Log](ms, logMeters).Peek(&k, h); lg != nil {
 		lg.Remove(now, n)
 	}
 }
 
-func (slidingKind) dropEmpty(sh *localShard, k lkey, h uint64, _ int64) {
-	if lg := metersOf[eventlog.Log](sh, logMeters).Peek(&k, h); lg != nil && lg.Total() == 0 {
-		metersOf[eventlog.Log](sh, logMeters).Remove(&k, h)
+func (slidingKind) dropEmpty(ms *meterTables, k lkey, h uint64, _ int64) {
+	if lg := metersOf[eventlog.Log](ms, logMeters).Peek(&k, h); lg != nil && lg.Total() == 0 {
+		metersOf[eventlog.Log](ms, logMeters).Remove(&k, h)
 	}
 }
 

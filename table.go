@@ -51,9 +51,13 @@ func meterSlot(letter byte) int {
 	return slot
 }
 
+// meterTables are a shard's tables of meters, by meter slot: all a kind's
+// local meter sees of its shard.
+type meterTables [maxMeters]meterTable
+
 // metersOf returns the table of the meters in slot, of type V.
-func metersOf[V any](sh *localShard, slot int) *table[V] {
-	return sh.meters[slot].(*table[V])
+func metersOf[V any](ms *meterTables, slot int) *table[V] {
+	return ms[slot].(*table[V])
 }
 
 // newMeters returns a new table of meters of type V, for algorithm.newMeters.
