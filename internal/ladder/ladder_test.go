@@ -61,6 +61,14 @@ func TestClimb(t *testing.T) {
 
 type pair struct{ rule, key string }
 
+// wantLen fails t unless b holds strikes violation records and bans bans.
+func wantLen(t *testing.T, b *Book[pair], strikes, bans int) {
+	t.Helper()
+	if s, n := b.Len(); s != strikes || n != bans {
+		t.Fatalf("%d violation records and %d bans, want %d and %d", s, n, strikes, bans)
+	}
+}
+
 func TestBookBanAndItsEnd(t *testing.T) {
 	b := New[pair](8)
 	p := Plan{BanAfter: 2, BanFor: 100, Memory: 1000, Growth: 1, MaxBan: 100}
@@ -74,8 +82,9 @@ func TestBookBanAndItsEnd(t *testing.T) {
 	if v, ban, _ := b.Violate(&k, 1, &p, 10); v != 2 || ban != 100 {
 		t.Fatalf("second violation: %d, ban %d, want 2, 100", v, ban)
 	}
-	if strikes, bans := b.Len(); strikes != 0 || bans != 1 || !b.Banning() {
-		t.Fatalf("after the ban: %d strikes, %d bans, want 0, 1", strikes, bans)
+	wantLen(t, &b, 0, 1)
+	if !b.Banning() {
+		t.Fatal("a Book with a ban says it holds none")
 	}
 	if v, left := b.Standing(&k, 1, &p, 60); v != 2 || left != 50 {
 		t.Fatalf("standing at 60: %d, %d left, want 2, 50", v, left)
@@ -85,9 +94,7 @@ func TestBookBanAndItsEnd(t *testing.T) {
 	}
 	// Looked at after its end, the ban went back among the violations,
 	// which it did not clear.
-	if strikes, bans := b.Len(); strikes != 1 || bans != 0 {
-		t.Fatalf("after the ban's end: %d strikes, %d bans, want 1, 0", strikes, bans)
-	}
+	wantLen(t, &b, 1, 0)
 	if v := b.Remembered(&k, 1, &p, 110); v != 2 {
 		t.Fatalf("violations after the ban: %d, want 2", v)
 	}
@@ -108,9 +115,7 @@ func TestBookBanByHand(t *testing.T) {
 	}
 	other := pair{"r", "other"}
 	b.Ban(&other, 2, 10, 30)
-	if strikes, bans := b.Len(); strikes != 0 || bans != 2 {
-		t.Fatalf("%d strikes, %d bans, want 0, 2", strikes, bans)
-	}
+	wantLen(t, &b, 0, 2)
 }
 
 func TestBookMirror(t *testing.T) {
@@ -130,13 +135,9 @@ func TestBookMirror(t *testing.T) {
 	if v, left := b.Standing(&k, 1, &p, 100); v != 5 || left != 60 {
 		t.Fatalf("mirrored ban: %d, %d left", v, left)
 	}
-	if strikes, bans := b.Len(); strikes != 0 || bans != 1 {
-		t.Fatalf("%d strikes, %d bans, want 0, 1", strikes, bans)
-	}
+	wantLen(t, &b, 0, 1)
 	b.Mirror(&k, 1, 200, Strikes{}, false)
-	if strikes, bans := b.Len(); strikes != 0 || bans != 0 {
-		t.Fatalf("mirrored nothing, kept %d strikes, %d bans", strikes, bans)
-	}
+	wantLen(t, &b, 0, 0)
 }
 
 // TestViolatorsDoNotEvictBans floods a Book with violators: an active ban
@@ -154,7 +155,5 @@ func TestViolatorsDoNotEvictBans(t *testing.T) {
 	if left := b.BanLeft(&bad, 0, 2); left != 998 {
 		t.Fatalf("after the flood the ban has %d left, want 998", left)
 	}
-	if strikes, bans := b.Len(); strikes != 4 || bans != 1 {
-		t.Fatalf("%d strikes, %d bans, want 4, 1", strikes, bans)
-	}
+	wantLen(t, &b, 4, 1)
 }
