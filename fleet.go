@@ -121,7 +121,7 @@ func (l *Limiter) reserve(conn *redisConn, p *plan, now int64) (events int64, lo
 	}
 	events = min(min(l.fleet.Unsettled(), n-1)*share, most)
 	if ls := l.fleet.Lost(); ls != nil {
-		at, then := ls.On(l.sendsNow(p.alg.rules.timed()), p.prefetch, now, l.clock.now())
+		at, then := ls.On(l.sendsNow(p.alg.rules.timed()), p.prefetch, now, l.clock.Now())
 		var still int64
 		still, lost = p.alg.back.lost(*p, at, then, min((n-1)*share, most))
 		events = max(events, still)
@@ -172,7 +172,7 @@ func (l *Limiter) beat(conn *redisConn, key string, kicked bool) {
 			"instances", l.fleet.Live(), "err", err)
 		return
 	}
-	l.fleet.Learn(b, r, kicked, int64(l.set.HeartbeatInterval/time.Microsecond), l.clock.now(), l.localNow())
+	l.fleet.Learn(b, r, kicked, int64(l.set.HeartbeatInterval/time.Microsecond), l.clock.Now(), l.localNow())
 }
 
 // sendBeat runs lua/fleet.lua: this Limiter is live for three heartbeat
@@ -249,7 +249,7 @@ func (l *Limiter) settled(conn *redisConn) bool {
 	if l.fleet.Settled() {
 		return true
 	}
-	if !l.fleet.TrySettle(l.clock.now(), int64(l.set.ProbeAfter/time.Microsecond)) {
+	if !l.fleet.TrySettle(l.clock.Now(), int64(l.set.ProbeAfter/time.Microsecond)) {
 		return false
 	}
 	l.beat(conn, pair.FleetKey(l.set.KeyPrefix), true)
@@ -263,7 +263,7 @@ func (l *Limiter) settled(conn *redisConn) bool {
 // themselves since the first such failure: Redis may have failed them too.
 func (l *Limiter) noteFailure() {
 	if l.set.HeartbeatInterval > 0 {
-		l.fleet.Failed(l.clock.now())
+		l.fleet.Failed(l.clock.Now())
 	}
 }
 

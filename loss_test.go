@@ -170,7 +170,7 @@ func TestLossCoversAGrantsStamps(t *testing.T) {
 		{onClock, plain, 5000 * ms},       // the learning on the Limiter's clock
 		{onClock, prefetching, 5020 * ms}, // and a Prefetch later
 	} {
-		if at, _ := ls.On(c.l.sendsNow(c.p.alg.rules.timed()), c.p.prefetch, 6000*ms, c.l.clock.now()); at != c.want {
+		if at, _ := ls.On(c.l.sendsNow(c.p.alg.rules.timed()), c.p.prefetch, 6000*ms, c.l.clock.Now()); at != c.want {
 			t.Errorf("Clock %v, Prefetch %dµs: the loss at %d, want %d", c.l.set.Clock != nil, c.p.prefetch, at, c.want)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ratelimit-go/ratelimit/internal/breaker"
+	"github.com/ratelimit-go/ratelimit/internal/clock"
 	"github.com/ratelimit-go/ratelimit/internal/crowd"
 	"github.com/ratelimit-go/ratelimit/internal/fleet"
 	"github.com/ratelimit-go/ratelimit/internal/redisio"
@@ -37,7 +38,7 @@ type Limiter struct {
 	id  string        // random per Limiter: the start of every member it writes
 	seq atomic.Uint64 // the rest of the member
 
-	clock processClock // the local path's time when Options.Clock is nil
+	clock clock.Process // the local path's time when Options.Clock is nil
 
 	shed    atomic.Uint64 // decisions shed by admission control
 	outages atomic.Uint64 // decisions made without Redis because it could not be used
@@ -149,7 +150,7 @@ func newLimiter(opts Options, remote bool) (*Limiter, error) {
 		changes:   breaker.NewQueue(),
 		log:       newThrottledLog(set.Logger, set.LogInterval),
 		deadlines: redisio.NewSharedDeadline(set.Timeout),
-		clock:     newProcessClock(),
+		clock:     clock.NewProcess(),
 		remote:    remote,
 		id:        base64.RawURLEncoding.EncodeToString(raw[:]),
 		done:      make(chan struct{}),
@@ -176,7 +177,7 @@ func (l *Limiter) announce(bc breaker.Change) {
 	switch c.To {
 	case BreakerOpen:
 		kind, level, msg = logOpen, slog.LevelWarn, "ratelimit: redis circuit breaker open; deciding locally"
-		l.fleet.Opened(l.clock.now()) // the other instances' too, likely: see reserve
+		l.fleet.Opened(l.clock.Now()) // the other instances' too, likely: see reserve
 	case BreakerClosed:
 		kind, msg = logClosed, "ratelimit: redis circuit breaker closed; deciding on redis again"
 		l.kickWriteBack()
@@ -637,7 +638,7 @@ func (l *Limiter) receivedAt(now int64) int64 {
 	if l.set.Clock != nil {
 		return now
 	}
-	return l.clock.now()
+	return l.clock.Now()
 }
 
 // Now returns the time the Limiter decides at: Options.Clock's reading,
@@ -669,7 +670,7 @@ func (l *Limiter) localNow() int64 {
 	if l.set.Clock != nil {
 		return l.set.Clock.Now().UnixMicro()
 	}
-	return l.clock.now()
+	return l.clock.Now()
 }
 
 // result turns a decision under limit into a Result.

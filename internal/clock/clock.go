@@ -1,7 +1,7 @@
-// Package clock holds the fake clock behind ratelimittest.Clock: a clock
-// that moves only when a test moves it, and wakes the sleepers whose time
-// has come. The limiter itself reads ratelimit.Options.Clock, or the
-// process clock when none is set.
+// Package clock holds the limiter's clocks: the process clock (Process),
+// its time when ratelimit.Options.Clock is nil, and the fake clock behind
+// ratelimittest.Clock (Fake), which moves only when a test moves it and
+// wakes the sleepers whose time has come.
 package clock
 
 import (
