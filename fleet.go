@@ -172,7 +172,14 @@ func (l *Limiter) beat(conn *redisConn, key string, kicked bool) {
 			"instances", l.fleet.Live(), "err", err)
 		return
 	}
+	lost := l.fleet.Lost()
 	l.fleet.Learn(b, r, kicked, int64(l.set.HeartbeatInterval/time.Microsecond), l.clock.Now(), l.localNow())
+	if l.fleet.Lost() != lost {
+		// Redis lost the bans too: the next call of a key this process
+		// knows is banned goes to Redis again, which writes the ban back
+		// on record (see decide.lua's ban_left).
+		l.local.unshieldBans()
+	}
 }
 
 // sendBeat runs lua/fleet.lua: this Limiter is live for three heartbeat

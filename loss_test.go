@@ -245,3 +245,53 @@ func lossPair(t *testing.T, prefix string) (*miniredis.Miniredis, time.Time, *cl
 	}
 	return mr, t0, clk, a
 }
+
+// TestBanOutlivesALoss: a ban Redis made, then lost with its data (a
+// restart without persistence, here a FLUSHALL), is on record again after
+// the next call of the banned key through an instance that saw the ban:
+// its shield drops its cached bans when its heartbeat tells the loss, and
+// the call's hold hands Redis the ban, which the script writes back. An
+// instance that never saw the ban then finds it on Redis (before, the
+// first instance answered the key from its shield until the ban ended,
+// and the other allowed it).
+func TestBanOutlivesALoss(t *testing.T) {
+	mr := miniredis.RunT(t)
+	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	mr.SetTime(t0)
+	clk := clock.NewFake(t0.Add(500 * time.Millisecond))
+	onClock := func(o *Options) { o.Clock = clk }
+	saw, other := fleetLimiter(t, mr, "ban:", t0, onClock), fleetLimiter(t, mr, "ban:", t0, onClock)
+	mr.SetTime(t0.Add(5 * time.Second))
+	beat(t, saw)
+	rule := Rule{Name: "login", Limit: PerMinute(1), Penalty: &Penalty{BanAfter: 1, BanFor: time.Hour}}
+	allow := func(l *Limiter) Result {
+		t.Helper()
+		r, err := l.Allow(context.Background(), rule, "eve")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Degraded {
+			t.Fatalf("a degraded decision on a healthy Redis: %+v", r)
+		}
+		return r
+	}
+	if r := allow(saw); !r.Allowed {
+		t.Fatalf("the first call: %+v", r)
+	}
+	if r := allow(saw); !r.Banned {
+		t.Fatalf("the violation did not ban: %+v", r)
+	}
+	mr.FlushAll()
+	mr.SetTime(t0.Add(6 * time.Second))
+	beat(t, saw)
+	if saw.fleet.Lost() == nil {
+		t.Fatal("the heartbeat after the loss did not tell it")
+	}
+	clk.Advance(time.Second)
+	if r := allow(saw); !r.Banned || r.BannedFor != time.Hour-time.Second {
+		t.Fatalf("the instance that saw the ban, after the loss: %+v, want banned for %v", r, time.Hour-time.Second)
+	}
+	if r := allow(other); r.Allowed || !r.Banned || r.BannedFor != time.Hour-time.Second {
+		t.Fatalf("the other instance, after the loss: %+v, want banned for %v as on Redis", r, time.Hour-time.Second)
+	}
+}

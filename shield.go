@@ -61,6 +61,24 @@ func (sh *localShard) shield(k *lkey, h uint64, p *plan, now, n int64, d *decisi
 	})
 }
 
+// unshieldBans drops every ban the shield caches, so that the next call of
+// each banned key goes to Redis, with the ban the process knows of (see
+// hold).
+func (s *localStore) unshieldBans() {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		if sh.denials.Len() > 0 {
+			for _, h := range sh.denials.Hashes() {
+				if e, ok := sh.denials.PeekHash(h); ok && e.Value.banned {
+					sh.denials.RemoveHash(h)
+				}
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
 // shielded answers a call for n events (peek: for one, recording
 // nothing) from the shield, when it holds a rejection of k under the same rule that has
 // not ended by now (or, for a call that came late, that was cached after

@@ -17,7 +17,8 @@
 -- owed, events it allowed without Redis that Redis has not been sent yet
 -- (they count on top of the meter's count), and ban_left, a ban it knows
 -- of (it bans the key as a ban of Redis' own would, without writing it:
--- the write-back does). The process' own count and ban are void when the
+-- the write-back does; but a call that records writes it where Redis holds
+-- no ban, since Redis then lost its data and nothing else would). The process' own count and ban are void when the
 -- pair was Reset (reset.lua wrote its time under tomb) since since, the
 -- oldest event that count holds: Redis alone then decides. Only then does
 -- the decision read tomb, so a call whose process adds nothing costs no
@@ -89,6 +90,12 @@ if v > 0 then
   memory_left = last + memory - now
 end
 if ban_left > 0 and now + ban_left > ban_end then
+  if ban_end <= now and n > 0 then
+    -- Redis holds no ban where the process knows of one: it lost its data
+    -- (a restart without persistence, a FLUSHALL). On record again, the
+    -- ban holds for every process.
+    {{template "penalty.ban" "now + ban_left"}}
+  end
   ban_end = now + ban_left
 end
 {{- end}}

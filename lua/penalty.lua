@@ -59,6 +59,19 @@ redis.call('HSET', pen, 'v', string.format('%d', v), 'l', string.format('%d', la
 redis.call('PEXPIRE', pen, {{template "ttl.arg" "keep"}})
 {{- end}}
 
+{{/* penalty.ban writes a ban that ends at the Lua expression given as the
+piece's argument, which Redis lacks, and keeps pen until it ends (and for
+memory at least). */}}
+{{- define "penalty.ban" -}}
+local ends = {{.}}
+local keep = memory
+if ends - now > keep then
+  keep = ends - now
+end
+redis.call('HSET', pen, 'b', string.format('%d', ends))
+redis.call('PEXPIRE', pen, {{template "ttl.arg" "keep"}})
+{{- end}}
+
 {{/* penalty.forget forgets the violations (and the bans remembered with
 them) at the time the Lua expression given as the piece's argument
 computes, when memory µs have passed since the last. */}}
