@@ -250,48 +250,65 @@ func lossPair(t *testing.T, prefix string) (*miniredis.Miniredis, time.Time, *cl
 // restart without persistence, here a FLUSHALL), is on record again after
 // the next call of the banned key through an instance that saw the ban:
 // its shield drops its cached bans when its heartbeat tells the loss, and
-// the call's hold hands Redis the ban, which the script writes back. An
-// instance that never saw the ban then finds it on Redis (before, the
-// first instance answered the key from its shield until the ban ended,
-// and the other allowed it).
+// the call's hold hands Redis the ban, which the script writes back (the
+// one-pair script and a group's alike). An instance that never saw the ban
+// then finds it on Redis (before, the first instance answered the key from
+// its shield until the ban ended, and the other allowed it).
 func TestBanOutlivesALoss(t *testing.T) {
-	mr := miniredis.RunT(t)
-	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	mr.SetTime(t0)
-	clk := clock.NewFake(t0.Add(500 * time.Millisecond))
-	onClock := func(o *Options) { o.Clock = clk }
-	saw, other := fleetLimiter(t, mr, "ban:", t0, onClock), fleetLimiter(t, mr, "ban:", t0, onClock)
-	mr.SetTime(t0.Add(5 * time.Second))
-	beat(t, saw)
 	rule := Rule{Name: "login", Limit: PerMinute(1), Penalty: &Penalty{BanAfter: 1, BanFor: time.Hour}}
-	allow := func(l *Limiter) Result {
-		t.Helper()
-		r, err := l.Allow(context.Background(), rule, "eve")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.Degraded {
-			t.Fatalf("a degraded decision on a healthy Redis: %+v", r)
-		}
-		return r
-	}
-	if r := allow(saw); !r.Allowed {
-		t.Fatalf("the first call: %+v", r)
-	}
-	if r := allow(saw); !r.Banned {
-		t.Fatalf("the violation did not ban: %+v", r)
-	}
-	mr.FlushAll()
-	mr.SetTime(t0.Add(6 * time.Second))
-	beat(t, saw)
-	if saw.fleet.Lost() == nil {
-		t.Fatal("the heartbeat after the loss did not tell it")
-	}
-	clk.Advance(time.Second)
-	if r := allow(saw); !r.Banned || r.BannedFor != time.Hour-time.Second {
-		t.Fatalf("the instance that saw the ban, after the loss: %+v, want banned for %v", r, time.Hour-time.Second)
-	}
-	if r := allow(other); r.Allowed || !r.Banned || r.BannedFor != time.Hour-time.Second {
-		t.Fatalf("the other instance, after the loss: %+v, want banned for %v as on Redis", r, time.Hour-time.Second)
+	for _, c := range []struct {
+		name   string
+		decide func(*Limiter) (Result, error)
+	}{
+		{"Allow", func(l *Limiter) (Result, error) { return l.Allow(context.Background(), rule, "eve") }},
+		{"AllowGroup", func(l *Limiter) (Result, error) {
+			rs, err := l.AllowGroup(context.Background(), "eve", []Check{{Rule: rule, Key: "eve"}})
+			if err != nil {
+				return Result{}, err
+			}
+			return rs[0], nil
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mr := miniredis.RunT(t)
+			t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+			mr.SetTime(t0)
+			clk := clock.NewFake(t0.Add(500 * time.Millisecond))
+			onClock := func(o *Options) { o.Clock = clk }
+			saw, other := fleetLimiter(t, mr, "ban:", t0, onClock), fleetLimiter(t, mr, "ban:", t0, onClock)
+			mr.SetTime(t0.Add(5 * time.Second))
+			beat(t, saw)
+			decide := func(l *Limiter) Result {
+				t.Helper()
+				r, err := c.decide(l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Degraded {
+					t.Fatalf("a degraded decision on a healthy Redis: %+v", r)
+				}
+				return r
+			}
+			if r := decide(saw); !r.Allowed {
+				t.Fatalf("the first call: %+v", r)
+			}
+			if r := decide(saw); !r.Banned {
+				t.Fatalf("the violation did not ban: %+v", r)
+			}
+			mr.FlushAll()
+			mr.SetTime(t0.Add(6 * time.Second))
+			beat(t, saw)
+			if saw.fleet.Lost() == nil {
+				t.Fatal("the heartbeat after the loss did not tell it")
+			}
+			clk.Advance(time.Second)
+			left := time.Hour - time.Second
+			if r := decide(saw); !r.Banned || r.BannedFor != left {
+				t.Fatalf("the instance that saw the ban, after the loss: %+v, want banned for %v", r, left)
+			}
+			if r := decide(other); r.Allowed || !r.Banned || r.BannedFor != left {
+				t.Fatalf("the other instance, after the loss: %+v, want banned for %v as on Redis", r, left)
+			}
+		})
 	}
 }
