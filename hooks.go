@@ -219,23 +219,30 @@ func (l *Limiter) LocalMeters() map[string]int {
 	return m
 }
 
+// countInto adds what the local store holds to s: its meters of each kind,
+// its violation records and bans, its cached rejections. It locks each
+// shard in turn.
+func (s *localStore) countInto(st *Stats) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		st.LocalLogs += sh.meters[logMeters].Len()
+		st.LocalCounters += sh.meters[counterMeters].Len()
+		st.LocalBuckets += sh.meters[bucketMeters].Len()
+		st.LocalQuotas += sh.meters[quotaMeters].Len()
+		strikes, bans := sh.ladders.Len()
+		st.LocalStrikes += strikes
+		st.LocalBans += bans
+		st.Shielded += sh.denials.Len()
+		sh.mu.Unlock()
+	}
+}
+
 // Stats returns a snapshot of the Limiter's local state. It locks each
 // shard of the local limiter in turn: call it for gauges, not per request.
 func (l *Limiter) Stats() Stats {
 	var s Stats
-	for i := range l.local.shards {
-		sh := &l.local.shards[i]
-		sh.mu.Lock()
-		s.LocalLogs += sh.meters[logMeters].Len()
-		s.LocalCounters += sh.meters[counterMeters].Len()
-		s.LocalBuckets += sh.meters[bucketMeters].Len()
-		s.LocalQuotas += sh.meters[quotaMeters].Len()
-		strikes, bans := sh.ladders.Len()
-		s.LocalStrikes += strikes
-		s.LocalBans += bans
-		s.Shielded += sh.denials.Len()
-		sh.mu.Unlock()
-	}
+	l.local.countInto(&s)
 	s.ShedDecisions, s.OutageDecisions = l.shed.Load(), l.outages.Load()
 	s.WrittenBack, s.WriteBackDropped = l.local.owing.Written(), l.local.owing.Dropped()
 	s.WriteBackPending = int(l.local.owing.Events())
