@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/ratelimit-go/ratelimit/internal/breaker"
 	"github.com/ratelimit-go/ratelimit/internal/fleet"
 	"github.com/ratelimit-go/ratelimit/internal/pair"
 	"github.com/redis/rueidis"
@@ -221,22 +220,22 @@ func (l *Limiter) sendBeat(conn *redisConn, key string, spare bool) (fleet.Reply
 }
 
 // owes reports whether the Limiter may owe Redis decisions it made
-// without it: events the write-back has not brought there yet, or a
-// breaker in front of conn that is not closed. A half-open breaker lets one
+// without it: a breaker in front of conn that is not closed, or a decision
+// begun behind one while it was not (breaker.Breaker.Hold), or events the
+// write-back has not brought to Redis yet. A half-open breaker lets one
 // probe through and decides the calls that come meanwhile without Redis:
 // those may record their events just after a heartbeat that is that probe
 // said nothing was owed. The heartbeat that follows the breaker's closing
-// (see announce) says what is true then.
+// (see announce) says what is true then. The breakers come first: a
+// decision that saw one not closed records its events before it releases
+// its hold.
 func (l *Limiter) owes(conn *redisConn) bool {
-	if l.local.owing.Events() > 0 {
-		return true
-	}
 	for _, b := range conn.breakers.All() {
-		if b.State() != breaker.Closed {
+		if b.Owes() {
 			return true
 		}
 	}
-	return false
+	return l.local.owing.Events() > 0
 }
 
 // settled reports whether a heartbeat since the last opening of this

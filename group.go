@@ -84,7 +84,9 @@ func (l *Limiter) routeGroup(ctx context.Context, group string, checks []Check) 
 		if s.mayHaveRun() {
 			s.member = member
 		}
-		return l.groupWithoutRedis(checks, g, s, now), s.path, nil
+		results := l.groupWithoutRedis(checks, g, s, now)
+		s.release()
+		return results, s.path, nil
 	}
 	return l.groupResults(checks, g, ds, legs, now), PathRedis, nil
 }

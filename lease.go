@@ -166,6 +166,7 @@ func (le *Lease) Renew(ctx context.Context) error {
 	conn := l.conn.Load()
 	if l.remote && conn != nil {
 		s, _, renewed, err := l.renewOnRedis(ctx, conn, u, now, le.taken, false)
+		defer s.release()
 		switch {
 		case err != nil:
 			return err
@@ -363,5 +364,6 @@ func (l *Limiter) recordOver(ctx context.Context, u *undo) bool {
 		u.onRedis, u.key = true, key
 	}
 	l.local.addLease(u.k, &u.p, now, u.member, s.path != PathRedis)
+	s.release()
 	return true
 }

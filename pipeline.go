@@ -31,6 +31,20 @@ type sent struct {
 	// the caller when the call may have run on Redis (see mayHaveRun), so
 	// that the write-back records them under it again (see oweEvents).
 	member string
+	// held: the call is to be decided without Redis under a hold of b
+	// (see breaker.Breaker.Hold), which its caller releases once the
+	// decision is recorded (see release).
+	held bool
+}
+
+// release ends the hold a call to be decided without Redis took on its
+// breaker, once the decision is recorded (or none is to be made): from
+// then on the Limiter's heartbeat reads what it recorded (see owes).
+func (s *sent) release() {
+	if s.held {
+		s.held = false
+		s.b.Release()
+	}
 }
 
 // mayHaveRun reports whether a call that did not end on Redis was sent
@@ -73,8 +87,8 @@ func (l *Limiter) send(ctx context.Context, conn *redisConn, redisKey string, ab
 		return sent{path: PathLocal, cause: errNotConnected}, nil
 	}
 	b := conn.breakers.ForKey(redisKey)
-	if b.Resting() {
-		return sent{path: PathLocal, b: b, cause: errBreakerOpen}, nil
+	if b.Resting() && b.Hold() {
+		return sent{path: PathLocal, b: b, cause: errBreakerOpen, held: true}, nil
 	}
 	if err := ctx.Err(); err != nil {
 		return sent{b: b}, err
@@ -99,7 +113,18 @@ func (l *Limiter) send(ctx context.Context, conn *redisConn, redisKey string, ab
 		}
 		return struct{}{}, nil
 	})
-	return l.outcome(b, g, time.Since(start), err, about)
+	s, err := l.outcome(b, g, time.Since(start), err, about)
+	if s.path == PathLocal {
+		s.held = b.Hold()
+		if !s.held && s.cause == errBreakerOpen {
+			// The breaker refused the call, half-open with its probe
+			// under way, and the probe has closed it since: the call
+			// goes to Redis, as the other instances are told that
+			// nothing is decided here without it (see owes).
+			return l.send(ctx, conn, redisKey, about, spare, run)
+		}
+	}
+	return s, err
 }
 
 // outcome is what became of a call that b's breaker ran, or refused, in
@@ -180,6 +205,7 @@ func (l *Limiter) callContext(ctx context.Context) context.Context {
 // to spare: errShed).
 func (l *Limiter) sendWithoutFallback(ctx context.Context, conn *redisConn, redisKey string, about subject, what string, spare bool, run func(context.Context, rueidis.Client) error) error {
 	s, err := l.send(ctx, conn, redisKey, about, spare, run)
+	s.release() // nothing is decided without Redis here
 	switch {
 	case err != nil:
 		return err

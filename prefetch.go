@@ -551,6 +551,7 @@ func (l *Limiter) askGrant(ctx context.Context, conn *redisConn, p *plan, k lkey
 		reply, err = p.alg.redis.scripts().grant.Exec(ctx, c, keys, args).AsIntSlice()
 		return err
 	})
+	s.release() // no grant is decided without Redis
 	sent := err == nil && s.path == PathRedis
 	for _, b := range backs {
 		if sent {

@@ -402,6 +402,7 @@ func (l *Limiter) redisOnce(ctx context.Context, conn *redisConn, r *Rule, legs 
 			}
 		}
 		*res = l.withoutRedis(r, p, k, n, peek, s, u, now)
+		s.release()
 		return s.path, nil, nil
 	}
 	l.local.record(k, p, now, l.receivedAt(now), n, peek, &d, hd, lg.shieldMax(&l.set))
@@ -425,8 +426,13 @@ func (l *Limiter) unsent(conn *redisConn, r *Rule, lg *leg, u *undo, now int64, 
 	// waited for it, or when the time is the process' own, which never
 	// goes back: the call came late (see shielded).
 	late := lg.waited || l.set.Clock == nil
-	if b := pairBreaker(&conn.breakers, l.set.KeyPrefix, &k, p); b.Resting() {
-		return l.resting(r, p, k, n, peek, u, now, late, b, res), true
+	if b := pairBreaker(&conn.breakers, l.set.KeyPrefix, &k, p); b.Resting() && b.Hold() {
+		if testHookResting != nil {
+			testHookResting()
+		}
+		path := l.resting(r, p, k, n, peek, u, now, late, b, res)
+		b.Release()
+		return path, true
 	}
 	if l.set.ShieldMax >= 0 {
 		if d, ok := l.local.shielded(k, p, now, n, peek, late); ok {
@@ -528,6 +534,10 @@ func redisDecision(ctx context.Context, c rueidis.Client, s *script.Script, p *p
 	}
 	return d, nil
 }
+
+// testHookResting, when set by a test, runs when a call begins to be
+// decided without Redis because its breaker rests.
+var testHookResting func()
 
 // resting decides a call whose breaker is resting (open, and not yet due
 // to let a probe through: send would not send it) as redisOnce would, with

@@ -275,9 +275,11 @@ func (l *Limiter) writeBatch(ctx context.Context, conn *redisConn, b *batch, now
 	keys := redisKeys(l.set.KeyPrefix, b.Key)
 	all := append([]string{keys.Meter(b.Plan.alg.redis.letter()), keys.Penalty, batchKey(l.set.KeyPrefix, b.Key, b.ID), keys.Reset}, keys.Meters...)
 	args := batchArgs(b, now)
-	return l.send(ctx, conn, all[0], subject{"rule", b.Key.Rule}, spare, func(ctx context.Context, c rueidis.Client) error {
+	s, err := l.send(ctx, conn, all[0], subject{"rule", b.Key.Rule}, spare, func(ctx context.Context, c rueidis.Client) error {
 		return b.Plan.alg.redis.scripts().writeBack.Exec(ctx, c, all, args).Error()
 	})
+	s.release() // what was not written back stays owed
+	return s, err
 }
 
 // doneContext is a context that ends when done is closed: the write-back's

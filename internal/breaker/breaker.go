@@ -23,6 +23,10 @@
 //     without taking the gobreaker's mutex. Then the breaker is half-open:
 //     it lets one call through as a probe and refuses the others; the
 //     probe's success closes it, its failure opens it again.
+//   - A call decided without Redis because its breaker is not closed is
+//     decided under a hold ([Breaker.Hold], [Breaker.Release]), so that
+//     [Breaker.Owes] is true until its decision is recorded, even once the
+//     breaker has closed.
 //   - On a single Redis, one breaker stands in front of every key. On a
 //     Redis Cluster, one stands in front of each range of [SlotsPerRange]
 //     consecutive slots, so that the keys of a master that goes down open
@@ -105,6 +109,7 @@ type Breaker struct {
 	probeAfter time.Duration
 	gate       atomic.Pointer[redisio.Gate] // admission control of the key range's master
 	answered   atomic.Int32                 // the last call's outcome, an Answer
+	deciding   atomic.Int64                 // decisions without Redis under way (see Hold)
 }
 
 // Answer is the outcome of a breaker's last call to Redis, for
