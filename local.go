@@ -9,6 +9,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/ladder"
 	"github.com/ratelimit-go/ratelimit/internal/ledger"
 	"github.com/ratelimit-go/ratelimit/internal/meter"
+	"github.com/ratelimit-go/ratelimit/internal/shield"
 )
 
 // DefaultLocalCapacity is the number of keys the local limiter keeps when
@@ -51,7 +52,7 @@ type shardTables struct {
 	mu       sync.Mutex                // guards the tables and everything in them
 	meters   meterTables               // each kind's meters, by meter slot (see meterSlot)
 	ladders  ladder.Book[lkey]         // the penalty ladders: violations, and bans apart
-	denials  table[denial]             // the hot-key shield: Redis' rejections
+	denials  denials                   // the hot-key shield: Redis' rejections
 	debts    ledger.Ledger[lkey, plan] // what was decided without Redis, owed to it (see debt.go)
 	crowds   table[crowd.Crowd]        // the calls of full pairs on their way to Redis (see crowd.go)
 	reserved int64                     // events hold reserved for calls not landed yet (see held.others)
@@ -79,7 +80,7 @@ func newLocalStore(capacity int) *localStore {
 			sh.meters[slot] = slotOwners[slot].newMeters(per)
 		}
 		sh.ladders = ladder.New[lkey](per)
-		sh.denials = newTable[denial](per)
+		sh.denials = shield.New[lkey, *algorithm](per)
 		sh.debts = ledger.New[lkey, plan](per, &s.owing)
 		sh.crowds = newTableEvict(per, (*crowd.Crowd).WakeAll)
 	}

@@ -376,7 +376,7 @@ func (sh *localShard) shieldFull(k *lkey, h uint64, p *plan, at, n, count int64,
 		violations: d.violations, memoryLeft: d.memoryLeft,
 	}
 	sh.shield(k, h, p, at, n, &next, shieldMax)
-	return sh.denials.Get(k, h) != nil
+	return sh.denials.Holds(k, h)
 }
 
 // mirror copies a decision Redis made for a call at now, received at at,

@@ -1,25 +1,19 @@
 package ratelimit
 
+import "github.com/ratelimit-go/ratelimit/internal/shield"
+
 // The hot-key shield: a rejection Redis made that nothing but a Reset can
 // lift early is cached per process, and the same call is answered from the
 // cache without a round trip until it could pass (see Options.ShieldMax).
 
-// denial is a rejection Redis made for one event, cached so that the same
-// call is answered without a round trip until it could pass. All times are
-// the local path's µs, taken on receipt (never Redis' own TIME).
-type denial struct {
-	rate, window int64 // the rule it holds for
-	n            int64 // the events the rejected call asked for (a peek: 1)
-	penalize     bool
-	alg          *algorithm
-	mark         int64 // what else it must match of the plan (see algorithm.shieldMark)
-	banned       bool
-	since        int64 // when it was cached: a clock gone back behind it is not answered here
-	until        int64 // answered here while since <= now < until
-	retryAt      int64
-	resetAt      int64
-	violations   int64
-	forgetAt     int64 // violations remembered while now < forgetAt
+// denials is a shard's shield: its cached rejections, under pairs, for
+// rules of each kind (see internal/shield).
+type denials = shield.Cache[lkey, *algorithm]
+
+// shieldTerms are what a rejection cached under p must match of the plan
+// of a call it answers.
+func shieldTerms(p *plan) shield.Terms[*algorithm] {
+	return shield.Terms[*algorithm]{Rate: p.rate, Window: p.window, Penalize: p.penalize, Kind: p.alg, Mark: p.alg.shield.shieldMark(*p)}
 }
 
 // shield caches a rejection of one event that nothing can lift early: under
@@ -54,10 +48,10 @@ func (sh *localShard) shield(k *lkey, h uint64, p *plan, now, n int64, d *decisi
 		h := p.alg.shield.horizon(*p)
 		until, retryAt, resetAt = min(until, h), min(retryAt, h), min(resetAt, h)
 	}
-	sh.denials.Add(k, h, denial{
-		rate: p.rate, window: p.window, n: n, penalize: p.penalize, alg: p.alg, mark: p.alg.shield.shieldMark(*p), banned: d.banned,
-		since: now, until: until, retryAt: retryAt, resetAt: resetAt,
-		violations: d.violations, forgetAt: now + d.memoryLeft,
+	sh.denials.Keep(k, h, shield.Rejection[*algorithm]{
+		Terms: shieldTerms(p), N: n, Banned: d.banned,
+		Since: now, Until: until, RetryAt: retryAt, ResetAt: resetAt,
+		Violations: d.violations, ForgetAt: now + d.memoryLeft,
 	})
 }
 
@@ -68,13 +62,7 @@ func (s *localStore) unshieldBans() {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		if sh.denials.Len() > 0 {
-			for _, h := range sh.denials.Hashes() {
-				if e, ok := sh.denials.PeekHash(h); ok && e.Value.banned {
-					sh.denials.RemoveHash(h)
-				}
-			}
-		}
+		sh.denials.RemoveBans()
 		sh.mu.Unlock()
 	}
 }
@@ -104,29 +92,24 @@ func (sh *localShard) shielded(k *lkey, h uint64, p *plan, now, n int64, peek, l
 	if e == nil {
 		return decision{}, false
 	}
-	if late && now < e.since {
-		// The rejection was cached after the call's time, which is not
-		// a clock gone back: the call is answered as at the
-		// rejection's time, within the call.
-		now = e.since
-	}
-	if e.n != n {
+	now = e.At(now, late)
+	if e.N != n {
 		return decision{}, false // a rejection of as many events answers a call
 	}
-	if now >= e.until || now < e.since || e.rate != p.rate || e.window != p.window || e.penalize != p.penalize ||
-		e.alg != p.alg || e.mark != p.alg.shield.shieldMark(*p) {
+	if e.Ended(now) || e.Rate != p.rate || e.Window != p.window || e.Penalize != p.penalize ||
+		e.Kind != p.alg || e.Mark != p.alg.shield.shieldMark(*p) {
 		sh.denials.Remove(k, h)
 		return decision{}, false
 	}
-	d := decision{count: e.rate, retry: e.retryAt - now, reset: max(0, e.resetAt-now), banned: e.banned}
-	if e.n > 1 && !e.banned {
+	d := decision{count: e.Rate, retry: e.RetryAt - now, reset: max(0, e.ResetAt-now), banned: e.Banned}
+	if e.N > 1 && !e.Banned {
 		d.count = sh.shieldedCount(k, h, p, e, now)
 	}
 	switch {
-	case e.banned:
-		d.banLeft = e.until - now
-		if now < e.forgetAt {
-			d.violations = e.violations
+	case e.Banned:
+		d.banLeft = e.Until - now
+		if now < e.ForgetAt {
+			d.violations = e.Violations
 		}
 	case p.penalize:
 		if peek || sh.ladders.WouldBan(k, h, &p.penalty, now) {
@@ -147,11 +130,11 @@ func (sh *localShard) shielded(k *lkey, h uint64, p *plan, now, n int64, peek, l
 // event leaves none (Remaining 0) until it ends; one of n events may leave
 // some, and more as events leave the window: Remaining is the process' own
 // count's. The caller holds sh.mu.
-func (sh *localShard) shieldedCount(k *lkey, h uint64, p *plan, e *denial, now int64) int64 {
+func (sh *localShard) shieldedCount(k *lkey, h uint64, p *plan, e *shield.Rejection[*algorithm], now int64) int64 {
 	if m, ok := sh.meter(k, h, p, now, false); ok {
-		return max(m.Count(now, p.window), e.rate-e.n+1)
+		return max(m.Count(now, p.window), e.Rate-e.N+1)
 	}
-	return e.rate - e.n + 1
+	return e.Rate - e.N + 1
 }
 
 // violate counts a violation of k at now under p on the process' own
