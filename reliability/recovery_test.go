@@ -59,6 +59,7 @@ func allowN(rule, n int) request {
 // hook saw it (between the call's start and its return).
 type pathAt struct {
 	rule string
+	inst int // the Limiter that decided it
 	at   time.Time
 	path ratelimit.Path
 }
@@ -130,11 +131,13 @@ func runRecovery(t *testing.T, cfg recoveryRun) ([]spanCall, []fault, []time.Tim
 		sync.Mutex
 		all []pathAt
 	}
-	opts.OnDecision = func(d ratelimit.Decision) {
-		if d.Result.Allowed {
-			paths.Lock()
-			paths.all = append(paths.all, pathAt{rule: d.Rule.Name, at: time.Now(), path: d.Path})
-			paths.Unlock()
+	onDecision := func(inst int) func(ratelimit.Decision) {
+		return func(d ratelimit.Decision) {
+			if d.Result.Allowed {
+				paths.Lock()
+				paths.all = append(paths.all, pathAt{rule: d.Rule.Name, inst: inst, at: time.Now(), path: d.Path})
+				paths.Unlock()
+			}
 		}
 	}
 	t.Cleanup(func() {
@@ -142,13 +145,15 @@ func runRecovery(t *testing.T, cfg recoveryRun) ([]spanCall, []fault, []time.Tim
 			paths.Lock()
 			defer paths.Unlock()
 			for _, p := range paths.all {
-				t.Logf("allowed %s at %s on %v", p.rule, p.at.Format("15:04:05.000000"), p.path)
+				t.Logf("instance %d allowed %s at %s on %v", p.inst, p.rule, p.at.Format("15:04:05.000000"), p.path)
 			}
 		}
 	})
 	limiters := make([]*ratelimit.Limiter, max(1, cfg.limiters))
 	for i := range limiters {
-		limiters[i] = testkit.NewLimiter(t, testkit.NewClient(t, srv.Addr()), opts)
+		o := opts
+		o.OnDecision = onDecision(i)
+		limiters[i] = testkit.NewLimiter(t, testkit.NewClient(t, srv.Addr()), o)
 	}
 	if len(limiters) > 1 {
 		testkit.Eventually(t, "every limiter counts the fleet", func() bool {
