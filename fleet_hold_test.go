@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"github.com/alicebob/miniredis/v2"
 )
 
 // TestLateDecisionsWithoutRedisCount: calls that began to be decided
@@ -19,22 +17,12 @@ import (
 // (10 + 5 of a Rate of 10). A goroutine descheduled between the two steps
 // is enough; the test stops five there with a hook.
 func TestLateDecisionsWithoutRedisCount(t *testing.T) {
-	mr := miniredis.RunT(t)
-	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	mr.SetTime(t0)
-	a := fleetLimiter(t, mr, "late:", t0, func(o *Options) { o.ProbeAfter = 20 * time.Millisecond })
-	b := fleetLimiter(t, mr, "late:", t0)
-	if n := beat(t, a); n != 2 {
-		t.Fatalf("a counts %d, want 2", n)
-	}
-	if n := beat(t, b); n != 2 {
-		t.Fatalf("b counts %d, want 2", n)
-	}
+	mr, a, b := fleetOfTwo(t, "late:", func(o *Options) { o.ProbeAfter = 20 * time.Millisecond })
 	ctx := context.Background()
 	rule := Rule{Name: "sale", Limit: PerMinute(10)} // a share of 5
 
 	// Redis refuses a's call, and a's breaker opens (TripAfter 1).
-	mr.SetError("NOPERM this user has no permissions to access one of the keys used as arguments")
+	mr.SetError(noperm)
 	if r, err := a.Allow(ctx, rule, "other"); err != nil || !r.Degraded {
 		t.Fatalf("a's call while Redis refuses it = %+v, %v; want decided without Redis", r, err)
 	}

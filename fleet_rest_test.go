@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"github.com/alicebob/miniredis/v2"
 )
 
 // TestRestingBreakerStillAnnounces: an instance whose breaker opened (a
@@ -18,20 +16,10 @@ import (
 // them cut off its rule's keys by an ACL for 4 s (1 s heartbeats): 6,250
 // in three of those seconds.
 func TestRestingBreakerStillAnnounces(t *testing.T) {
-	mr := miniredis.RunT(t)
-	t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	mr.SetTime(t0)
-	a := fleetLimiter(t, mr, "rest:", t0, func(o *Options) { o.ProbeAfter = time.Hour })
-	b := fleetLimiter(t, mr, "rest:", t0)
-	if n := beat(t, a); n != 2 {
-		t.Fatalf("a counts %d, want 2", n)
-	}
-	if n := beat(t, b); n != 2 {
-		t.Fatalf("b counts %d, want 2", n)
-	}
+	mr, a, b := fleetOfTwo(t, "rest:", func(o *Options) { o.ProbeAfter = time.Hour })
 	ctx := context.Background()
 	rule := Rule{Name: "sale", Limit: PerMinute(10)} // a share of 5
-	mr.SetError("NOPERM this user has no permissions to access one of the keys used as arguments")
+	mr.SetError(noperm)
 	for i := range 5 {
 		if r, err := a.Allow(ctx, rule, "k"); err != nil || !r.Allowed || !r.Degraded {
 			t.Fatalf("a's call %d while Redis refuses it = %+v, %v; want allowed without Redis", i, r, err)

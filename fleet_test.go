@@ -35,6 +35,26 @@ func fleetLimiter(t *testing.T, mr *miniredis.Miniredis, prefix string, at time.
 	return l
 }
 
+// noperm is redis-server's refusal of a call by an ACL.
+const noperm = "NOPERM this user has no permissions to access one of the keys used as arguments"
+
+// fleetOfTwo returns a miniredis at a fixed time and two fleet Limiters on
+// it under prefix (a with more options), each counting both.
+func fleetOfTwo(t *testing.T, prefix string, moreA ...func(*Options)) (mr *miniredis.Miniredis, a, b *Limiter) {
+	t.Helper()
+	mr = miniredis.RunT(t)
+	t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	mr.SetTime(t0)
+	a = fleetLimiter(t, mr, prefix, t0, moreA...)
+	b = fleetLimiter(t, mr, prefix, t0)
+	for i, l := range []*Limiter{a, b} {
+		if n := beat(t, l); n != 2 {
+			t.Fatalf("%c counts %d, want 2", 'a'+i, n)
+		}
+	}
+	return mr, a, b
+}
+
 // miniClient returns a single-node client of mr, closed at cleanup.
 func miniClient(t *testing.T, mr *miniredis.Miniredis) rueidis.Client {
 	t.Helper()

@@ -392,18 +392,7 @@ func (l *Limiter) redisOnce(ctx context.Context, conn *redisConn, r *Rule, legs 
 		}
 	}
 	if s.path != PathRedis {
-		if (s.mayHaveRun() || u.named()) && !peek {
-			// A lease or a reservation is written back under its own
-			// id, so that its Renew, Release or Settle finds it in
-			// Redis.
-			s.member = l.member(seq) // its own string: what is owed may wait long
-			if u != nil {
-				u.member = s.member
-			}
-		}
-		*res = l.withoutRedis(r, p, k, n, peek, s, u, now)
-		s.release()
-		return s.path, nil, nil
+		return l.notOnRedis(r, lg, s, u, seq, now, res), nil, nil
 	}
 	l.local.record(k, p, now, l.receivedAt(now), n, peek, &d, hd, lg.shieldMax(&l.set))
 	if d.allowed && !peek && u != nil {
@@ -411,6 +400,23 @@ func (l *Limiter) redisOnce(ctx context.Context, conn *redisConn, r *Rule, legs 
 	}
 	d.fill(res, p.rate, false)
 	return PathRedis, nil, nil
+}
+
+// notOnRedis decides without Redis the call of lg, numbered seq, that the
+// pipeline did not end on Redis (s says why), and ends the hold it took
+// on the breaker (see sent.release).
+func (l *Limiter) notOnRedis(r *Rule, lg *leg, s sent, u *undo, seq uint64, now int64, res *Result) Path {
+	if (s.mayHaveRun() || u.named()) && !lg.peek {
+		// A lease or a reservation is written back under its own id, so
+		// that its Renew, Release or Settle finds it in Redis.
+		s.member = l.member(seq) // its own string: what is owed may wait long
+		if u != nil {
+			u.member = s.member
+		}
+	}
+	*res = l.withoutRedis(r, lg.p, *lg.k, lg.n, lg.peek, s, u, now)
+	s.release()
+	return s.path
 }
 
 // unsent answers a call of onRedis at now that is not to be sent: one
