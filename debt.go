@@ -83,10 +83,5 @@ func (sh *localShard) resetDebt(k *lkey, h uint64, p *plan, now int64) {
 // dropAll counts every event still owed as dropped and forgets the debts
 // (Close).
 func (s *localStore) dropAll() {
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		sh.debts.DropAll()
-		sh.mu.Unlock()
-	}
+	s.eachShard(func(sh *localShard) { sh.debts.DropAll() })
 }

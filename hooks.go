@@ -223,9 +223,7 @@ func (l *Limiter) LocalMeters() map[string]int {
 // its violation records and bans, its cached rejections. It locks each
 // shard in turn.
 func (s *localStore) countInto(st *Stats) {
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
+	s.eachShard(func(sh *localShard) {
 		st.LocalLogs += sh.meters[logMeters].Len()
 		st.LocalCounters += sh.meters[counterMeters].Len()
 		st.LocalBuckets += sh.meters[bucketMeters].Len()
@@ -234,8 +232,7 @@ func (s *localStore) countInto(st *Stats) {
 		st.LocalStrikes += strikes
 		st.LocalBans += bans
 		st.Shielded += sh.denials.Len()
-		sh.mu.Unlock()
-	}
+	})
 }
 
 // Stats returns a snapshot of the Limiter's local state. It locks each

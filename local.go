@@ -87,6 +87,18 @@ func newLocalStore(capacity int) *localStore {
 	return s
 }
 
+// eachShard runs f on every shard in turn, under the shard's lock: the
+// work that spans the store (Stats, Close, a loss of Redis' data), never
+// a call's.
+func (s *localStore) eachShard(f func(sh *localShard)) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		f(sh)
+		sh.mu.Unlock()
+	}
+}
+
 // pairSeed seeds the hashes of every store's pairs, so that a plan can
 // keep its rule's (see plan.ruleHash).
 var pairSeed = maphash.MakeSeed()

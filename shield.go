@@ -59,12 +59,7 @@ func (sh *localShard) shield(k *lkey, h uint64, p *plan, now, n int64, d *decisi
 // each banned key goes to Redis, with the ban the process knows of (see
 // hold).
 func (s *localStore) unshieldBans() {
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		sh.denials.RemoveBans()
-		sh.mu.Unlock()
-	}
+	s.eachShard(func(sh *localShard) { sh.denials.RemoveBans() })
 }
 
 // shielded answers a call for n events (peek: for one, recording
@@ -96,6 +91,8 @@ func (sh *localShard) shielded(k *lkey, h uint64, p *plan, now, n int64, peek, l
 	if e.N != n {
 		return decision{}, false // a rejection of as many events answers a call
 	}
+	// shieldTerms(p), compared field by field, the kind's mark last: so
+	// the comparison inlines and builds nothing.
 	if e.Ended(now) || e.Rate != p.rate || e.Window != p.window || e.Penalize != p.penalize ||
 		e.Kind != p.alg || e.Mark != p.alg.shield.shieldMark(*p) {
 		sh.denials.Remove(k, h)
