@@ -20,6 +20,7 @@ const (
 	logClosed
 	logWriteBack
 	logHeartbeat
+	logWatch
 	logKinds
 )
 

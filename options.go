@@ -84,6 +84,12 @@ type Options struct {
 	// Close withdraws it. The default is DefaultHeartbeatInterval (5s); it
 	// must be at least 10ms. Negative turns the announcement off: the Limiter then
 	// counts as alone.
+	//
+	// With the announcement, the Limiter also holds a subscription to the
+	// fleet's channel (named as its key) on a connection of its own, whose
+	// end tells it of a restart or failover of Redis that none of its calls
+	// met (docs/fallback.md, "Who learns of an outage"). An ACL user needs
+	// that channel: &<KeyPrefix>v1:{instances}.
 	HeartbeatInterval time.Duration
 	// Logger receives breaker state changes and Redis failures (each kind at
 	// most once per LogInterval) and misconfiguration such as NOAUTH, which

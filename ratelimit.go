@@ -82,10 +82,14 @@ func (l *Limiter) newConn(c rueidis.Client) *redisConn {
 		}()
 	}
 	if l.set.HeartbeatInterval > 0 {
-		l.workers.Add(1)
+		l.workers.Add(2)
 		go func() {
 			defer l.workers.Done()
 			l.heartbeats(conn)
+		}()
+		go func() {
+			defer l.workers.Done()
+			l.watchConn(conn)
 		}()
 	}
 	return conn

@@ -1,0 +1,125 @@
+package redisio_test
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ratelimit-go/ratelimit/internal/redisio"
+	"github.com/ratelimit-go/ratelimit/internal/redistest"
+	"github.com/ratelimit-go/ratelimit/internal/testkit"
+	"github.com/redis/rueidis"
+)
+
+// watching runs Watch on a client of srv (as user, when not empty) until
+// stop is called or the test ends, and returns the errors of the ends and
+// refusals it sees.
+func watching(t *testing.T, srv *redistest.Server, user string) (ended, refused <-chan error, stop func()) {
+	t.Helper()
+	opt := rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true}
+	if user != "" {
+		opt.Username, opt.Password = user, "pass"
+	}
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, r := make(chan error, 16), make(chan error, 16)
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		redisio.Watch(done, c, redisio.WatchConfig{
+			Channel: "watched", Timeout: time.Second, Retry: 5 * time.Millisecond, Refused: 5 * time.Millisecond,
+			Ended:   func(err error) { e <- err },
+			Refusal: func(err error) { r <- err },
+		})
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			close(done)
+			<-stopped // Watch returns once done is closed
+		})
+	}
+	t.Cleanup(func() { stop(); c.Close() })
+	return e, r, stop
+}
+
+// subscribers returns how many connections srv has subscribed to the
+// watched channel.
+func subscribers(t *testing.T, srv *redistest.Server) string {
+	t.Helper()
+	reply, err := srv.Do("PUBSUB", "NUMSUB", "watched")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Fields(reply)[1]
+}
+
+func waitSubscribers(t *testing.T, srv *redistest.Server, want string) {
+	t.Helper()
+	testkit.Eventually(t, "the watch's subscription", func() bool { return subscribers(t, srv) == want })
+}
+
+// TestWatchSeesARestart: the end of the server ends the watch's
+// connection, once, without a call of the client's; the watch subscribes
+// again once the server is back, and leaves the channel when done.
+func TestWatchSeesARestart(t *testing.T) {
+	if !testkit.HaveRedis(t) {
+		t.Skip("needs redis-server")
+	}
+	srv := redistest.Start(t, redistest.Options{})
+	ended, refused, stop := watching(t, srv, "")
+	waitSubscribers(t, srv, "1")
+	select {
+	case err := <-ended:
+		t.Fatalf("ended while the server ran: %v", err)
+	default:
+	}
+	srv.Kill()
+	select {
+	case err := <-ended:
+		if err == nil {
+			t.Error("an end without its cause")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server's end did not end the watch")
+	}
+	srv.Restart()
+	waitSubscribers(t, srv, "1")
+	if len(ended) != 0 || len(refused) != 0 {
+		t.Errorf("after one restart: %d more ends, %d refusals; want none", len(ended), len(refused))
+	}
+	stop()
+	waitSubscribers(t, srv, "0") // the client stays open: its connection left the channel
+	if len(ended) != 0 {
+		t.Errorf("stopping the watch counted as an end")
+	}
+}
+
+// TestWatchRefused: a user without the channel (Redis 7's default for a
+// new ACL user) is refused, and told so each time, never as an end.
+func TestWatchRefused(t *testing.T) {
+	if !testkit.HaveRedis(t) {
+		t.Skip("needs redis-server")
+	}
+	srv := redistest.Start(t, redistest.Options{})
+	if _, err := srv.Do("ACL", "SETUSER", "nochan", "on", ">pass", "~*", "+@all", "resetchannels"); err != nil {
+		t.Fatal(err)
+	}
+	ended, refused, _ := watching(t, srv, "nochan")
+	for range 2 {
+		select {
+		case err := <-refused:
+			if !strings.HasPrefix(err.Error(), "NOPERM") {
+				t.Errorf("refused with %v; want NOPERM", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no refusal")
+		}
+	}
+	if len(ended) != 0 {
+		t.Errorf("%d ends of a subscription that never was", len(ended))
+	}
+}
