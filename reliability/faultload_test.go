@@ -148,6 +148,14 @@ func (f *faultLoad) call(key string) {
 
 func (f *faultLoad) setPhase(p int32) { f.phase.Store(p) }
 
+// any reports whether a call recorded so far (an ended one) satisfies
+// cond.
+func (f *faultLoad) any(cond func(faultCall) bool) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.ContainsFunc(f.calls, cond)
+}
+
 // stopLoad ends the goroutines and returns every call made.
 func (f *faultLoad) stopLoad() []faultCall {
 	close(f.stop)
