@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -111,7 +112,8 @@ func TestFaultFleetShare(t *testing.T) {
 
 // TestFleetOnCluster: limiters connected to different nodes of a 3-master
 // Redis Cluster announce themselves in one set, on the one node that owns
-// its hash tag, and count each other.
+// its hash tag, and count each other; and each holds its watch's
+// subscription on that node.
 func TestFleetOnCluster(t *testing.T) {
 	if !testkit.HaveRedis(t) {
 		t.Skip("needs redis-server")
@@ -150,6 +152,26 @@ func TestFleetOnCluster(t *testing.T) {
 	if n := mustInt(t, owner, "ZCARD", key); n != len(fleet) {
 		t.Errorf("the instances set holds %d members, want %d", n, len(fleet))
 	}
+	// Each limiter's watch (docs/fallback.md, "Who learns of an outage")
+	// holds its subscription on the node of the fleet's key, so that the
+	// end of that node's data ends it.
+	testkit.Eventually(t, "every limiter's watch subscribed on the fleet key's node", func() bool {
+		for i := range 3 {
+			node := cluster.Node(i)
+			want := "0"
+			if node == owner {
+				want = "3"
+			}
+			reply, err := node.Do("PUBSUB", "SHARDNUMSUB", key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f := strings.Fields(reply); len(f) != 2 || f[1] != want {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // TestFaultPauseIsNoLoss: redis-server's thread sleeps (DEBUG SLEEP) for
