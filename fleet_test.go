@@ -21,12 +21,18 @@ import (
 // long, so that a busy machine fails no heartbeat the test expects to work.
 func fleetLimiter(t *testing.T, mr *miniredis.Miniredis, prefix string, at time.Time, more ...func(*Options)) *Limiter {
 	t.Helper()
+	return fleetLimiterOn(t, miniClient(t, mr), prefix, at, more...)
+}
+
+// fleetLimiterOn is fleetLimiter on client.
+func fleetLimiterOn(t *testing.T, client rueidis.Client, prefix string, at time.Time, more ...func(*Options)) *Limiter {
+	t.Helper()
 	opts := Options{Clock: &fixedClock{at: at}, KeyPrefix: prefix, HeartbeatInterval: time.Hour, TripAfter: 1,
 		Timeout: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	for _, f := range more {
 		f(&opts)
 	}
-	l, err := New(miniClient(t, mr), opts)
+	l, err := New(client, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -31,13 +29,7 @@ func TestSilentInstanceLearnsOfARestart(t *testing.T) {
 	}
 	t.Cleanup(c.Close)
 	clk := clock.NewFake(t0)
-	a, err := New(c, Options{Clock: clk, KeyPrefix: "silent:", HeartbeatInterval: time.Hour, TripAfter: 1,
-		Timeout: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.Close)
-	waitFor(t, "a's first heartbeat", func() bool { return a.Stats().Instances > 0 })
+	a := fleetLimiterOn(t, c, "silent:", t0, func(o *Options) { o.Clock = clk })
 	b := fleetLimiter(t, mr, "silent:", t0)
 	if n := beat(t, a); n != 2 {
 		t.Fatalf("a counts %d, want 2", n)
