@@ -35,7 +35,7 @@ func (l *Limiter) watchConn(conn *redisConn) {
 			l.log.log(logWatch, slog.LevelDebug, "ratelimit: the connection that watches Redis ended; the next decision on Redis asks the fleet first", "err", err)
 		},
 		Refusal: func(err error) {
-			l.log.log(logWatch, slog.LevelWarn, "ratelimit: Redis refused the subscription that watches it for restarts, which this Limiter learns of at its next heartbeat meanwhile (an ACL user needs the channel)", "channel", pair.FleetKey(l.set.KeyPrefix), "err", err)
+			l.log.log(logWatch, slog.LevelWarn, "ratelimit: Redis refused the subscription that watches it for restarts; until it is granted, this Limiter learns of a restart its calls did not meet only at its next heartbeat (the user's ACL: docs/operations.md)", "channel", pair.FleetKey(l.set.KeyPrefix), "err", err)
 		},
 	})
 }

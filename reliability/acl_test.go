@@ -35,28 +35,54 @@ func limiterACL(user, pass, prefix string) []string {
 	return rule
 }
 
-// TestLeastPrivilegeACL runs the behaviour suite on redis-server as a user
-// with only limiterACL's permissions, then a fleet of two (see aclFleet),
-// and finds no command refused: Redis' ACL LOG, which records every
-// refusal (a script's own calls, and the INFO fleet.lua makes under pcall,
-// included), stays empty.
+// TestLeastPrivilegeACL runs the behaviour suite on redis-server and on a
+// Redis Cluster as a user with only limiterACL's permissions (on every
+// node: a Cluster does not share its ACLs), then a fleet of two (see
+// aclFleet, aclClusterFleet), and finds no command refused: Redis' ACL
+// LOG, which records every refusal (a script's own calls, and the INFO
+// fleet.lua makes under pcall, included), stays empty on every server.
 func TestLeastPrivilegeACL(t *testing.T) {
 	if !testkit.HaveRedis(t) {
 		t.Skip("needs redis-server")
 	}
-	srv := redistest.Start(t, redistest.Options{})
+	t.Run("redis", func(t *testing.T) {
+		srv := redistest.Start(t, redistest.Options{})
+		client := aclUser(t, srv)
+		runACL(t, "redis-acl", client)
+		aclFleet(t, srv, client)
+		checkACLLog(t, srv)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		cluster := redistest.StartCluster(t)
+		nodes := []*redistest.Server{cluster.Node(0), cluster.Node(1), cluster.Node(2)}
+		client := aclUser(t, nodes...)
+		runACL(t, "cluster-acl", client)
+		aclClusterFleet(t, cluster, client)
+		checkACLLog(t, nodes...)
+	})
+}
+
+// aclUser creates the limiter's user on each of servers, with limiterACL
+// for the key prefixes of testkit.Isolated (t1:, t2:, …), and returns a
+// function that makes a client of them (or of addr) as that user.
+func aclUser(t *testing.T, servers ...*redistest.Server) func(testing.TB, ...string) rueidis.Client {
+	t.Helper()
 	const user, pass = "limiter", "limiter-pass"
-	if _, err := srv.Do(limiterACL(user, pass, "t")...); err != nil { // testkit.Isolated's prefixes: t1:, t2:, …
-		t.Fatalf("creating the limiter's user: %v", err)
+	var addrs []string
+	for _, srv := range servers {
+		if _, err := srv.Do(limiterACL(user, pass, "t")...); err != nil {
+			t.Fatalf("creating the limiter's user: %v", err)
+		}
+		// rueidis names itself with CLIENT SETINFO on each connection,
+		// and ignores a refusal; a server before 7.2 has no such command.
+		if _, err := srv.Do("ACL", "SETUSER", user, "+client|setinfo"); err != nil && !strings.Contains(err.Error(), "Unknown command") {
+			t.Fatalf("granting CLIENT SETINFO: %v", err)
+		}
+		addrs = append(addrs, srv.Addr())
 	}
-	// rueidis names itself with CLIENT SETINFO on each connection, and
-	// ignores a refusal; a server before 7.2 has no such command.
-	if _, err := srv.Do("ACL", "SETUSER", user, "+client|setinfo"); err != nil && !strings.Contains(err.Error(), "Unknown command") {
-		t.Fatalf("granting CLIENT SETINFO: %v", err)
-	}
-	client := func(t testing.TB, addr ...string) rueidis.Client {
+	return func(t testing.TB, addr ...string) rueidis.Client {
 		if len(addr) == 0 {
-			addr = []string{srv.Addr()}
+			addr = addrs
 		}
 		opt := testkit.ClientOption(addr...)
 		opt.Username, opt.Password = user, pass
@@ -68,20 +94,31 @@ func TestLeastPrivilegeACL(t *testing.T) {
 		t.Cleanup(c.Close)
 		return c
 	}
-	conformance.Run(t, conformance.Backend{Name: "redis-acl", New: func(t testing.TB, opts ratelimit.Options) *ratelimit.Limiter {
+}
+
+// runACL runs the behaviour suite on limiters of clients that client
+// makes.
+func runACL(t *testing.T, name string, client func(testing.TB, ...string) rueidis.Client) {
+	conformance.Run(t, conformance.Backend{Name: name, New: func(t testing.TB, opts ratelimit.Options) *ratelimit.Limiter {
 		return testkit.NewLimiter(t, client(t), testkit.Isolated(opts))
 	}, Two: func(t testing.TB, opts, other ratelimit.Options) (*ratelimit.Limiter, *ratelimit.Limiter) {
 		opts = testkit.Isolated(opts)
 		other.KeyPrefix = opts.KeyPrefix
 		return testkit.NewLimiter(t, client(t), opts), testkit.NewLimiter(t, client(t), other)
 	}})
-	aclFleet(t, srv, client)
-	log, err := srv.Do("ACL", "LOG")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.TrimSpace(log) != "" {
-		t.Errorf("Redis refused commands of the limiter's user:\n%s", log)
+}
+
+// checkACLLog fails the test for every refusal each of servers logged.
+func checkACLLog(t *testing.T, servers ...*redistest.Server) {
+	t.Helper()
+	for _, srv := range servers {
+		log, err := srv.Do("ACL", "LOG")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.TrimSpace(log) != "" {
+			t.Errorf("%s refused commands of the limiter's user:\n%s", srv.Addr(), log)
+		}
 	}
 }
 
@@ -114,6 +151,32 @@ func aclFleet(t *testing.T, srv *redistest.Server, client func(testing.TB, ...st
 	a.Close()
 	b.Close()
 	if n, err := srv.Do("ZCARD", "tfleet:v1:{instances}"); err != nil || n != "0" {
+		t.Errorf("the instances set after both closed: %v, %v; want both withdrawn", n, err)
+	}
+}
+
+// aclClusterFleet is aclFleet's fleet on a Cluster, without the outage:
+// heartbeats on the master of the fleet's key, the watches' shard
+// subscriptions there, and the withdrawals.
+func aclClusterFleet(t *testing.T, cluster *redistest.Cluster, client func(testing.TB, ...string) rueidis.Client) {
+	t.Helper()
+	opts := testkit.Options(testkit.NewClock())
+	opts.KeyPrefix, opts.HeartbeatInterval = "tfleet:", 50*time.Millisecond
+	key := "tfleet:v1:{instances}"
+	owner, err := cluster.NodeForKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := testkit.NewLimiter(t, client(t), opts)
+	b := testkit.NewLimiter(t, client(t), opts)
+	testkit.Eventually(t, "both count two instances", func() bool { return a.Stats().Instances == 2 && b.Stats().Instances == 2 })
+	testkit.Eventually(t, "both watches subscribed on the fleet key's master", func() bool {
+		reply, err := owner.Do("PUBSUB", "SHARDNUMSUB", key)
+		return err == nil && strings.Fields(reply)[1] == "2"
+	})
+	a.Close()
+	b.Close()
+	if n, err := owner.Do("ZCARD", key); err != nil || n != "0" {
 		t.Errorf("the instances set after both closed: %v, %v; want both withdrawn", n, err)
 	}
 }
