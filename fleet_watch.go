@@ -23,7 +23,10 @@ import (
 // channel: grant it &<KeyPrefix>v1:{instances}; a cluster before Redis 7,
 // which has no SSUBSCRIBE) leaves that gap open; the refusal is logged at
 // Warn (as its own kind of line, throttled apart), and tried again every
-// heartbeat period.
+// heartbeat period. Close waits for the watch to end: at most for a dial
+// under way, bounded by the client's Dialer.Timeout (Dial sets it to
+// Options.Timeout; see New), or for a subscription asked for, bounded by
+// Options.Timeout.
 func (l *Limiter) watchConn(conn *redisConn) {
 	redisio.Watch(l.done, conn.client, redisio.WatchConfig{
 		Channel: pair.FleetKey(l.set.KeyPrefix),
