@@ -31,15 +31,17 @@ type WatchConfig struct {
 // closed, so that the end of that connection tells its owner that the
 // server went away without a call of its own failing: a restart closes
 // every connection, even when no call was in flight. After an end it
-// subscribes again at once, then every cfg.Retry while the server cannot
-// be reached (cfg.Refused while it refuses).
+// subscribes again at once (after cfg.Retry when the subscription lasted
+// less, so that a server that ends each at once is not asked in a tight
+// loop), then every cfg.Retry while the server cannot be reached
+// (cfg.Refused while it refuses).
 //
 // The end is learnt as soon as the connection's reader sees it; a server
 // that stops answering without closing is found by rueidis' own health
 // checks, later.
 func Watch(done <-chan struct{}, c rueidis.Client, cfg WatchConfig) {
 	for {
-		subscribed, err := watchOnce(done, c, cfg)
+		since, err := watchOnce(done, c, cfg)
 		select {
 		case <-done:
 			return
@@ -48,8 +50,11 @@ func Watch(done <-chan struct{}, c rueidis.Client, cfg WatchConfig) {
 		pause := time.Duration(0)
 		_, refused := rueidis.IsRedisErr(err)
 		switch {
-		case subscribed:
+		case !since.IsZero():
 			cfg.Ended(err)
+			if time.Since(since) < cfg.Retry {
+				pause = cfg.Retry
+			}
 		case refused:
 			cfg.Refusal(err)
 			pause = cfg.Refused
@@ -69,9 +74,9 @@ func Watch(done <-chan struct{}, c rueidis.Client, cfg WatchConfig) {
 }
 
 // watchOnce subscribes on a dedicated connection and waits for its end
-// or for done. It reports whether the subscription was established, and
-// why it ended or could not be.
-func watchOnce(done <-chan struct{}, c rueidis.Client, cfg WatchConfig) (subscribed bool, err error) {
+// or for done. It returns when the subscription was established (zero:
+// it was not), and why it ended or could not be.
+func watchOnce(done <-chan struct{}, c rueidis.Client, cfg WatchConfig) (since time.Time, err error) {
 	// Closed, never given back to the client's pool: giving it back
 	// unsubscribes, and a server that answers that with an error where
 	// rueidis waits for the unsubscription (miniredis under SetError
@@ -88,12 +93,13 @@ func watchOnce(done <-chan struct{}, c rueidis.Client, cfg WatchConfig) (subscri
 	err = dc.Do(ctx, sub).Error()
 	cancel()
 	if err != nil {
-		return false, err
+		return time.Time{}, err
 	}
+	since = time.Now()
 	select {
 	case err := <-ended:
-		return true, err
+		return since, err
 	case <-done:
-		return true, nil
+		return since, nil
 	}
 }

@@ -16,6 +16,12 @@ import (
 // stop is called or the test ends, and returns the errors of the ends and
 // refusals it sees.
 func watching(t *testing.T, srv *redistest.Server, user string) (ended, refused <-chan error, stop func()) {
+	return watchingEvery(t, srv, user, 5*time.Millisecond)
+}
+
+// watchingEvery is watching with the pause retry after an attempt that
+// failed, or a subscription that lasted less.
+func watchingEvery(t *testing.T, srv *redistest.Server, user string, retry time.Duration) (ended, refused <-chan error, stop func()) {
 	t.Helper()
 	opt := rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true}
 	if user != "" {
@@ -30,7 +36,7 @@ func watching(t *testing.T, srv *redistest.Server, user string) (ended, refused 
 	go func() {
 		defer close(stopped)
 		redisio.Watch(done, c, redisio.WatchConfig{
-			Channel: "watched", Timeout: time.Second, Retry: 5 * time.Millisecond, Refused: 5 * time.Millisecond,
+			Channel: "watched", Timeout: time.Second, Retry: retry, Refused: 5 * time.Millisecond,
 			Ended:   func(err error) { e <- err },
 			Refusal: func(err error) { r <- err },
 		})
@@ -121,5 +127,31 @@ func TestWatchRefused(t *testing.T) {
 	}
 	if len(ended) != 0 {
 		t.Errorf("%d ends of a subscription that never was", len(ended))
+	}
+}
+
+// TestWatchNotInATightLoop: a subscription the server ends sooner than
+// Retry after it began is not asked for again before Retry, so that a
+// server (or a proxy) that ends each at once is not asked in a loop.
+func TestWatchNotInATightLoop(t *testing.T) {
+	if !testkit.HaveRedis(t) {
+		t.Skip("needs redis-server")
+	}
+	srv := redistest.Start(t, redistest.Options{})
+	ended, _, _ := watchingEvery(t, srv, "", time.Hour)
+	waitSubscribers(t, srv, "1")
+	if _, err := srv.Do("CLIENT", "KILL", "TYPE", "pubsub"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the killed connection did not end the watch")
+	}
+	// A watch that asked again at once would be subscribed by now, and
+	// would end again at the next kill.
+	time.Sleep(100 * time.Millisecond)
+	if n := subscribers(t, srv); n != "0" {
+		t.Errorf("%s subscribers right after the end of a short subscription; want none before Retry (an hour)", n)
 	}
 }
