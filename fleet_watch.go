@@ -33,6 +33,7 @@ func (l *Limiter) watchConn(conn *redisConn) {
 		Timeout: l.set.Timeout,
 		Retry:   l.set.Timeout,
 		Refused: l.set.HeartbeatInterval,
+		Follow:  l.set.HeartbeatInterval,
 		Ended: func(err error) {
 			l.noteFailure()
 			l.log.log(logWatch, slog.LevelDebug, "ratelimit: the connection that watches Redis ended; the next decision on Redis asks the fleet first", "err", err)

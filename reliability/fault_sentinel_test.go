@@ -2,6 +2,7 @@ package reliability_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -186,4 +187,56 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestWatchFollowsASentinelFailover: after a failover that leaves the old
+// master running (SENTINEL FAILOVER), the limiter's watch leaves it for
+// the promoted replica, the master its client follows now, within a
+// heartbeat period of the client's switch, while the old master is still
+// one; otherwise a later restart of the new master would go unseen by a
+// silent instance until Sentinel made the old master a replica and killed
+// its clients, seconds later (docs/fallback.md, "Who learns of an
+// outage").
+func TestWatchFollowsASentinelFailover(t *testing.T) {
+	if !testkit.HaveRedis(t) {
+		t.Skip("needs redis-server")
+	}
+	st := redistest.StartSentinel(t)
+	var logs testkit.SyncBuffer
+	opts := testkit.Isolated(ratelimit.Options{Timeout: time.Second, HeartbeatInterval: 100 * time.Millisecond, Logger: quietLogger(&logs)})
+	l, err := ratelimit.Dial(rueidis.ClientOption{
+		InitAddress: st.SentinelAddrs(),
+		Sentinel:    rueidis.SentinelOption{MasterSet: redistest.SentinelMasterSet},
+	}, opts)
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	t.Cleanup(l.Close)
+	channel := opts.KeyPrefix + "v1:{instances}"
+	subscribers := func(s *redistest.Server) string {
+		reply, err := s.Do("PUBSUB", "NUMSUB", channel)
+		if err != nil {
+			return err.Error()
+		}
+		return strings.Fields(reply)[1]
+	}
+	waitUntil(t, 30*time.Second, "the watch on the master", func() bool { return subscribers(st.Master()) == "1" })
+	if _, err := st.Sentinels()[0].Do("SENTINEL", "FAILOVER", redistest.SentinelMasterSet); err != nil {
+		t.Fatalf("SENTINEL FAILOVER: %v", err)
+	}
+	// The old master is made a replica (and its clients killed) only
+	// seconds after the promotion: a watch that moves while it is still a
+	// master followed the client.
+	var oldRole string
+	waitUntil(t, 60*time.Second, "the watch on the promoted replica", func() bool {
+		if subscribers(st.Replica()) != "1" {
+			return false
+		}
+		oldRole, _ = redistest.Role(st.Master())
+		return true
+	})
+	if oldRole != "master" {
+		t.Errorf("the watch moved once the old master was a %q: it did not follow the client, the old master's end moved it", oldRole)
+	}
+	waitUntil(t, 30*time.Second, "the watch off the old master", func() bool { return subscribers(st.Master()) == "0" })
 }

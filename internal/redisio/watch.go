@@ -2,6 +2,10 @@ package redisio
 
 import (
 	"context"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -16,6 +20,10 @@ type WatchConfig struct {
 	// Timeout bounds each attempt to subscribe, and Retry is the pause
 	// between two attempts after one that failed to reach the server.
 	Timeout, Retry time.Duration
+	// Follow is how often the watch checks that the client still sends
+	// to the node it watches (Sentinel: the master it follows may have
+	// changed, while the old one still runs).
+	Follow time.Duration
 	// Refused is the pause after the server refused the subscription (an
 	// ACL without the channel: NOPERM).
 	Refused time.Duration
@@ -36,9 +44,13 @@ type WatchConfig struct {
 // loop), then every cfg.Retry while the server cannot be reached
 // (cfg.Refused while it refuses).
 //
-// The end is learnt as soon as the connection's reader sees it; a server
-// that stops answering without closing is found by rueidis' own health
-// checks, later.
+// An end is also: the server's unsubscribing the connection (a Cluster
+// does when the channel's slot moves to another master), and, every
+// cfg.Follow, a client that no longer sends to the node the watch is on
+// (a Sentinel client that follows a new master, while the old one still
+// runs). The end of the connection is learnt as soon as its reader sees
+// it; a server that stops answering without closing is found by rueidis'
+// own health checks, later.
 func Watch(done <-chan struct{}, c rueidis.Client, cfg WatchConfig) {
 	for {
 		since, err := watchOnce(done, c, cfg)
@@ -48,8 +60,7 @@ func Watch(done <-chan struct{}, c rueidis.Client, cfg WatchConfig) {
 		default:
 		}
 		pause := time.Duration(0)
-		_, refused := rueidis.IsRedisErr(err)
-		switch {
+		switch refused := refusal(err); {
 		case !since.IsZero():
 			cfg.Ended(err)
 			if time.Since(since) < cfg.Retry {
@@ -84,7 +95,19 @@ func watchOnce(done <-chan struct{}, c rueidis.Client, cfg WatchConfig) (since t
 	// a bug of its own. Close releases it too.
 	dc, _ := c.Dedicate()
 	defer dc.Close()
-	ended := dc.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: func(rueidis.PubSubMessage) {}})
+	unsubscribed := make(chan struct{}, 1)
+	ended := dc.SetPubSubHooks(rueidis.PubSubHooks{
+		OnMessage: func(rueidis.PubSubMessage) {},
+		OnSubscription: func(s rueidis.PubSubSubscription) {
+			if s.Kind == "unsubscribe" || s.Kind == "sunsubscribe" {
+				select {
+				case unsubscribed <- struct{}{}:
+				default:
+				}
+			}
+		},
+	})
+	node := nodeOf(c)
 	sub := dc.B().Subscribe().Channel(cfg.Channel).Build()
 	if c.Mode() == rueidis.ClientModeCluster {
 		sub = dc.B().Ssubscribe().Channel(cfg.Channel).Build()
@@ -96,10 +119,49 @@ func watchOnce(done <-chan struct{}, c rueidis.Client, cfg WatchConfig) (since t
 		return time.Time{}, err
 	}
 	since = time.Now()
-	select {
-	case err := <-ended:
-		return since, err
-	case <-done:
-		return since, nil
+	follow := time.NewTicker(cfg.Follow)
+	defer follow.Stop()
+	for {
+		select {
+		case err := <-ended:
+			return since, err
+		case <-unsubscribed:
+			return since, errUnsubscribed
+		case <-follow.C:
+			if nodeOf(c) != node {
+				return since, errMoved
+			}
+		case <-done:
+			return since, nil
+		}
 	}
+}
+
+// refusal reports whether err is the server's refusal of the
+// subscription, not a reply that asks to try again elsewhere or later (a
+// Cluster's MOVED before the client learnt a slot's move, which it then
+// refreshes; CLUSTERDOWN, TRYAGAIN, LOADING).
+func refusal(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	if !ok {
+		return false
+	}
+	_, moved := re.IsMoved()
+	_, ask := re.IsAsk()
+	return !moved && !ask && !re.IsClusterDown() && !re.IsTryAgain() && !re.IsLoading()
+}
+
+var (
+	errUnsubscribed = errors.New("the server ended the subscription")
+	errMoved        = errors.New("the client sends to another node now")
+)
+
+// nodeOf names the nodes c sends to ("" on a Cluster, whose slots move
+// with their channels: see Watch).
+func nodeOf(c rueidis.Client) string {
+	if c.Mode() == rueidis.ClientModeCluster {
+		return ""
+	}
+	addrs := slices.Sorted(maps.Keys(c.Nodes()))
+	return strings.Join(addrs, ",")
 }

@@ -16,14 +16,14 @@ import (
 // stop is called or the test ends, and returns the errors of the ends and
 // refusals it sees.
 func watching(t *testing.T, srv *redistest.Server, user string) (ended, refused <-chan error, stop func()) {
-	return watchingEvery(t, srv, user, 5*time.Millisecond)
+	return watchingEvery(t, []string{srv.Addr()}, user, 5*time.Millisecond)
 }
 
 // watchingEvery is watching with the pause retry after an attempt that
 // failed, or a subscription that lasted less.
-func watchingEvery(t *testing.T, srv *redistest.Server, user string, retry time.Duration) (ended, refused <-chan error, stop func()) {
+func watchingEvery(t *testing.T, addrs []string, user string, retry time.Duration) (ended, refused <-chan error, stop func()) {
 	t.Helper()
-	opt := rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true}
+	opt := rueidis.ClientOption{InitAddress: addrs, DisableCache: true}
 	if user != "" {
 		opt.Username, opt.Password = user, "pass"
 	}
@@ -36,9 +36,9 @@ func watchingEvery(t *testing.T, srv *redistest.Server, user string, retry time.
 	go func() {
 		defer close(stopped)
 		redisio.Watch(done, c, redisio.WatchConfig{
-			Channel: "watched", Timeout: time.Second, Retry: retry, Refused: 5 * time.Millisecond,
-			Ended:   func(err error) { e <- err },
-			Refusal: func(err error) { r <- err },
+			Channel: "watched", Timeout: time.Second, Retry: retry, Refused: 5 * time.Millisecond, Follow: time.Second,
+			Ended:   func(err error) { send(e, err) },
+			Refusal: func(err error) { send(r, err) },
 		})
 	}()
 	var once sync.Once
@@ -52,11 +52,26 @@ func watchingEvery(t *testing.T, srv *redistest.Server, user string, retry time.
 	return e, r, stop
 }
 
+// send sends err on ch unless ch is full: a test that lets errors pile
+// up has failed on their count already, and the watch must not block.
+func send(ch chan error, err error) {
+	select {
+	case ch <- err:
+	default:
+	}
+}
+
 // subscribers returns how many connections srv has subscribed to the
 // watched channel.
 func subscribers(t *testing.T, srv *redistest.Server) string {
+	return subscribersBy(t, srv, "NUMSUB")
+}
+
+// subscribersBy is subscribers through PUBSUB's sub (SHARDNUMSUB: a
+// Cluster's shard channels).
+func subscribersBy(t *testing.T, srv *redistest.Server, sub string) string {
 	t.Helper()
-	reply, err := srv.Do("PUBSUB", "NUMSUB", "watched")
+	reply, err := srv.Do("PUBSUB", sub, "watched")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +153,7 @@ func TestWatchNotInATightLoop(t *testing.T) {
 		t.Skip("needs redis-server")
 	}
 	srv := redistest.Start(t, redistest.Options{})
-	ended, _, _ := watchingEvery(t, srv, "", time.Hour)
+	ended, _, _ := watchingEvery(t, []string{srv.Addr()}, "", time.Hour)
 	waitSubscribers(t, srv, "1")
 	if _, err := srv.Do("CLIENT", "KILL", "TYPE", "pubsub"); err != nil {
 		t.Fatal(err)
@@ -153,5 +168,55 @@ func TestWatchNotInATightLoop(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if n := subscribers(t, srv); n != "0" {
 		t.Errorf("%s subscribers right after the end of a short subscription; want none before Retry (an hour)", n)
+	}
+}
+
+// TestWatchFollowsItsSlot: on a Cluster the watch's shard subscription is
+// on the master of the channel's slot; when the slot moves to another
+// master, the old one unsubscribes the connection (it stays open), which
+// the watch takes as an end, and it subscribes again on the new master.
+func TestWatchFollowsItsSlot(t *testing.T) {
+	if !testkit.HaveRedis(t) {
+		t.Skip("needs redis-server")
+	}
+	cluster := redistest.StartCluster(t)
+	ended, refused, _ := watchingEvery(t, cluster.Addrs(), "", 5*time.Millisecond)
+	owner, err := cluster.NodeForKey("watched")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "the watch on the slot's master", func() bool { return subscribersBy(t, owner, "SHARDNUMSUB") == "1" })
+	var target *redistest.Server
+	for i := range 3 {
+		if n := cluster.Node(i); n != owner {
+			target = n
+			break
+		}
+	}
+	slot, err := owner.Do("CLUSTER", "KEYSLOT", "watched")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := target.Do("CLUSTER", "MYID")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []*redistest.Server{target, owner} { // the new owner first, as redis-cli --cluster does
+		if _, err := n.Do("CLUSTER", "SETSLOT", slot, "NODE", id); err != nil {
+			t.Fatalf("CLUSTER SETSLOT %s NODE %s on %s: %v", slot, id, n.Addr(), err)
+		}
+	}
+	select {
+	case err := <-ended:
+		t.Logf("ended: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the slot's move did not end the watch")
+	}
+	testkit.Eventually(t, "the watch on the slot's new master", func() bool { return subscribersBy(t, target, "SHARDNUMSUB") == "1" })
+	if n := subscribersBy(t, owner, "SHARDNUMSUB"); n != "0" {
+		t.Errorf("the old master still counts %s shard subscribers", n)
+	}
+	if len(refused) != 0 {
+		t.Errorf("%d refusals (the first: %v); a MOVED before the client learnt the slot's move is no refusal", len(refused), <-refused)
 	}
 }
