@@ -28,8 +28,9 @@ type WatchConfig struct {
 	// ACL without the channel: NOPERM).
 	Refused time.Duration
 	// Ended is called when a subscription ends while done is open: the
-	// server stopped, restarted, failed over, or closed the connection. It
-	// is not called while none could be established.
+	// server stopped, restarted, failed over, closed the connection or
+	// unsubscribed it, or the client sends to another node now (see
+	// Watch). It is not called while none could be established.
 	Ended func(error)
 	// Refusal is called with each refusal of the server.
 	Refusal func(error)
@@ -92,7 +93,10 @@ func watchOnce(done <-chan struct{}, c rueidis.Client, cfg WatchConfig) (since t
 	// unsubscribes, and a server that answers that with an error where
 	// rueidis waits for the unsubscription (miniredis under SetError
 	// does: the root's TestFleetShare) makes rueidis panic, taking it for
-	// a bug of its own. Close releases it too.
+	// a bug of its own. Close releases it too. The node is read first: a
+	// client that moves in between is seen to have moved at the next
+	// check, at worst once too often.
+	node := nodeOf(c)
 	dc, _ := c.Dedicate()
 	defer dc.Close()
 	unsubscribed := make(chan struct{}, 1)
@@ -107,7 +111,6 @@ func watchOnce(done <-chan struct{}, c rueidis.Client, cfg WatchConfig) (since t
 			}
 		},
 	})
-	node := nodeOf(c)
 	sub := dc.B().Subscribe().Channel(cfg.Channel).Build()
 	if c.Mode() == rueidis.ClientModeCluster {
 		sub = dc.B().Ssubscribe().Channel(cfg.Channel).Build()
