@@ -41,14 +41,7 @@ func TestFaultSentinelFailover(t *testing.T) {
 	// 1 s so that a loaded machine (or -race) never turns a slow call on a
 	// healthy master into a degraded one.
 	opts := testkit.Isolated(ratelimit.Options{Timeout: time.Second, Logger: quietLogger(&logs)})
-	l, err := ratelimit.Dial(rueidis.ClientOption{
-		InitAddress: st.SentinelAddrs(),
-		Sentinel:    rueidis.SentinelOption{MasterSet: redistest.SentinelMasterSet},
-	}, opts)
-	if err != nil {
-		t.Fatalf("Dial: %v", err)
-	}
-	t.Cleanup(l.Close)
+	l := dialSentinel(t, st, opts)
 	rule := ratelimit.Rule{Name: "sentinel", Limit: ratelimit.Limit{Rate: 100_000, Window: time.Minute}}
 	waitUntil(t, 30*time.Second, "decisions on redis before the kill", func() bool {
 		return !testkit.Allow(t, l, rule, "probe").Degraded
@@ -204,14 +197,7 @@ func TestWatchFollowsASentinelFailover(t *testing.T) {
 	st := redistest.StartSentinel(t)
 	var logs testkit.SyncBuffer
 	opts := testkit.Isolated(ratelimit.Options{Timeout: time.Second, HeartbeatInterval: 100 * time.Millisecond, Logger: quietLogger(&logs)})
-	l, err := ratelimit.Dial(rueidis.ClientOption{
-		InitAddress: st.SentinelAddrs(),
-		Sentinel:    rueidis.SentinelOption{MasterSet: redistest.SentinelMasterSet},
-	}, opts)
-	if err != nil {
-		t.Fatalf("Dial: %v", err)
-	}
-	t.Cleanup(l.Close)
+	dialSentinel(t, st, opts)
 	channel := opts.KeyPrefix + "v1:{instances}"
 	subscribers := func(s *redistest.Server) string {
 		reply, err := s.Do("PUBSUB", "NUMSUB", channel)
@@ -239,4 +225,19 @@ func TestWatchFollowsASentinelFailover(t *testing.T) {
 		t.Errorf("the watch moved once the old master was a %q: it did not follow the client, the old master's end moved it", oldRole)
 	}
 	waitUntil(t, 30*time.Second, "the watch off the old master", func() bool { return subscribers(st.Master()) == "0" })
+}
+
+// dialSentinel returns a Limiter Dialed through st's sentinels with opts,
+// closed at cleanup.
+func dialSentinel(t *testing.T, st *redistest.Sentinel, opts ratelimit.Options) *ratelimit.Limiter {
+	t.Helper()
+	l, err := ratelimit.Dial(rueidis.ClientOption{
+		InitAddress: st.SentinelAddrs(),
+		Sentinel:    rueidis.SentinelOption{MasterSet: redistest.SentinelMasterSet},
+	}, opts)
+	if err != nil {
+		t.Fatalf("Dial: %v", err)
+	}
+	t.Cleanup(l.Close)
+	return l
 }
