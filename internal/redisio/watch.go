@@ -122,20 +122,28 @@ func watchOnce(done <-chan struct{}, c rueidis.Client, cfg WatchConfig) (since t
 		return time.Time{}, err
 	}
 	since = time.Now()
-	follow := time.NewTicker(cfg.Follow)
-	defer follow.Stop()
+	return since, held(done, c, node, cfg.Follow, ended, unsubscribed)
+}
+
+// held waits while a subscription on c's node node holds: until the
+// connection ends (ended), the server unsubscribes it, c sends to another
+// node (checked every follow), or done. It returns why it ended (nil for
+// done).
+func held(done <-chan struct{}, c rueidis.Client, node string, follow time.Duration, ended <-chan error, unsubscribed <-chan struct{}) error {
+	t := time.NewTicker(follow)
+	defer t.Stop()
 	for {
 		select {
 		case err := <-ended:
-			return since, err
+			return err
 		case <-unsubscribed:
-			return since, errUnsubscribed
-		case <-follow.C:
+			return errUnsubscribed
+		case <-t.C:
 			if nodeOf(c) != node {
-				return since, errMoved
+				return errMoved
 			}
 		case <-done:
-			return since, nil
+			return nil
 		}
 	}
 }
