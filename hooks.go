@@ -208,14 +208,11 @@ type Stats struct {
 // most Options.LocalCapacity. Like Stats it locks each shard in turn.
 func (l *Limiter) LocalMeters() map[string]int {
 	m := make(map[string]int, len(meterLetters))
-	for i := range l.local.shards {
-		sh := &l.local.shards[i]
-		sh.mu.Lock()
+	l.local.eachShard(func(sh *localShard) {
 		for slot, owner := range slotOwners {
 			m[owner.meterName()] += sh.meters[slot].Len()
 		}
-		sh.mu.Unlock()
-	}
+	})
 	return m
 }
 

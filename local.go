@@ -3,13 +3,13 @@ package ratelimit
 import (
 	"hash/maphash"
 	"sync"
-	"unsafe"
 
 	"github.com/ratelimit-go/ratelimit/internal/crowd"
 	"github.com/ratelimit-go/ratelimit/internal/ladder"
 	"github.com/ratelimit-go/ratelimit/internal/ledger"
 	"github.com/ratelimit-go/ratelimit/internal/meter"
 	"github.com/ratelimit-go/ratelimit/internal/shield"
+	"github.com/ratelimit-go/ratelimit/internal/store"
 )
 
 // DefaultLocalCapacity is the number of keys the local limiter keeps when
@@ -22,7 +22,7 @@ const DefaultLocalCapacity = 100_000
 // hash, each a set of LRU tables (golang-lru's simplelru, see store.Table) under
 // its own lock, so that unrelated keys do not wait for each other.
 //
-// Each shard keeps a table per kind of state (see shardTables): the meters
+// Each shard keeps a table per kind of state (see localShard): the meters
 // (sliding logs, approximate counters, GCRA buckets, calendar quotas), the
 // violations of keys that are not banned, the active bans, the shield's
 // rejections and the debts of the write-back. A flood of new keys evicts
@@ -34,21 +34,12 @@ const DefaultLocalCapacity = 100_000
 // them apart); tables of different eviction classes cannot be merged
 // without losing the guarantees above.
 type localStore struct {
-	mask   uint64
-	shards []localShard
+	shards store.Shards[localShard]
 	owing  ledger.Owing // the debts' events, over every shard (see debt.go)
 }
 
+// localShard is one shard of the store: its tables, under its lock.
 type localShard struct {
-	shardTables
-	// last is the latest process-clock time a call of a local-only
-	// Limiter was decided at in the shard (see admitAt). Its shard's lock
-	// guards it.
-	last int64
-	_    [128 - (unsafe.Sizeof(shardTables{})+8)%128]byte // keeps shards' locks on separate cache lines
-}
-
-type shardTables struct {
 	mu       sync.Mutex                // guards the tables and everything in them
 	meters   meterTables               // each kind's meters, by meter slot (see meterSlot)
 	ladders  ladder.Book[lkey]         // the penalty ladders: violations, and bans apart
@@ -61,21 +52,21 @@ type shardTables struct {
 	// done (Redis' too, or never to be). A decision Redis made before a
 	// give-back reached it still counts those events (see record).
 	backs, backsDone int64
+	// last is the latest process-clock time a call of a local-only
+	// Limiter was decided at in the shard (see admitAt).
+	last int64
 }
 
 // newLocalStore returns a store that keeps at most capacity meters of each
 // kind, capacity violation records and capacity bans (and caches at most
 // capacity rejections for the hot-key shield).
 func newLocalStore(capacity int) *localStore {
-	n := 1
-	for n < 128 && capacity/(n*2) >= 64 {
-		n *= 2
-	}
+	n := store.ShardsFor(capacity)
 	per := (capacity + n - 1) / n
-	s := &localStore{mask: uint64(n - 1), shards: make([]localShard, n)}
+	s := &localStore{shards: store.NewShards[localShard](n)}
 	s.owing.SetMax(DefaultWriteBackMax)
-	for i := range s.shards {
-		sh := &s.shards[i]
+	for i := range n {
+		sh := s.shards.At(i)
 		for slot := range meterLetters {
 			sh.meters[slot] = slotOwners[slot].newMeters(per)
 		}
@@ -91,8 +82,8 @@ func newLocalStore(capacity int) *localStore {
 // work that spans the store (Stats, Close, a loss of Redis' data), never
 // a call's.
 func (s *localStore) eachShard(f func(sh *localShard)) {
-	for i := range s.shards {
-		sh := &s.shards[i]
+	for i := range s.shards.Len() {
+		sh := s.shards.At(i)
 		sh.mu.Lock()
 		f(sh)
 		sh.mu.Unlock()
@@ -131,7 +122,7 @@ func (s *localStore) atRule(k *lkey, rh uint64) (*localShard, uint64) {
 	if k.Hashed {
 		h = ^h
 	}
-	return &s.shards[(h>>32)&s.mask], h
+	return s.shards.Of(h), h
 }
 
 // admit makes one decision without Redis at now for n events (peek: for one, recording

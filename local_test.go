@@ -36,22 +36,31 @@ func TestBansSurviveAFloodOfKeys(t *testing.T) {
 		t.Fatalf("after the flood the ban is gone: %+v", d)
 	}
 	var logs, strikes, bans int
-	for i := range s.shards {
-		logs += s.shards[i].meters[logMeters].Len()
-		st, b := s.shards[i].ladders.Len()
+	s.eachShard(func(sh *localShard) {
+		logs += sh.meters[logMeters].Len()
+		st, b := sh.ladders.Len()
 		strikes += st
 		bans += b
-	}
+	})
 	if logs > 64 || strikes > 64 || bans > 64 {
 		t.Fatalf("the store grew past its capacity: %d logs, %d strikes, %d bans", logs, strikes, bans)
 	}
 }
 
+// TestLocalStoreSharding: the store spreads its capacity over as many
+// shards as store.ShardsFor gives (tested there), each with its share.
 func TestLocalStoreSharding(t *testing.T) {
-	for _, c := range []struct{ capacity, shards int }{{1, 1}, {100, 1}, {127, 1}, {128, 2}, {256, 4}, {100_000, 128}, {10_000_000, 128}} {
-		if got := len(newLocalStore(c.capacity).shards); got != c.shards {
-			t.Errorf("capacity %d: %d shards, want %d", c.capacity, got, c.shards)
-		}
+	s := newLocalStore(1000)
+	if got := s.shards.Len(); got != 8 {
+		t.Fatalf("capacity 1000: %d shards, want 8", got)
+	}
+	sh := s.shards.At(0)
+	for i := range 200 {
+		k, _ := localKey("r", strconv.Itoa(i))
+		sh.ladders.Ban(&k, uint64(i), 0, 1)
+	}
+	if _, bans := sh.ladders.Len(); bans != 125 {
+		t.Fatalf("a shard of a store of 1000 keeps %d bans, want 125", bans)
 	}
 }
 

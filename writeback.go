@@ -78,7 +78,7 @@ func batchKept(b *batch, now int64) int64 {
 // cut cuts a batch from each debt of shard i that owes something at now
 // (see ledger.Ledger.Cut); newID names a batch.
 func (s *localStore) cut(i int, now int64, newID func() string) []*batch {
-	sh := &s.shards[i]
+	sh := s.shards.At(i)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	return sh.debts.Cut(now, dueFrom, newID)
@@ -226,7 +226,7 @@ func (l *Limiter) writeBack(ctx context.Context) (more bool) {
 	}
 	now := l.localNow()
 	newID := func() string { return l.member(l.seq.Add(1)) + "w" }
-	for i := range l.local.shards {
+	for i := range l.local.shards.Len() {
 		bs := l.local.cut(i, now, newID)
 		for j, b := range bs {
 			o := l.sendBatch(ctx, conn, b, now)

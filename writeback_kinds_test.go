@@ -284,7 +284,7 @@ func TestWriteBackGCRACarryWhileOnItsWay(t *testing.T) {
 		t.Fatalf("the burst without redis: %+v", d)
 	}
 	var bs []*batch
-	for i := range e.l.local.shards {
+	for i := range e.l.local.shards.Len() {
 		bs = append(bs, e.l.local.cut(i, t0, func() string { return "b1" })...)
 	}
 	if len(bs) != 1 || len(bs[0].Events) != 1 || bs[0].Events[0] != (eventlog.Event{At: t0, N: 10}) {

@@ -203,7 +203,7 @@ func (e *wbEnv) sendTwice(want int) {
 	e.t.Helper()
 	now := e.l.localNow()
 	var bs []*batch
-	for i := range e.l.local.shards {
+	for i := range e.l.local.shards.Len() {
 		bs = append(bs, e.l.local.cut(i, now, func() string { return e.l.id + "w" + strconv.Itoa(len(bs)) })...)
 	}
 	if len(bs) != want {
@@ -217,7 +217,7 @@ func (e *wbEnv) sendTwice(want int) {
 		e.l.local.settle(b, ledger.Unsure) // as if the reply was lost
 	}
 	replayed := 0
-	for i := range e.l.local.shards {
+	for i := range e.l.local.shards.Len() {
 		for _, b := range e.l.local.cut(i, now, func() string { return "fresh" }) {
 			if b.ID == "fresh" {
 				e.t.Fatalf("an unsure batch of %q was cut afresh", b.Key.Rule)

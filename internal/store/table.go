@@ -1,8 +1,9 @@
-// Package store holds the tables the library's local limiter keeps its
-// state in: LRU tables of values under a key and its 64-bit hash, whose
-// values stay in place so that a hot path mutates them without
-// allocating. A Table is not safe for concurrent use: its owner's lock
-// guards it.
+// Package store holds the structure the library's local limiter keeps
+// its state in: shards, one picked per key by the key's 64-bit hash, each
+// on cache lines of its own (Shards), and in each shard LRU tables of
+// values under a key and its hash, whose values stay in place so that a
+// hot path mutates them without allocating (Table). A Table is not safe
+// for concurrent use: its shard's lock guards it.
 package store
 
 import "github.com/hashicorp/golang-lru/v2/simplelru"
