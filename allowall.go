@@ -173,7 +173,7 @@ func (l *Limiter) takeBack(us []undo, rs []Result) {
 		}
 		err := l.undoOnRedis(context.Background(), u.conn, u, u.key, u.n, fmt.Sprintf("taking back %d events", u.n))
 		if err != nil {
-			l.log.log(logOutage, slog.LevelWarn, "ratelimit: AllowAll could not take events back", "err", err)
+			l.log.Log(logOutage, slog.LevelWarn, "ratelimit: AllowAll could not take events back", "err", err)
 		}
 	}
 }

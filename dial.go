@@ -94,12 +94,12 @@ func (l *Limiter) connect(clientOpt rueidis.ClientOption) {
 // (a timeout's does not).
 func (l *Limiter) logNoClient(clientOpt rueidis.ClientOption, err error, first bool) {
 	if msg, ok := refusal(err); ok {
-		l.log.log(logAuth, slog.LevelError, msg, "addr", clientOpt.InitAddress, "err", err)
+		l.log.Log(logAuth, slog.LevelError, msg, "addr", clientOpt.InitAddress, "err", err)
 		return
 	}
 	msg := "ratelimit: redis still unreachable; deciding locally"
 	if first {
 		msg = "ratelimit: redis unreachable; deciding locally until it can be reached, retrying in the background"
 	}
-	l.log.log(logConnect, slog.LevelWarn, msg, "addr", clientOpt.InitAddress, "err", err)
+	l.log.Log(logConnect, slog.LevelWarn, msg, "addr", clientOpt.InitAddress, "err", err)
 }

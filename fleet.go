@@ -167,7 +167,7 @@ func (l *Limiter) beat(conn *redisConn, key string, kicked bool) {
 	l.heartbeatStarved.Store(errors.Is(err, errShed))
 	if err != nil {
 		l.fleet.Missed()
-		l.log.log(logHeartbeat, slog.LevelDebug, "ratelimit: heartbeat failed; keeping the instance count last seen",
+		l.log.Log(logHeartbeat, slog.LevelDebug, "ratelimit: heartbeat failed; keeping the instance count last seen",
 			"instances", l.fleet.Live(), "err", err)
 		return
 	}
@@ -289,6 +289,6 @@ func (l *Limiter) withdraw(conn *redisConn, key string) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.set.Timeout)
 	defer cancel()
 	if err := conn.client.Do(ctx, conn.client.B().Zrem().Key(key).Member(l.id).Build()).Error(); err != nil {
-		l.log.log(logHeartbeat, slog.LevelDebug, "ratelimit: could not withdraw the limiter from the fleet", "err", err)
+		l.log.Log(logHeartbeat, slog.LevelDebug, "ratelimit: could not withdraw the limiter from the fleet", "err", err)
 	}
 }

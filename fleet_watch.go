@@ -36,10 +36,10 @@ func (l *Limiter) watchConn(conn *redisConn) {
 		Follow:  l.set.HeartbeatInterval,
 		Ended: func(err error) {
 			l.noteFailure()
-			l.log.log(logWatch, slog.LevelDebug, "ratelimit: the connection that watches Redis ended; the next decision on Redis asks the fleet first", "err", err)
+			l.log.Log(logWatch, slog.LevelDebug, "ratelimit: the connection that watches Redis ended; the next decision on Redis asks the fleet first", "err", err)
 		},
 		Refusal: func(err error) {
-			l.log.log(logWatch, slog.LevelWarn, "ratelimit: Redis refused the subscription that watches it for restarts; until it is granted, this Limiter learns of a restart its calls did not meet only at its next heartbeat (the user's ACL: docs/operations.md)", "channel", pair.FleetKey(l.set.KeyPrefix), "err", err)
+			l.log.Log(logWatch, slog.LevelWarn, "ratelimit: Redis refused the subscription that watches it for restarts; until it is granted, this Limiter learns of a restart its calls did not meet only at its next heartbeat (the user's ACL: docs/operations.md)", "channel", pair.FleetKey(l.set.KeyPrefix), "err", err)
 		},
 	})
 }

@@ -131,7 +131,7 @@ func (l *Limiter) dropLease(ctx context.Context, u *undo) {
 		return
 	}
 	if err != nil {
-		l.log.log(logOutage, slog.LevelWarn, "ratelimit: a lease could not be released in redis; it expires there", "err", err)
+		l.log.Log(logOutage, slog.LevelWarn, "ratelimit: a lease could not be released in redis; it expires there", "err", err)
 	}
 }
 

@@ -152,7 +152,7 @@ func (l *Limiter) outcome(b *breaker.Breaker, g *redisio.Gate, took time.Duratio
 		return sent{b: b}, ce.err
 	case misuse:
 		b.NoteAnswer(breaker.AnswerYes)
-		l.log.log(logMisuse, slog.LevelError, "ratelimit: redis refused the call", "about", about.String(), "err", ce.err)
+		l.log.Log(logMisuse, slog.LevelError, "ratelimit: redis refused the call", "about", about.String(), "err", ce.err)
 		return sent{b: b}, fmt.Errorf("%w: %s: %w", ErrRedis, about, ce.err)
 	}
 	b.NoteAnswer(breaker.AnswerNo)
@@ -180,10 +180,10 @@ func (l *Limiter) sendHeld(ctx context.Context, conn *redisConn, redisKey string
 // warning otherwise.
 func (l *Limiter) logOutage(err error) {
 	if msg, ok := refusal(err); ok {
-		l.log.log(logAuth, slog.LevelError, msg, "err", err)
+		l.log.Log(logAuth, slog.LevelError, msg, "err", err)
 		return
 	}
-	l.log.log(logOutage, slog.LevelWarn, "ratelimit: redis call failed; deciding locally", "err", err)
+	l.log.Log(logOutage, slog.LevelWarn, "ratelimit: redis call failed; deciding locally", "err", err)
 }
 
 // callContext bounds one Redis call by Options.Timeout, or by the caller's

@@ -15,6 +15,7 @@ import (
 	"github.com/ratelimit-go/ratelimit/internal/clock"
 	"github.com/ratelimit-go/ratelimit/internal/crowd"
 	"github.com/ratelimit-go/ratelimit/internal/fleet"
+	"github.com/ratelimit-go/ratelimit/internal/logthrottle"
 	"github.com/ratelimit-go/ratelimit/internal/redisio"
 	"github.com/ratelimit-go/ratelimit/internal/script"
 	"github.com/redis/rueidis"
@@ -27,7 +28,7 @@ type Limiter struct {
 	set     settings
 	local   *localStore
 	changes *breaker.Queue
-	log     *throttledLog
+	log     *logthrottle.Log[logKind]
 
 	deadlines *redisio.SharedDeadline // bounds Redis calls by Options.Timeout
 
@@ -152,7 +153,7 @@ func newLimiter(opts Options, remote bool) (*Limiter, error) {
 		set:       set,
 		local:     newLocalStore(set.LocalCapacity),
 		changes:   breaker.NewQueue(),
-		log:       newThrottledLog(set.Logger, set.LogInterval),
+		log:       logthrottle.New(set.Logger, set.LogInterval, logKinds),
 		deadlines: redisio.NewSharedDeadline(set.Timeout),
 		clock:     clock.NewProcess(),
 		remote:    remote,
@@ -187,7 +188,7 @@ func (l *Limiter) announce(bc breaker.Change) {
 		l.kickWriteBack()
 		l.kickHeartbeat()
 	}
-	l.log.log(kind, level, msg, "breaker", c.Breaker, "from", c.From.String(), "to", c.To.String())
+	l.log.Log(kind, level, msg, "breaker", c.Breaker, "from", c.From.String(), "to", c.To.String())
 	if l.set.OnBreakerChange != nil {
 		l.set.OnBreakerChange(c)
 	}

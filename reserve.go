@@ -284,7 +284,7 @@ func (l *Limiter) sendBack(ctx context.Context, g *owedBack) bool {
 		l.backDone(g)
 		return true
 	case errors.Is(err, ErrRedis):
-		l.log.log(logOutage, slog.LevelWarn, "ratelimit: redis refused a reservation's give-back; its events stay until they expire", "err", err)
+		l.log.Log(logOutage, slog.LevelWarn, "ratelimit: redis refused a reservation's give-back; its events stay until they expire", "err", err)
 		l.backDone(g)
 		return false
 	}

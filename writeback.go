@@ -188,7 +188,7 @@ func (l *Limiter) logWriteBack(logged *[2]uint64) {
 	if d != logged[1] {
 		level = slog.LevelWarn
 	}
-	if l.log.log(logWriteBack, level, "ratelimit: wrote back to redis what was decided without it",
+	if l.log.Log(logWriteBack, level, "ratelimit: wrote back to redis what was decided without it",
 		"written", w-logged[0], "dropped", d-logged[1], "pending", l.local.owing.Events()) {
 		*logged = [2]uint64{w, d}
 	}
@@ -202,7 +202,7 @@ func (l *Limiter) logDroppedAtClose() {
 	before := l.local.owing.Dropped()
 	l.local.dropAll()
 	if n := l.local.owing.Dropped() - before; n > 0 {
-		l.log.logger.Info("ratelimit: closed with events decided without redis not yet written back; they are dropped",
+		l.set.Logger.Info("ratelimit: closed with events decided without redis not yet written back; they are dropped",
 			"dropped", n)
 	}
 }
