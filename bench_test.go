@@ -28,8 +28,9 @@ var benchKeyNames = func() []string {
 	return keys
 }()
 
-// benchRules: a plain rule that mostly allows, a hot rule that mostly
-// rejects, and a penalty rule.
+// The benchmarks' rules: a plain rule that mostly allows (benchPlain), a
+// hot rule that mostly rejects (benchHot), and a penalty rule
+// (benchPenalty).
 var (
 	benchPlain   = ratelimit.Rule{Name: "bench", Limit: ratelimit.PerSecond(1_000_000)}
 	benchHot     = ratelimit.Rule{Name: "hot", Limit: ratelimit.PerMinute(10)}

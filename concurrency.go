@@ -24,7 +24,7 @@ type concurrencyKind struct{ slidingKind }
 
 func (concurrencyKind) name() string { return "concurrency" }
 
-// script is the sliding log's, but for the leases the calling process
+// scripts are the sliding log's, but for the leases the calling process
 // sends along, which it puts back when Redis lost them (see
 // lua/concurrency.lua and leaseSet.onRedis).
 func (concurrencyKind) scripts() *kindScripts { return concurrencyScripts }

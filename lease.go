@@ -345,7 +345,7 @@ func (l *Limiter) renewOnRedis(ctx context.Context, conn *redisConn, u *undo, no
 
 // recordOver records the lease u of a rule in dry run that enforcing would
 // have refused: under an id of its own at now, in Redis past the limit
-// (renew.lua's force), or in the process, owed to Redis, when Redis cannot
+// (renew.lua's ARGV[6]), or in the process, owed to Redis, when Redis cannot
 // be used. It reports whether the lease was recorded.
 func (l *Limiter) recordOver(ctx context.Context, u *undo) bool {
 	now := l.localNow()

@@ -104,7 +104,8 @@ func (quotaKind) args(p plan) (int64, int64, bool) { return p.start, p.end, fals
 // (quota.record), from the time Go sent (a quota's script always gets it).
 func (quotaKind) shortReset(p plan, now int64) int64 { return p.end - now }
 
-// A rejection of one period never answers a call in the next.
+// shieldMark is the period's start: a rejection of one period never
+// answers a call in the next.
 func (quotaKind) shieldMark(p plan) int64 { return p.start }
 func (quotaKind) horizon(p plan) int64    { return p.end }
 

@@ -49,7 +49,7 @@ func reserveVariant(kind string, penalty bool) script.Variant {
 }
 
 // kindScripts are the entries composed with one kind's pieces: each kind's
-// file holds its own (see algorithm.scripts).
+// file holds its own (see redisKind.scripts).
 type kindScripts struct {
 	pieces    string            // the name of the kind's pieces in lua/
 	allow     [2]*script.Script // allow.lua, without and with a penalty

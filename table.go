@@ -60,7 +60,7 @@ func metersOf[V any](ms *meterTables, slot int) *table[V] {
 	return ms[slot].(*table[V])
 }
 
-// newMeters returns a new table of meters of type V, for algorithm.newMeters.
+// newMeters returns a new table of meters of type V, for localKind.newMeters.
 func newMeters[V any](size int) meterTable {
 	t := newTable[V](size)
 	return &t

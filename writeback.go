@@ -59,7 +59,7 @@ const DefaultWriteBackMax = 100_000
 const writeBackEvery = time.Second
 
 // kept is how long what p's state holds at now can still count, in µs
-// (see algorithm.kept). Redis remembers a write-back batch that long (so
+// (see writeBackKind.kept). Redis remembers a write-back batch that long (so
 // that a replay cannot change what its events count in), and a Reset's
 // time (so that every process' own count of the pair before it is void).
 func (p *plan) kept(now int64) int64 { return p.alg.back.kept(*p, now) }

@@ -171,5 +171,5 @@ redis.call('PEXPIRE', key, {{template "ttl.arg" "2 * window"}})
 {{- end}}
 
 {{/* counter.tail: the fixed window the call's events went into, the last
-number of allow.lua's reply (see algorithm.windowed and undo.lua). */}}
+number of allow.lua's reply (see redisKind.windowed and undo.lua). */}}
 {{- define "counter.tail"}}w{{end}}

@@ -85,7 +85,7 @@ local window, w, c, given = p.window, p.w, p.c, p.given
 {{- end}}
 
 {{/* fixed.tail: the window the call's events went into, the last number
-of allow.lua's reply (see algorithm.windowed and undo.lua). */}}
+of allow.lua's reply (see redisKind.windowed and undo.lua). */}}
 {{- define "fixed.tail"}}w{{end}}
 
 {{/* fixed.undo takes the events back from the window they went into

@@ -20,13 +20,13 @@
 --          KEYS[1].
 -- KEYS[4]  when Redis' data began, as far as the fleet knows, in µs
 --          (<prefix>v1:{instances}:epoch): made by the first heartbeat
---          that finds it missing, and kept for epochLife past the last
+--          that finds it missing, and kept for epoch_life past the last
 --          heartbeat, so that it outlives the set by far: a set that ran
 --          out (every Limiter cut off from Redis, or Redis paused, for
 --          three heartbeat periods) is made anew under the same epoch,
 --          while Redis losing its data (a restart without persistence,
 --          a FLUSHALL) loses the epoch with it, and the next heartbeat
---          makes a newer one. epochLife is a day: a fleet whose every
+--          makes a newer one. epoch_life is a day: a fleet whose every
 --          Limiter stayed away from Redis for longer than that counts it
 --          as a loss, which costs under-admission, never more.
 -- KEYS[5]  when the data Redis lost ended, as far as it can tell, in µs

@@ -37,7 +37,7 @@
 --          <kind>.args).
 -- ARGV[15] m: how many pairs follow.
 -- ARGV[16..15+2m] pairs of stamp and count, stamps ascending, as the
---          kind stamps its events (see algorithm.stamp): for a log the
+--          kind stamps its events (see writeBackKind.stamp): for a log the
 --          events' time in µs, for a bucket the time of the cut and the
 --          tokens its carry held then (see debt.fold), for a counter the index of the
 --          fixed window they were counted in, for a quota the start of

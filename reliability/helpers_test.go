@@ -212,7 +212,7 @@ func (a addrDoer) Do(args ...string) (string, error) {
 }
 
 // realStores starts a redis-server and a 3-master cluster for the test, or
-// returns nil (after haveRedis has said why) when the binaries are missing.
+// returns nil (after testkit.HaveRedis has said why) when the binaries are missing.
 func realStores(t testing.TB) []realStore {
 	t.Helper()
 	if !testkit.HaveRedis(t) {

@@ -257,7 +257,7 @@ func runRecovery(t *testing.T, cfg recoveryRun) ([]spanCall, []fault, []time.Tim
 }
 
 // checkContained fails the test when a rule admitted more than most
-// within one window (see mostContained).
+// within one window (see testkit.MostContained).
 func checkContained(t *testing.T, calls []spanCall, rules []ratelimit.Rule, most func(ratelimit.Rule) int) {
 	t.Helper()
 	for i, r := range rules {

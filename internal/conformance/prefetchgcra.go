@@ -56,8 +56,9 @@ const (
 	gcraStats
 )
 
-// T = 100ms, a burst of 10 (hotGCRA, prefetch.go), and its faster sibling:
-// T = 10ms, a burst of 10, so that Prefetch (20ms) is two T.
+// hotGCRAFast is hotGCRA's (prefetch.go: T = 100ms, a burst of 10)
+// faster sibling: T = 10ms, a burst of 10, so that Prefetch (20ms) is two
+// T.
 var hotGCRAFast = ratelimit.Rule{Name: "hot", Kind: ratelimit.GCRA, Limit: ratelimit.Limit{Rate: 100, Window: sec, Burst: 10}, Prefetch: 20 * ms}
 
 // hotGCRABan: T = 100ms, a burst of 3, banned for a second at the second

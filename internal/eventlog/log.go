@@ -240,9 +240,9 @@ func (l *Log) Bound(limit int64) {
 // trim does: counting goes by time (live), so pruning only bounds memory,
 // and the extra window keeps what a call stamped up to a window earlier
 // than calls already decided still counts. It only moves gone: the ring
-// sheds them when it is full (see addEvents), and live and reset skip them
+// sheds them when it is full (see Record), and live and reset skip them
 // meanwhile. Every Event at or before gone was in the log when gone
-// reached it (addEvents drops them before it adds one at or before gone),
+// reached it (Record drops them before it adds one at or before gone),
 // so gone events are exactly those a trim at each call would have dropped.
 func (l *Log) Prune(now, window int64) { l.gone = max(l.gone, now-2*window) }
 

@@ -82,7 +82,7 @@ func TestLearnALoss(t *testing.T) {
 	if got, want := v.Lost(), (Loss{Process: 70, Clock: 60, Redis: 9000, Age: 1000}); got == nil || *got != want {
 		t.Fatalf("Lost() = %+v, want %+v", got, want)
 	}
-	// A lostBy later than the heartbeat's TIME is no age.
+	// A LostBy later than the heartbeat's TIME is no age.
 	v.Learn(v.Begin(), Reply{Epoch: 6000, Now: 9000, LostBy: 9500}, false, period, 0, 0)
 	if got := v.Lost(); got == nil || got.Age != 0 {
 		t.Fatalf("Lost() = %+v, want Age 0", got)

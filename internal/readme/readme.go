@@ -43,7 +43,7 @@ import (
 	"strings"
 )
 
-// Module path of the core; the other modules live under it.
+// core is the module path of the core; the other modules live under it.
 const core = "github.com/ratelimit-go/ratelimit"
 
 // Packages maps each package name a fragment may use without importing it

@@ -53,7 +53,7 @@ func TestTableTouchesAtMostEveryTouchEvery(t *testing.T) {
 	if tb.Peek(&a, 1) != nil || tb.Peek(&b, 2) == nil {
 		t.Fatal("a read too soon was moved to the front")
 	}
-	tb.GetAt(&b, 2, 3*TouchEvery) // b's first getAt: moved
+	tb.GetAt(&b, 2, 3*TouchEvery) // b's first GetAt: moved
 	tb.GetOrAdd(&a, 1, 3*TouchEvery, true)
 	if tb.Peek(&b, 2) == nil || tb.Peek(&c, 3) != nil {
 		t.Fatal("a read after TouchEvery was not moved to the front")
