@@ -128,36 +128,50 @@ func readValue(r *bufio.Reader) (any, error) {
 		}
 		return n, nil
 	case '$':
-		n, err := strconv.Atoi(body)
-		if err != nil || n < -1 {
-			return nil, fmt.Errorf("redistest: malformed bulk length %q", line)
-		}
-		if n == -1 {
-			return nil, nil
-		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return nil, err
-		}
-		return string(buf[:n]), nil
+		return readBulk(r, line, body)
 	case '*':
-		n, err := strconv.Atoi(body)
-		if err != nil || n < -1 {
-			return nil, fmt.Errorf("redistest: malformed array length %q", line)
-		}
-		if n == -1 {
-			return nil, nil
-		}
-		items := make([]any, n)
-		for i := range items {
-			if items[i], err = readValue(r); err != nil {
-				return nil, err
-			}
-		}
-		return items, nil
+		return readArray(r, line, body)
 	default:
 		return nil, fmt.Errorf("redistest: unexpected reply type %q", line)
 	}
+}
+
+// readBulk reads the payload of a bulk string whose header line (body
+// being its length) was already read, and returns it as a string, or nil
+// for a null bulk string.
+func readBulk(r *bufio.Reader, line, body string) (any, error) {
+	n, err := strconv.Atoi(body)
+	if err != nil || n < -1 {
+		return nil, fmt.Errorf("redistest: malformed bulk length %q", line)
+	}
+	if n == -1 {
+		return nil, nil
+	}
+	buf := make([]byte, n+2)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return nil, err
+	}
+	return string(buf[:n]), nil
+}
+
+// readArray reads the elements of an array whose header line (body being
+// its length) was already read, and returns them as a []any, or nil for a
+// null array.
+func readArray(r *bufio.Reader, line, body string) (any, error) {
+	n, err := strconv.Atoi(body)
+	if err != nil || n < -1 {
+		return nil, fmt.Errorf("redistest: malformed array length %q", line)
+	}
+	if n == -1 {
+		return nil, nil
+	}
+	items := make([]any, n)
+	for i := range items {
+		if items[i], err = readValue(r); err != nil {
+			return nil, err
+		}
+	}
+	return items, nil
 }
 
 // render turns a parsed reply into the string form documented on Conn.Do.

@@ -48,29 +48,25 @@ const hotWindow = 100 * time.Millisecond
 // in a run, so almost every call is allowed. Case G (GCRA) keeps 1,000,000
 // per second.
 func cases(window time.Duration) []benchCase {
-	generous := spec{rate: 1_000_000, window: window}
-	a := generous
-	a.name = "a"
-	b := spec{name: "b", rate: 10, window: time.Minute}
-	c := generous
-	c.name = "c"
-	d := generous
-	d.name = "d"
-	h := b
-	h.name = "h"
-	// I: one hot key under the generous rate, in a window short enough
-	// that the fastest contender (~10M calls a second) stays under
-	// 1,000,000 per window: mostly allowed whatever -window says.
-	i := spec{name: "i", rate: 1_000_000, window: hotWindow}
-	r := generous
-	r.name = "r"
-	// P: one hot key whose calls are all allowed, even by the kinds whose
-	// prefetched decisions run at ~5M a second on this machine (10M a
-	// second); the log's size follows the calls, not the rate.
-	pf := spec{name: "p", rate: 100_000_000, window: 10 * time.Second}
-	g := generous
-	g.name = "g"
-	g.window = time.Second // the issue's 1,000,000 per 1 s, whatever -window says
+	var all []benchCase
+	all = append(all, remoteManyKeysCases(window)...)
+	all = append(all, remoteHotKeyCases()...)
+	all = append(all, penaltyCase(window), localManyKeysCase(window), gcraCase())
+	return append(all, localHotKeyCases()...)
+}
+
+// generousSpec is the spec of the mostly-allowed cases, named name:
+// 1,000,000 per window.
+func generousSpec(name string, window time.Duration) spec {
+	return spec{name: name, rate: 1_000_000, window: window}
+}
+
+// remoteManyKeysCases are cases A (ratelimit on Redis against the floor
+// and the peers) and R (Reserve + Settle beside AllowN), on numKeys keys
+// under the generous rate.
+func remoteManyKeysCases(window time.Duration) []benchCase {
+	a := generousSpec("a", window)
+	r := generousSpec("r", window)
 	return []benchCase{
 		{
 			id: "A", title: fmt.Sprintf("remote, %d keys, mostly allowed (%d per %v)", numKeys, a.rate, a.window),
@@ -90,6 +86,19 @@ func cases(window time.Duration) []benchCase {
 				"One op is one AllowN, or one Reserve and its Settle: settled at the reserved cost (nothing more is sent), for less (the rest given back: undo.lua, one more script) or for more (the extra charged at the settle's time: a write-back batch of its own, one more script). The ratios are against AllowN.",
 			},
 		},
+	}
+}
+
+// remoteHotKeyCases are cases P (Prefetch beside every call on Redis,
+// mostly allowed) and B (mostly rejected: ratelimit's hot-key shield), on
+// one hot key.
+func remoteHotKeyCases() []benchCase {
+	// P: one hot key whose calls are all allowed, even by the kinds whose
+	// prefetched decisions run at ~5M a second on this machine (10M a
+	// second); the log's size follows the calls, not the rate.
+	pf := spec{name: "p", rate: 100_000_000, window: 10 * time.Second}
+	b := spec{name: "b", rate: 10, window: time.Minute}
+	return []benchCase{
 		{
 			id: "P", title: fmt.Sprintf("remote, one hot key, mostly allowed: Prefetch beside every call on Redis (%d per %v)", pf.rate, pf.window),
 			spec: pf, keys: hotKeys, ours: oursPrefetch.name,
@@ -107,34 +116,64 @@ func cases(window time.Duration) []benchCase {
 				"ratelimit answers a rejection that only a Reset could lift early from its hot-key shield, without a Redis round trip; the peers ask Redis every time.",
 			},
 		},
-		{
-			id: "C", title: fmt.Sprintf("remote, %d keys, mostly allowed: penalty rule vs plain rule (%d per %v)", numKeys, c.rate, c.window),
-			spec: c, keys: manyKeys, ours: oursRemote.name,
-			contenders: []contender{floorContender, oursRemote, oursPenalty},
-			notes: []string{
-				"The penalty rule (WarnAfter 3, BanAfter 10, BanFor 1m) runs penalty.lua over two keys (the log and the penalty hash); nothing is violated here.",
-			},
+	}
+}
+
+// penaltyCase is case C: a penalty rule against the same rule without
+// one, on Redis, numKeys keys under the generous rate.
+func penaltyCase(window time.Duration) benchCase {
+	c := generousSpec("c", window)
+	return benchCase{
+		id: "C", title: fmt.Sprintf("remote, %d keys, mostly allowed: penalty rule vs plain rule (%d per %v)", numKeys, c.rate, c.window),
+		spec: c, keys: manyKeys, ours: oursRemote.name,
+		contenders: []contender{floorContender, oursRemote, oursPenalty},
+		notes: []string{
+			"The penalty rule (WarnAfter 3, BanAfter 10, BanFor 1m) runs penalty.lua over two keys (the log and the penalty hash); nothing is violated here.",
 		},
-		{
-			id: "D", title: fmt.Sprintf("in-process, %d keys, mostly allowed (%d per %v)", numKeys, d.rate, d.window),
-			spec: d, keys: manyKeys, ours: oursLocal.name,
-			contenders: []contender{oursLocal, naiveLogContender, oursGCRALocal, sethvargoContender, xTimeRateContender},
-			notes: []string{
-				"ratelimit (local only): ratelimit.New(nil, ...), an exact sliding log per key in a sharded LRU; ratelimit GCRA (local only): the same limiter with a rule of Kind GCRA (Burst = Rate), one theoretical arrival time per key; sethvargo: token bucket per key in one map; x/time/rate: token bucket per key in a sync.Map (Burst = Rate).",
-				"naive exact log: one sync.Mutex over a golang-lru simplelru.LRU[string, *ring] (65,536 keys); per call time.Now, Get (or Add a new ring), drop the timestamps at or before now - window from the ring's head, reject at rate, else append now (a growable circular []int64).",
-				"sethvargo refills Interval/Tokens tokens per elapsed Interval (its fillRate is nanoseconds per token, used as tokens per tick): at 1,000,000 per 1s a key gets 1,000 tokens a second after the first, so its fastest cells reject some calls (see 'allowed').",
-			},
+	}
+}
+
+// localManyKeysCase is case D: ratelimit in process against the
+// in-process peers, numKeys keys under the generous rate.
+func localManyKeysCase(window time.Duration) benchCase {
+	d := generousSpec("d", window)
+	return benchCase{
+		id: "D", title: fmt.Sprintf("in-process, %d keys, mostly allowed (%d per %v)", numKeys, d.rate, d.window),
+		spec: d, keys: manyKeys, ours: oursLocal.name,
+		contenders: []contender{oursLocal, naiveLogContender, oursGCRALocal, sethvargoContender, xTimeRateContender},
+		notes: []string{
+			"ratelimit (local only): ratelimit.New(nil, ...), an exact sliding log per key in a sharded LRU; ratelimit GCRA (local only): the same limiter with a rule of Kind GCRA (Burst = Rate), one theoretical arrival time per key; sethvargo: token bucket per key in one map; x/time/rate: token bucket per key in a sync.Map (Burst = Rate).",
+			"naive exact log: one sync.Mutex over a golang-lru simplelru.LRU[string, *ring] (65,536 keys); per call time.Now, Get (or Add a new ring), drop the timestamps at or before now - window from the ring's head, reject at rate, else append now (a growable circular []int64).",
+			"sethvargo refills Interval/Tokens tokens per elapsed Interval (its fillRate is nanoseconds per token, used as tokens per tick): at 1,000,000 per 1s a key gets 1,000 tokens a second after the first, so its fastest cells reject some calls (see 'allowed').",
 		},
-		{
-			id: "G", title: fmt.Sprintf("remote, %d keys, mostly allowed, token bucket (GCRA): %d per %v, Burst = Rate", numKeys, g.rate, g.window),
-			spec: g, keys: manyKeys, ours: oursGCRA.name,
-			contenders: []contender{floorContender, oursGCRA, redisRateContender, cheapestGCRAContender},
-			notes: []string{
-				"ratelimit GCRA: a rule of Kind GCRA, Burst = Rate, no penalty, default Options (Redis' TIME), through rueidis; redis_rate: its GCRA script (TIME, GET, SET EX) through go-redis v9 with its default pool; the floor: EVALSHA of `return 1` through rueidis.",
-				"Both limiters keep one value per key (the theoretical arrival time) and decide the same calls the same way (TestDecisionsMatchRedisRate).",
-				"cheapest GCRA script: TIME, GET, SET PX and nothing else (it answers only allowed or not), through rueidis: what any GCRA script that reads Redis' clock can reach here.",
-			},
+	}
+}
+
+// gcraCase is case G: a GCRA rule on Redis against redis_rate, numKeys keys
+// at 1,000,000 per second whatever -window says.
+func gcraCase() benchCase {
+	g := generousSpec("g", time.Second) // the issue's 1,000,000 per 1 s, whatever -window says
+	return benchCase{
+		id: "G", title: fmt.Sprintf("remote, %d keys, mostly allowed, token bucket (GCRA): %d per %v, Burst = Rate", numKeys, g.rate, g.window),
+		spec: g, keys: manyKeys, ours: oursGCRA.name,
+		contenders: []contender{floorContender, oursGCRA, redisRateContender, cheapestGCRAContender},
+		notes: []string{
+			"ratelimit GCRA: a rule of Kind GCRA, Burst = Rate, no penalty, default Options (Redis' TIME), through rueidis; redis_rate: its GCRA script (TIME, GET, SET EX) through go-redis v9 with its default pool; the floor: EVALSHA of `return 1` through rueidis.",
+			"Both limiters keep one value per key (the theoretical arrival time) and decide the same calls the same way (TestDecisionsMatchRedisRate).",
+			"cheapest GCRA script: TIME, GET, SET PX and nothing else (it answers only allowed or not), through rueidis: what any GCRA script that reads Redis' clock can reach here.",
 		},
+	}
+}
+
+// localHotKeyCases are cases H (mostly rejected, at case B's rate) and I
+// (mostly allowed), in process on one hot key.
+func localHotKeyCases() []benchCase {
+	h := spec{name: "h", rate: 10, window: time.Minute} // case B's rate
+	// I: one hot key under the generous rate, in a window short enough
+	// that the fastest contender (~10M calls a second) stays under
+	// 1,000,000 per window: mostly allowed whatever -window says.
+	i := spec{name: "i", rate: 1_000_000, window: hotWindow}
+	return []benchCase{
 		{
 			id: "H", title: fmt.Sprintf("in-process, one hot key, mostly rejected (%d per %v)", h.rate, h.window),
 			spec: h, keys: hotKeys, ours: oursLocal.name,

@@ -114,17 +114,12 @@ func compare(ctx context.Context, w io.Writer, cfg config) error {
 			defer srv.stop()
 			e.addr, e.started = srv.addr, true
 		}
-		admin, err := adminClient(e.addr)
-		if err != nil {
-			return fmt.Errorf("connecting to %s: %w", e.addr, err)
-		}
-		defer admin.Close()
-		e.admin = admin
-		info, err := admin.Do(ctx, admin.B().Info().Section("server").Build()).ToString()
+		admin, version, err := dialAdmin(ctx, e.addr)
 		if err != nil {
 			return err
 		}
-		e.version, _ = infoField(info, "redis_version")
+		defer admin.Close()
+		e.admin, e.version = admin, version
 	}
 	printHeader(w, cfg, e)
 
@@ -134,41 +129,20 @@ func compare(ctx context.Context, w io.Writer, cfg config) error {
 		if !strings.Contains(cfg.cases, bc.id) {
 			continue
 		}
-		for round := 1; round <= cfg.rounds; round++ {
-			for _, g := range cfg.gs {
-				for _, c := range bc.contenders {
-					if !cfg.only.MatchString(c.name) {
-						continue
-					}
-					if err := ctx.Err(); err != nil {
-						return err
-					}
-					fmt.Fprintf(cfg.progress, "case %s round %d: %s, %d goroutines...\n", bc.id, round, c.name, g)
-					r := measureCell(ctx, e, c, bc.spec, bc.keys, g, plan)
-					res.keepBest(bc.id, &r)
-				}
-			}
+		if err := measureCase(ctx, e, cfg, bc, plan, res); err != nil {
+			return err
 		}
 		printCase(w, bc, cfg.gs, res)
 		if bc.id == "D" && strings.Contains(cfg.cases, "M") {
-			rows, err := localMemory()
-			if err != nil {
-				return fmt.Errorf("in-process memory: %w", err)
+			if err := printLocalMemory(w); err != nil {
+				return err
 			}
-			printMemory(w, "D — in-process memory per idle key",
-				fmt.Sprintf("%d keys each given Rate events (window 1h), then runtime.GC; MemStats.HeapAlloc delta / %d.", idleKeys, idleKeys),
-				"bytes/key", rows)
 		}
 	}
 	if strings.Contains(cfg.cases, "F") {
-		fmt.Fprintln(cfg.progress, "case F: Redis memory...")
-		rows, err := redisMemory(ctx, e)
-		if err != nil {
-			return fmt.Errorf("redis memory: %w", err)
+		if err := printRedisMemory(ctx, w, e, cfg.progress); err != nil {
+			return err
 		}
-		printMemory(w, "F — Redis memory per key (MEMORY USAGE key SAMPLES 0)",
-			"ratelimit: one key filled with Rate events (window 1h) by AllowN in chunks of at most 1,000 (members are `<id><seq>:<i>`), log key `rl:v1:{<len>:<rule>:=<key>}:l`. Peers: their one key after one call.",
-			"bytes", rows)
 	}
 	var sc *spikeCase
 	if strings.Contains(cfg.cases, "S") {
@@ -176,5 +150,70 @@ func compare(ctx context.Context, w io.Writer, cfg config) error {
 		printSpike(w, sc)
 	}
 	printTargets(w, append(targets(cfg.gs), spikeTargets(sc)...), res)
+	return nil
+}
+
+// dialAdmin connects the harness' own client to the server at addr and
+// returns it with the server's version (INFO server's redis_version).
+func dialAdmin(ctx context.Context, addr string) (rueidis.Client, string, error) {
+	admin, err := adminClient(addr)
+	if err != nil {
+		return nil, "", fmt.Errorf("connecting to %s: %w", addr, err)
+	}
+	info, err := admin.Do(ctx, admin.B().Info().Section("server").Build()).ToString()
+	if err != nil {
+		admin.Close()
+		return nil, "", err
+	}
+	version, _ := infoField(info, "redis_version")
+	return admin, version, nil
+}
+
+// measureCase measures every cell of bc that cfg selects, round after
+// round, each round over cfg's goroutine counts and then bc's contenders,
+// and keeps each cell's best round in res. It stops when ctx is done.
+func measureCase(ctx context.Context, e *env, cfg config, bc benchCase, plan cellPlan, res results) error {
+	for round := 1; round <= cfg.rounds; round++ {
+		for _, g := range cfg.gs {
+			for _, c := range bc.contenders {
+				if !cfg.only.MatchString(c.name) {
+					continue
+				}
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				fmt.Fprintf(cfg.progress, "case %s round %d: %s, %d goroutines...\n", bc.id, round, c.name, g)
+				r := measureCell(ctx, e, c, bc.spec, bc.keys, g, plan)
+				res.keepBest(bc.id, &r)
+			}
+		}
+	}
+	return nil
+}
+
+// printLocalMemory measures and writes case D's in-process memory table
+// (case M).
+func printLocalMemory(w io.Writer) error {
+	rows, err := localMemory()
+	if err != nil {
+		return fmt.Errorf("in-process memory: %w", err)
+	}
+	printMemory(w, "D — in-process memory per idle key",
+		fmt.Sprintf("%d keys each given Rate events (window 1h), then runtime.GC; MemStats.HeapAlloc delta / %d.", idleKeys, idleKeys),
+		"bytes/key", rows)
+	return nil
+}
+
+// printRedisMemory measures and writes case F's table, Redis memory per
+// key, announcing it on progress.
+func printRedisMemory(ctx context.Context, w io.Writer, e *env, progress io.Writer) error {
+	fmt.Fprintln(progress, "case F: Redis memory...")
+	rows, err := redisMemory(ctx, e)
+	if err != nil {
+		return fmt.Errorf("redis memory: %w", err)
+	}
+	printMemory(w, "F — Redis memory per key (MEMORY USAGE key SAMPLES 0)",
+		"ratelimit: one key filled with Rate events (window 1h) by AllowN in chunks of at most 1,000 (members are `<id><seq>:<i>`), log key `rl:v1:{<len>:<rule>:=<key>}:l`. Peers: their one key after one call.",
+		"bytes", rows)
 	return nil
 }

@@ -135,6 +135,38 @@ type worker struct {
 	_       [64]byte // keeps the counters of neighbours off one cache line
 }
 
+// call calls l.Allow until stop is set or a call fails, walking keys round
+// robin from offset and timing one call in sampleEvery, and keeps its
+// counts, latencies and error in w.
+func (w *worker) call(ctx context.Context, l limiter, keys []string, offset int, stop *atomic.Bool) {
+	i := offset % len(keys)
+	var ops, allowed uint64
+	for !stop.Load() {
+		key := keys[i]
+		if i++; i == len(keys) {
+			i = 0
+		}
+		var ok bool
+		var err error
+		if ops%sampleEvery == 0 {
+			t0 := time.Now()
+			ok, err = l.Allow(ctx, key)
+			w.hist.record(time.Since(t0))
+		} else {
+			ok, err = l.Allow(ctx, key)
+		}
+		if err != nil {
+			w.err = err
+			break
+		}
+		ops++
+		if ok {
+			allowed++
+		}
+	}
+	w.ops, w.allowed = ops, allowed
+}
+
 // run calls l.Allow from g goroutines for d, each goroutine walking keys
 // round robin from its own offset, and measures it: the goroutines and
 // their histograms exist before the clock and the allocation count start.
@@ -151,32 +183,7 @@ func run(l limiter, keys []string, g int, d time.Duration) cellResult {
 			defer done.Done()
 			ready.Done()
 			<-start
-			i := offset % len(keys)
-			var ops, allowed uint64
-			for !stop.Load() {
-				key := keys[i]
-				if i++; i == len(keys) {
-					i = 0
-				}
-				var ok bool
-				var err error
-				if ops%sampleEvery == 0 {
-					t0 := time.Now()
-					ok, err = l.Allow(ctx, key)
-					w.hist.record(time.Since(t0))
-				} else {
-					ok, err = l.Allow(ctx, key)
-				}
-				if err != nil {
-					w.err = err
-					break
-				}
-				ops++
-				if ok {
-					allowed++
-				}
-			}
-			w.ops, w.allowed = ops, allowed
+			w.call(ctx, l, keys, offset, &stop)
 		}(&workers[w], w*7919)
 	}
 	ready.Wait()
@@ -248,30 +255,12 @@ func prime(l limiter, keys []string, g int) error {
 // gets the same treatment.
 func measureCell(ctx context.Context, e *env, c contender, s spec, keys []string, g int, p cellPlan) cellResult {
 	res := cellResult{contender: c.name, goroutines: g}
-	addr := ""
-	if c.remote {
-		addr = e.addr
-		if err := flushAll(ctx, e.admin); err != nil {
-			res.err = fmt.Errorf("FLUSHALL: %w", err)
-			return res
-		}
-	}
-	l, closeFn, err := c.open(addr, s)
+	l, closeFn, err := readyCell(ctx, e, c, s, keys, g, p)
 	if err != nil {
-		res.err = fmt.Errorf("building %s: %w", c.name, err)
+		res.err = err
 		return res
 	}
 	defer closeFn()
-	if err := prime(l, keys, max(g, p.primeWith)); err != nil {
-		res.err = fmt.Errorf("priming: %w", err)
-		return res
-	}
-	if p.warmup > 0 {
-		if w := run(l, keys, g, p.warmup); w.err != nil {
-			res.err = fmt.Errorf("warm-up: %w", w.err)
-			return res
-		}
-	}
 	var deg0 int64
 	dg, isDegrader := l.(degrader)
 	if isDegrader {
@@ -298,4 +287,33 @@ func measureCell(ctx context.Context, e *env, c contender, s spec, keys []string
 		res.degraded = dg.Degraded() - deg0
 	}
 	return res
+}
+
+// readyCell readies a cell for its measured run: it empties Redis for a
+// remote contender, builds a fresh limiter of c for spec s, calls Allow
+// once for every key and warms up at g goroutines. The returned func
+// closes the limiter; on an error the limiter is already closed.
+func readyCell(ctx context.Context, e *env, c contender, s spec, keys []string, g int, p cellPlan) (limiter, func(), error) {
+	addr := ""
+	if c.remote {
+		addr = e.addr
+		if err := flushAll(ctx, e.admin); err != nil {
+			return nil, nil, fmt.Errorf("FLUSHALL: %w", err)
+		}
+	}
+	l, closeFn, err := c.open(addr, s)
+	if err != nil {
+		return nil, nil, fmt.Errorf("building %s: %w", c.name, err)
+	}
+	if err := prime(l, keys, max(g, p.primeWith)); err != nil {
+		closeFn()
+		return nil, nil, fmt.Errorf("priming: %w", err)
+	}
+	if p.warmup > 0 {
+		if w := run(l, keys, g, p.warmup); w.err != nil {
+			closeFn()
+			return nil, nil, fmt.Errorf("warm-up: %w", w.err)
+		}
+	}
+	return l, closeFn, nil
 }

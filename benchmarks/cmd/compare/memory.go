@@ -129,72 +129,100 @@ func redisMemory(ctx context.Context, e *env) ([]memoryRow, error) {
 			note: "one small hash per key, at any rate"})
 	}
 	for _, rate := range []int{10, 1_000, 100_000} {
-		if err := flushAll(ctx, e.admin); err != nil {
-			return nil, err
-		}
-		s := spec{name: "mem", rate: rate, window: time.Hour}
-		c, err := rueidisClient(e.addr)
+		row, err := logMemory(ctx, e, rate, key)
 		if err != nil {
 			return nil, err
 		}
-		l, err := ratelimit.New(c, ourOptions())
-		if err != nil {
-			c.Close()
-			return nil, err
-		}
-		rule := ourRule(s)
-		chunk := min(rate, 1000)
-		for filled := 0; filled < rate; filled += chunk {
-			r, err := l.AllowN(ctx, rule, key, chunk)
-			if err == nil && (!r.Allowed || r.Degraded) {
-				err = fmt.Errorf("allowed %v, degraded %v", r.Allowed, r.Degraded)
-			}
-			if err != nil {
-				l.Close()
-				c.Close()
-				return nil, fmt.Errorf("filling rate %d: %w", rate, err)
-			}
-		}
-		l.Close()
-		c.Close()
-		lk := logKey(rule.Name, key)
-		n, err := e.admin.Do(ctx, e.admin.B().Zcard().Key(lk).Build()).AsInt64()
-		if err != nil || n != int64(rate) {
-			return nil, fmt.Errorf("ZCARD %s = %d, %v; want %d", lk, n, err, rate)
-		}
-		used, err := memoryUsage(ctx, e.admin, lk)
-		if err != nil {
-			return nil, fmt.Errorf("MEMORY USAGE %s: %w", lk, err)
-		}
-		enc, _ := e.admin.Do(ctx, e.admin.B().ObjectEncoding().Key(lk).Build()).ToString()
-		rows = append(rows, memoryRow{what: oursRemote.name, rate: rate, bytes: float64(used),
-			note: fmt.Sprintf("%.1f B/event, ZSET encoding %s", float64(used)/float64(rate), enc)})
+		rows = append(rows, row)
 	}
 	for _, c := range []contender{redisRateContender, ululeContender} {
-		if err := flushAll(ctx, e.admin); err != nil {
-			return nil, err
-		}
-		s := spec{name: "mem", rate: 100_000, window: time.Hour}
-		pl, closeFn, err := c.open(e.addr, s)
+		row, err := peerMemory(ctx, e, c, key)
 		if err != nil {
 			return nil, err
 		}
-		_, err = pl.Allow(ctx, key)
-		closeFn()
-		if err != nil {
-			return nil, err
-		}
-		keys, err := e.admin.Do(ctx, e.admin.B().Keys().Pattern("*").Build()).AsStrSlice()
-		if err != nil || len(keys) != 1 {
-			return nil, fmt.Errorf("%s: keys after one call: %q, %v", c.name, keys, err)
-		}
-		used, err := memoryUsage(ctx, e.admin, keys[0])
-		if err != nil {
-			return nil, err
-		}
-		rows = append(rows, memoryRow{what: c.name, rate: 0, bytes: float64(used), note: "one small value per key, at any rate"})
+		rows = append(rows, row)
 	}
 	return rows, flushAll(ctx, e.admin)
+}
+
+// logMemory fills one key with rate events under our exact rule (see
+// fillLog) and returns its row: MEMORY USAGE of its log key, per event and
+// with the ZSET's encoding.
+func logMemory(ctx context.Context, e *env, rate int, key string) (memoryRow, error) {
+	if err := flushAll(ctx, e.admin); err != nil {
+		return memoryRow{}, err
+	}
+	rule := ourRule(spec{name: "mem", rate: rate, window: time.Hour})
+	if err := fillLog(ctx, e.addr, rule, key, rate); err != nil {
+		return memoryRow{}, err
+	}
+	lk := logKey(rule.Name, key)
+	n, err := e.admin.Do(ctx, e.admin.B().Zcard().Key(lk).Build()).AsInt64()
+	if err != nil || n != int64(rate) {
+		return memoryRow{}, fmt.Errorf("ZCARD %s = %d, %v; want %d", lk, n, err, rate)
+	}
+	used, err := memoryUsage(ctx, e.admin, lk)
+	if err != nil {
+		return memoryRow{}, fmt.Errorf("MEMORY USAGE %s: %w", lk, err)
+	}
+	enc, _ := e.admin.Do(ctx, e.admin.B().ObjectEncoding().Key(lk).Build()).ToString()
+	return memoryRow{what: oursRemote.name, rate: rate, bytes: float64(used),
+		note: fmt.Sprintf("%.1f B/event, ZSET encoding %s", float64(used)/float64(rate), enc)}, nil
+}
+
+// fillLog gives key rate events of rule through a limiter of our own on
+// the server at addr, AllowN in chunks of at most 1,000, and closes the
+// limiter and its client before it returns.
+func fillLog(ctx context.Context, addr string, rule ratelimit.Rule, key string, rate int) error {
+	c, err := rueidisClient(addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	l, err := ratelimit.New(c, ourOptions())
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	chunk := min(rate, 1000)
+	for filled := 0; filled < rate; filled += chunk {
+		r, err := l.AllowN(ctx, rule, key, chunk)
+		if err == nil && (!r.Allowed || r.Degraded) {
+			err = fmt.Errorf("allowed %v, degraded %v", r.Allowed, r.Degraded)
+		}
+		if err != nil {
+			return fmt.Errorf("filling rate %d: %w", rate, err)
+		}
+	}
+	return nil
+}
+
+// peerMemory makes one call of the Redis peer c on key and returns its
+// row: MEMORY USAGE of the one key the call left, which does not grow with
+// the rate.
+func peerMemory(ctx context.Context, e *env, c contender, key string) (memoryRow, error) {
+	if err := flushAll(ctx, e.admin); err != nil {
+		return memoryRow{}, err
+	}
+	s := spec{name: "mem", rate: 100_000, window: time.Hour}
+	pl, closeFn, err := c.open(e.addr, s)
+	if err != nil {
+		return memoryRow{}, err
+	}
+	_, err = pl.Allow(ctx, key)
+	closeFn()
+	if err != nil {
+		return memoryRow{}, err
+	}
+	keys, err := e.admin.Do(ctx, e.admin.B().Keys().Pattern("*").Build()).AsStrSlice()
+	if err != nil || len(keys) != 1 {
+		return memoryRow{}, fmt.Errorf("%s: keys after one call: %q, %v", c.name, keys, err)
+	}
+	used, err := memoryUsage(ctx, e.admin, keys[0])
+	if err != nil {
+		return memoryRow{}, err
+	}
+	return memoryRow{what: c.name, rate: 0, bytes: float64(used), note: "one small value per key, at any rate"}, nil
 }
 
 // approximateMemory fills one key with rate events under an approximate rule

@@ -109,62 +109,98 @@ func status(c *cellResult) string {
 	return ""
 }
 
+// printCase writes one throughput case: its table of cells, the ratios of
+// its own contender to each other one, and its notes.
 func printCase(w io.Writer, bc benchCase, gs []int, res results) {
 	fmt.Fprintf(w, "### %s — %s\n\n", bc.id, bc.title)
-	floor := floorContender.name
-	hasFloor := false
+	printCells(w, bc, gs, res)
+	printRatios(w, bc, gs, res)
+	for _, n := range bc.notes {
+		fmt.Fprintf(w, "- %s\n", n)
+	}
+	fmt.Fprintln(w)
+}
+
+// cellColumns says which optional columns a case's table has: Redis CPU/op
+// when a contender is remote, ÷ floor when the floor is a contender.
+type cellColumns struct {
+	remote, floor bool
+}
+
+// columnsOf returns the optional columns of bc's table.
+func columnsOf(bc benchCase) cellColumns {
+	var cols cellColumns
 	for _, c := range bc.contenders {
-		hasFloor = hasFloor || c.name == floor
+		cols.floor = cols.floor || c.name == floorContender.name
+		cols.remote = cols.remote || c.remote
 	}
-	remote := false
-	for _, c := range bc.contenders {
-		remote = remote || c.remote
-	}
-	fmt.Fprint(w, "| contender | goroutines | ops/s | p50 | p99 | allocs/op | allowed |")
-	if remote {
-		fmt.Fprint(w, " Redis CPU/op |")
-	}
-	if hasFloor {
-		fmt.Fprint(w, " ÷ floor |")
-	}
-	fmt.Fprintln(w, " note |")
-	fmt.Fprint(w, "|---|---:|---:|---:|---:|---:|---:|")
-	if remote {
-		fmt.Fprint(w, "---:|")
-	}
-	if hasFloor {
-		fmt.Fprint(w, "---:|")
-	}
-	fmt.Fprintln(w, "---|")
+	return cols
+}
+
+// printCells writes bc's table: one row per concurrency and contender
+// measured, in the order of gs and of bc's contenders.
+func printCells(w io.Writer, bc benchCase, gs []int, res results) {
+	cols := columnsOf(bc)
+	cols.printHeader(w)
 	for _, g := range gs {
-		f := res.get(bc.id, floor, g)
+		f := res.get(bc.id, floorContender.name, g)
 		for _, c := range bc.contenders {
 			r := res.get(bc.id, c.name, g)
 			if r == nil {
 				continue
 			}
-			allowed := "—"
-			if r.ops > 0 {
-				allowed = fmt.Sprintf("%.1f%%", 100*float64(r.allowed)/float64(r.ops))
-			}
-			fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %.2f | %s |", c.name, g, fmtOps(r.opsPerSec()),
-				fmtDur(r.p50), fmtDur(r.p99), r.allocsPerOp(), allowed)
-			if remote {
-				fmt.Fprintf(w, " %s |", fmtDur(r.redisCPUPerOp()))
-			}
-			if hasFloor {
-				if f != nil && f.valid() && r.valid() {
-					fmt.Fprintf(w, " %s |", fmtRatio(r.opsPerSec(), f.opsPerSec()))
-				} else {
-					fmt.Fprint(w, " — |")
-				}
-			}
-			fmt.Fprintf(w, " %s |\n", status(r))
+			cols.printRow(w, c.name, g, r, f)
 		}
 	}
 	fmt.Fprintln(w)
+}
 
-	// Ratios of ours to each other contender.
+// printHeader writes the header and alignment lines of a case's table.
+func (cols cellColumns) printHeader(w io.Writer) {
+	fmt.Fprint(w, "| contender | goroutines | ops/s | p50 | p99 | allocs/op | allowed |")
+	if cols.remote {
+		fmt.Fprint(w, " Redis CPU/op |")
+	}
+	if cols.floor {
+		fmt.Fprint(w, " ÷ floor |")
+	}
+	fmt.Fprintln(w, " note |")
+	fmt.Fprint(w, "|---|---:|---:|---:|---:|---:|---:|")
+	if cols.remote {
+		fmt.Fprint(w, "---:|")
+	}
+	if cols.floor {
+		fmt.Fprint(w, "---:|")
+	}
+	fmt.Fprintln(w, "---|")
+}
+
+// printRow writes the row of cell r, contender name at g goroutines; f is
+// the floor's cell at g, nil when it was not measured.
+func (cols cellColumns) printRow(w io.Writer, name string, g int, r, f *cellResult) {
+	allowed := "—"
+	if r.ops > 0 {
+		allowed = fmt.Sprintf("%.1f%%", 100*float64(r.allowed)/float64(r.ops))
+	}
+	fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %.2f | %s |", name, g, fmtOps(r.opsPerSec()),
+		fmtDur(r.p50), fmtDur(r.p99), r.allocsPerOp(), allowed)
+	if cols.remote {
+		fmt.Fprintf(w, " %s |", fmtDur(r.redisCPUPerOp()))
+	}
+	if cols.floor {
+		if f != nil && f.valid() && r.valid() {
+			fmt.Fprintf(w, " %s |", fmtRatio(r.opsPerSec(), f.opsPerSec()))
+		} else {
+			fmt.Fprint(w, " — |")
+		}
+	}
+	fmt.Fprintf(w, " %s |\n", status(r))
+}
+
+// printRatios writes the table of bc's own contender's ops/s over each
+// other contender's, with their p50s' ratio in brackets, one column per
+// concurrency.
+func printRatios(w io.Writer, bc benchCase, gs []int, res results) {
 	fmt.Fprintf(w, "%s ÷ each other contender (ops/s; p50 in brackets: theirs ÷ ours):\n\n", bc.ours)
 	fmt.Fprint(w, "| vs |")
 	for _, g := range gs {
@@ -190,10 +226,6 @@ func printCase(w io.Writer, bc benchCase, gs []int, res results) {
 			fmt.Fprintf(w, " %s (%s) |", fmtRatio(o.opsPerSec(), p.opsPerSec()), fmtRatio(float64(p.p50), float64(o.p50)))
 		}
 		fmt.Fprintln(w)
-	}
-	fmt.Fprintln(w)
-	for _, n := range bc.notes {
-		fmt.Fprintf(w, "- %s\n", n)
 	}
 	fmt.Fprintln(w)
 }

@@ -74,6 +74,9 @@ func measureSpike(ctx context.Context, e *env, d time.Duration, progress io.Writ
 	return sc
 }
 
+// spikePhase runs one phase of case S: callers goroutines, each pausing
+// pause between calls, call a fresh limiter for d, and the phase reports
+// what they saw and what the limiter's Stats counted meanwhile.
 func spikePhase(ctx context.Context, e *env, callers int, pause, d time.Duration) spikeResult {
 	res := spikeResult{callers: callers, pause: pause}
 	if err := flushAll(ctx, e.admin); err != nil {
@@ -81,13 +84,7 @@ func spikePhase(ctx context.Context, e *env, callers int, pause, d time.Duration
 		return res
 	}
 	var openings atomic.Int64
-	opts := ourOptions()
-	opts.OnBreakerChange = func(c ratelimit.BreakerChange) {
-		if c.To == ratelimit.BreakerOpen {
-			openings.Add(1)
-		}
-	}
-	l, err := ratelimit.Dial(rueidis.ClientOption{InitAddress: []string{e.addr}}, opts)
+	l, err := spikeLimiter(e, &openings)
 	if err != nil {
 		res.err = err
 		return res
@@ -100,13 +97,44 @@ func spikePhase(ctx context.Context, e *env, callers int, pause, d time.Duration
 		return res
 	}
 	before := l.Stats()
+	hists := spikeLoad(ctx, l, rule, d, &res)
+	after := l.Stats()
+	var h histogram
+	for i := range hists {
+		h.add(&hists[i])
+	}
+	res.shed, res.outage = after.ShedDecisions-before.ShedDecisions, after.OutageDecisions-before.OutageDecisions
+	res.openings, res.p99 = openings.Load(), h.quantile(0.99)
+	res.admission = after.AdmissionLimit
+	return res
+}
+
+// spikeLimiter builds a phase's limiter as a new user would (ratelimit.Dial,
+// default Options) on the server of e, counting every opening of its
+// breaker in openings.
+func spikeLimiter(e *env, openings *atomic.Int64) (*ratelimit.Limiter, error) {
+	opts := ourOptions()
+	opts.OnBreakerChange = func(c ratelimit.BreakerChange) {
+		if c.To == ratelimit.BreakerOpen {
+			openings.Add(1)
+		}
+	}
+	return ratelimit.Dial(rueidis.ClientOption{InitAddress: []string{e.addr}}, opts)
+}
+
+// spikeLoad offers a phase's load to l for d: res.callers goroutines, each
+// walking manyKeys from its own offset and pausing res.pause between calls,
+// every call timed. It sets res's elapsed time, calls, decisions on Redis,
+// worst call and first error, and returns each caller's histogram.
+func spikeLoad(ctx context.Context, l *ratelimit.Limiter, rule ratelimit.Rule, d time.Duration, res *spikeResult) []histogram {
+	pause := res.pause
 	var stop atomic.Bool
 	var calls, onRedis, worst atomic.Int64
 	var firstErr atomic.Pointer[error]
-	hists := make([]histogram, callers)
+	hists := make([]histogram, res.callers)
 	var wg sync.WaitGroup
 	start := time.Now()
-	for c := 0; c < callers; c++ {
+	for c := 0; c < res.callers; c++ {
 		wg.Add(1)
 		go func(h *histogram, i int) {
 			defer wg.Done()
@@ -137,19 +165,11 @@ func spikePhase(ctx context.Context, e *env, callers int, pause, d time.Duration
 	stop.Store(true)
 	wg.Wait()
 	res.elapsed = time.Since(start)
-	after := l.Stats()
-	var h histogram
-	for i := range hists {
-		h.add(&hists[i])
-	}
-	res.calls, res.onRedis = calls.Load(), onRedis.Load()
-	res.shed, res.outage = after.ShedDecisions-before.ShedDecisions, after.OutageDecisions-before.OutageDecisions
-	res.openings, res.worst, res.p99 = openings.Load(), time.Duration(worst.Load()), h.quantile(0.99)
-	res.admission = after.AdmissionLimit
+	res.calls, res.onRedis, res.worst = calls.Load(), onRedis.Load(), time.Duration(worst.Load())
 	if p := firstErr.Load(); p != nil {
 		res.err = *p
 	}
-	return res
+	return hists
 }
 
 // printSpike writes case S's table.
