@@ -20,14 +20,6 @@ func AllowAll(t *testing.T, backends []Backend) {
 	user := ratelimit.Rule{Name: "user", Limit: ratelimit.PerMinute(2)}
 	ip := ratelimit.Rule{Name: "ip", Limit: ratelimit.PerMinute(5)}
 	ctx := context.Background()
-	remaining := func(t *testing.T, l *ratelimit.Limiter, rule ratelimit.Rule, key string) int {
-		t.Helper()
-		r, err := l.Peek(ctx, rule, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r.Remaining
-	}
 	for _, b := range backends {
 		t.Run(b.Name, func(t *testing.T) {
 			l := b.New(t, testkit.Options(testkit.NewClock()))
@@ -49,34 +41,41 @@ func AllowAll(t *testing.T, backends []Backend) {
 			}
 			// The denied request cost the global rules nothing, and the IP
 			// rule after the denial was not asked.
-			if got := remaining(t, l, global, "all"); got != 94 {
+			if got := peekAt(t, l, global, "all").Remaining; got != 94 {
 				t.Errorf("global remaining %d, want 94 (two requests of 3)", got)
 			}
-			if got := remaining(t, l, approx, "all"); got != 98 {
+			if got := peekAt(t, l, approx, "all").Remaining; got != 98 {
 				t.Errorf("approximate global remaining %d, want 98", got)
 			}
-			if got := remaining(t, l, ip, "203.0.113.7"); got != 3 {
+			if got := peekAt(t, l, ip, "203.0.113.7").Remaining; got != 3 {
 				t.Errorf("ip remaining %d, want 3", got)
 			}
-
-			// A rule in dry run never stops the walk.
-			dryUser := user
-			dryUser.DryRun = true
-			rs, err = l.AllowAll(ctx, []ratelimit.Check{{Rule: dryUser, Key: "u1"}, {Rule: ip, Key: "203.0.113.7"}})
-			if err != nil || len(rs) != 2 || !rs[0].DryRun || !rs[1].Allowed {
-				t.Fatalf("with the user rule in dry run: %+v, %v", rs, err)
-			}
-
-			// An error stops the walk and takes back what was recorded.
-			rs, err = l.AllowAll(ctx, []ratelimit.Check{{Rule: ip, Key: "203.0.113.7"}, {Rule: ratelimit.Rule{Name: "broken"}, Key: "x"}})
-			if !errors.Is(err, ratelimit.ErrInvalidRule) || len(rs) != 1 {
-				t.Fatalf("with an invalid second rule: %+v, %v", rs, err)
-			}
-			if got := remaining(t, l, ip, "203.0.113.7"); got != 2 {
-				t.Errorf("ip remaining %d after the failed request, want 2", got)
-			}
+			allowAllDryRunAndError(t, l, user, ip)
 		})
 		t.Run(b.Name+"/gcra", func(t *testing.T) { allowAllGCRA(t, b) })
+	}
+}
+
+// allowAllDryRunAndError goes on from AllowAll's denied request on l: with
+// user in dry run, the walk goes on to ip; an invalid rule after ip stops
+// the walk with its error and takes back what ip recorded.
+func allowAllDryRunAndError(t *testing.T, l *ratelimit.Limiter, user, ip ratelimit.Rule) {
+	ctx := context.Background()
+	// A rule in dry run never stops the walk.
+	dryUser := user
+	dryUser.DryRun = true
+	rs, err := l.AllowAll(ctx, []ratelimit.Check{{Rule: dryUser, Key: "u1"}, {Rule: ip, Key: "203.0.113.7"}})
+	if err != nil || len(rs) != 2 || !rs[0].DryRun || !rs[1].Allowed {
+		t.Fatalf("with the user rule in dry run: %+v, %v", rs, err)
+	}
+
+	// An error stops the walk and takes back what was recorded.
+	rs, err = l.AllowAll(ctx, []ratelimit.Check{{Rule: ip, Key: "203.0.113.7"}, {Rule: ratelimit.Rule{Name: "broken"}, Key: "x"}})
+	if !errors.Is(err, ratelimit.ErrInvalidRule) || len(rs) != 1 {
+		t.Fatalf("with an invalid second rule: %+v, %v", rs, err)
+	}
+	if got := peekAt(t, l, ip, "203.0.113.7").Remaining; got != 2 {
+		t.Errorf("ip remaining %d after the failed request, want 2", got)
 	}
 }
 

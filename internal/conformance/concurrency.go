@@ -117,47 +117,54 @@ func Concurrency(t *testing.T, backends []Backend) {
 					runLeaseSteps(t, l, clk.Set, c.rule, c.steps)
 				})
 			}
-			t.Run("the rate methods refuse it", func(t *testing.T) {
-				l := b.New(t, testkit.Options(testkit.NewClock()))
-				ctx := context.Background()
-				rule := concurrencyRule("refused", 2, sec)
-				if err := rule.Validate(); err != nil {
-					t.Fatalf("Validate = %v", err)
-				}
-				if _, err := l.Allow(ctx, rule, "k"); !errors.Is(err, ratelimit.ErrInvalidRule) {
-					t.Errorf("Allow = %v, want ErrInvalidRule", err)
-				}
-				if _, err := l.AllowN(ctx, rule, "k", 2); !errors.Is(err, ratelimit.ErrInvalidRule) {
-					t.Errorf("AllowN = %v, want ErrInvalidRule", err)
-				}
-				if _, err := l.AllowAll(ctx, []ratelimit.Check{{Rule: rule, Key: "k"}}); !errors.Is(err, ratelimit.ErrInvalidRule) {
-					t.Errorf("AllowAll = %v, want ErrInvalidRule", err)
-				}
-				if _, err := l.AllowGroup(ctx, "g", []ratelimit.Check{{Rule: rule, Key: "k"}}); !errors.Is(err, ratelimit.ErrInvalidRule) {
-					t.Errorf("AllowGroup = %v, want ErrInvalidRule", err)
-				}
-				plain := ratelimit.Rule{Name: "plain", Limit: ratelimit.PerMinute(1)}
-				if le, _, err := l.Acquire(ctx, plain, "k"); !errors.Is(err, ratelimit.ErrInvalidRule) || le != nil {
-					t.Errorf("Acquire of a sliding log = %v, %v; want ErrInvalidRule", le, err)
-				}
-				for _, bad := range []ratelimit.Rule{
-					concurrencyRule("short", 1, 99*ms),
-					{Name: "approx", Kind: ratelimit.Concurrency, Approximate: true, Limit: ratelimit.Limit{Rate: 1, Window: sec}},
-					{Name: "burst", Kind: ratelimit.Concurrency, Limit: ratelimit.Limit{Rate: 1, Window: sec, Burst: 2}},
-				} {
-					if _, _, err := l.Acquire(ctx, bad, "k"); !errors.Is(err, ratelimit.ErrInvalidRule) {
-						t.Errorf("Acquire(%+v) = %v, want ErrInvalidRule", bad, err)
-					}
-				}
-				var nilLease *ratelimit.Lease
-				if err := nilLease.Release(ctx); !errors.Is(err, ratelimit.ErrNoLease) {
-					t.Errorf("Release of a nil lease = %v, want ErrNoLease", err)
-				}
-				if err := nilLease.Renew(ctx); !errors.Is(err, ratelimit.ErrNoLease) {
-					t.Errorf("Renew of a nil lease = %v, want ErrNoLease", err)
-				}
-			})
+			t.Run("the rate methods refuse it", func(t *testing.T) { concurrencyRefused(t, b) })
 		})
+	}
+}
+
+// concurrencyRefused checks that Validate accepts a Concurrency rule that
+// Allow, AllowN, AllowAll and AllowGroup refuse; that Acquire refuses a
+// sliding log and Concurrency rules it cannot hold (a Window under
+// MinLeaseTTL, Approximate, a Burst); and that a nil Lease's Release and
+// Renew are ErrNoLease.
+func concurrencyRefused(t *testing.T, b Backend) {
+	l := b.New(t, testkit.Options(testkit.NewClock()))
+	ctx := context.Background()
+	rule := concurrencyRule("refused", 2, sec)
+	if err := rule.Validate(); err != nil {
+		t.Fatalf("Validate = %v", err)
+	}
+	if _, err := l.Allow(ctx, rule, "k"); !errors.Is(err, ratelimit.ErrInvalidRule) {
+		t.Errorf("Allow = %v, want ErrInvalidRule", err)
+	}
+	if _, err := l.AllowN(ctx, rule, "k", 2); !errors.Is(err, ratelimit.ErrInvalidRule) {
+		t.Errorf("AllowN = %v, want ErrInvalidRule", err)
+	}
+	if _, err := l.AllowAll(ctx, []ratelimit.Check{{Rule: rule, Key: "k"}}); !errors.Is(err, ratelimit.ErrInvalidRule) {
+		t.Errorf("AllowAll = %v, want ErrInvalidRule", err)
+	}
+	if _, err := l.AllowGroup(ctx, "g", []ratelimit.Check{{Rule: rule, Key: "k"}}); !errors.Is(err, ratelimit.ErrInvalidRule) {
+		t.Errorf("AllowGroup = %v, want ErrInvalidRule", err)
+	}
+	plain := ratelimit.Rule{Name: "plain", Limit: ratelimit.PerMinute(1)}
+	if le, _, err := l.Acquire(ctx, plain, "k"); !errors.Is(err, ratelimit.ErrInvalidRule) || le != nil {
+		t.Errorf("Acquire of a sliding log = %v, %v; want ErrInvalidRule", le, err)
+	}
+	for _, bad := range []ratelimit.Rule{
+		concurrencyRule("short", 1, 99*ms),
+		{Name: "approx", Kind: ratelimit.Concurrency, Approximate: true, Limit: ratelimit.Limit{Rate: 1, Window: sec}},
+		{Name: "burst", Kind: ratelimit.Concurrency, Limit: ratelimit.Limit{Rate: 1, Window: sec, Burst: 2}},
+	} {
+		if _, _, err := l.Acquire(ctx, bad, "k"); !errors.Is(err, ratelimit.ErrInvalidRule) {
+			t.Errorf("Acquire(%+v) = %v, want ErrInvalidRule", bad, err)
+		}
+	}
+	var nilLease *ratelimit.Lease
+	if err := nilLease.Release(ctx); !errors.Is(err, ratelimit.ErrNoLease) {
+		t.Errorf("Release of a nil lease = %v, want ErrNoLease", err)
+	}
+	if err := nilLease.Renew(ctx); !errors.Is(err, ratelimit.ErrNoLease) {
+		t.Errorf("Renew of a nil lease = %v, want ErrNoLease", err)
 	}
 }
 

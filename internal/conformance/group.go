@@ -9,6 +9,7 @@ import (
 
 	"github.com/ratelimit-go/ratelimit"
 	"github.com/ratelimit-go/ratelimit/internal/testkit"
+	"github.com/ratelimit-go/ratelimit/ratelimittest"
 )
 
 // AllowGroup: a group is allowed only when every pair allows it; a denial
@@ -18,57 +19,67 @@ func AllowGroup(t *testing.T, backends []Backend) {
 	perSecond := ratelimit.Rule{Name: "user:second", Limit: ratelimit.PerSecond(2)}
 	perMinute := ratelimit.Rule{Name: "user:minute", Limit: ratelimit.PerMinute(3), Penalty: &ratelimit.Penalty{BanAfter: 2, BanFor: time.Hour}}
 	both := []ratelimit.Check{{Rule: perSecond, Key: "u42"}, {Rule: perMinute, Key: "u42"}}
-	ctx := context.Background()
 	for _, b := range backends {
 		t.Run(b.Name, func(t *testing.T) {
 			clk := testkit.NewClock()
 			l := b.New(t, testkit.Options(clk))
-			group := func(checks []ratelimit.Check) []ratelimit.Result {
-				t.Helper()
-				rs, err := l.AllowGroup(ctx, "u42", checks)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return rs
-			}
 			for i := 0; i < 2; i++ {
-				if rs := group(both); len(rs) != 2 || !rs[1].Allowed {
+				if rs := mustAllowGroup(t, l, "u42", both...); len(rs) != 2 || !rs[1].Allowed {
 					t.Fatalf("request %d: %+v", i, rs)
 				}
 			}
 			// The per-second rule denies: nothing is recorded.
-			if rs := group(both); len(rs) != 1 || rs[0] != no(2, 0, sec, sec) {
+			if rs := mustAllowGroup(t, l, "u42", both...); len(rs) != 1 || rs[0] != no(2, 0, sec, sec) {
 				t.Fatalf("third request in one second: %+v", rs)
 			}
 			clk.Advance(sec)
-			if rs := group(both); len(rs) != 2 || rs[1] != ok(3, 0, time.Minute) {
+			if rs := mustAllowGroup(t, l, "u42", both...); len(rs) != 2 || rs[1] != ok(3, 0, time.Minute) {
 				t.Fatalf("a second later: %+v", rs)
 			}
 			clk.Advance(sec)
 			// The per-minute rule denies and counts a violation; the
 			// per-second rule's event is not recorded.
-			rs := group(both)
+			rs := mustAllowGroup(t, l, "u42", both...)
 			if len(rs) != 2 || !rs[0].Allowed || rs[1] != violated(no(3, 0, 58*sec, 59*sec), 1) {
 				t.Fatalf("the minute is full: %+v", rs)
 			}
-			if rs := group(both[:1]); rs[0] != ok(2, 1, sec) {
+			if rs := mustAllowGroup(t, l, "u42", both[:1]...); rs[0] != ok(2, 1, sec) {
 				t.Fatalf("per-second rule after the denied request: %+v, want one event left", rs)
 			}
-			// The group's state is its own: the same rule and key outside
-			// the group start empty.
-			if r := testkit.Allow(t, l, perSecond, "u42"); r != ok(2, 1, sec) {
-				t.Fatalf("outside the group: %+v", r)
-			}
-			// A rule in dry run reports without stopping the others.
-			dry := perMinute
-			dry.DryRun = true
-			clk.Advance(sec)
-			rs = group([]ratelimit.Check{{Rule: dry, Key: "u42"}, {Rule: perSecond, Key: "u42"}})
-			if len(rs) != 2 || !rs[0].DryRun || !rs[0].Banned || !rs[1].Allowed {
-				t.Fatalf("with the minute rule in dry run: %+v", rs)
-			}
+			groupOwnStateAndDryRun(t, clk, l, perSecond, perMinute)
 		})
 	}
+}
+
+// groupOwnStateAndDryRun goes on from AllowGroup's denials on l: the
+// group's state is its own, so perSecond's pair outside the group starts
+// empty; a second later, with perMinute (banned by then) in dry run, the
+// group reports it without being stopped by it.
+func groupOwnStateAndDryRun(t *testing.T, clk *ratelimittest.Clock, l *ratelimit.Limiter, perSecond, perMinute ratelimit.Rule) {
+	// The group's state is its own: the same rule and key outside
+	// the group start empty.
+	if r := testkit.Allow(t, l, perSecond, "u42"); r != ok(2, 1, sec) {
+		t.Fatalf("outside the group: %+v", r)
+	}
+	// A rule in dry run reports without stopping the others.
+	dry := perMinute
+	dry.DryRun = true
+	clk.Advance(sec)
+	rs := mustAllowGroup(t, l, "u42", ratelimit.Check{Rule: dry, Key: "u42"}, ratelimit.Check{Rule: perSecond, Key: "u42"})
+	if len(rs) != 2 || !rs[0].DryRun || !rs[0].Banned || !rs[1].Allowed {
+		t.Fatalf("with the minute rule in dry run: %+v", rs)
+	}
+}
+
+// mustAllowGroup is l's AllowGroup of checks as the group named group; an
+// error ends the test.
+func mustAllowGroup(t *testing.T, l *ratelimit.Limiter, group string, checks ...ratelimit.Check) []ratelimit.Result {
+	t.Helper()
+	rs, err := l.AllowGroup(context.Background(), group, checks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
 }
 
 // AllowGroupHammer: many goroutines send one group at one instant. On

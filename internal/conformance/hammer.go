@@ -45,44 +45,53 @@ func HammerOneKey(t *testing.T, backends []Backend) {
 					l := b.New(t, testkit.Options(testkit.NewClock()))
 					rule := kind.rule
 					rule.Name, rule.Penalty = "hammer", penalty
-					var allowed, rejected atomic.Int64
-					var wg sync.WaitGroup
-					start := make(chan struct{})
-					for g := 0; g < goroutines; g++ {
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							<-start
-							for i := 0; i < perGoroutine; i++ {
-								r, err := l.Allow(context.Background(), rule, "hot")
-								if err != nil || r.Degraded {
-									t.Errorf("Allow = %+v, %v", r, err)
-									return
-								}
-								if r.Allowed {
-									allowed.Add(1)
-								} else {
-									rejected.Add(1)
-								}
-							}
-						}()
-					}
-					close(start)
-					wg.Wait()
-					if allowed.Load() != rate {
-						t.Fatalf("allowed %d calls, want exactly %d", allowed.Load(), rate)
+					allowed, rejected := hammerAllow(t, l, rule, goroutines, perGoroutine)
+					if allowed != rate {
+						t.Fatalf("allowed %d calls, want exactly %d", allowed, rate)
 					}
 					r, err := l.Peek(context.Background(), rule, "hot")
 					if err != nil || r.Remaining != 0 {
 						t.Fatalf("Peek after the hammer = %+v, %v; want Remaining 0", r, err)
 					}
-					if penalty != nil && int64(r.Violations) != rejected.Load() {
-						t.Fatalf("Violations = %d, want one per rejection: %d", r.Violations, rejected.Load())
+					if penalty != nil && int64(r.Violations) != rejected {
+						t.Fatalf("Violations = %d, want one per rejection: %d", r.Violations, rejected)
 					}
 				})
 			}
 		}
 	}
+}
+
+// hammerAllow sends goroutines goroutines, released at once, at the key
+// "hot" of rule on l, each calling Allow perGoroutine times, and returns
+// how many calls were allowed and how many rejected. A call that fails or
+// is degraded is an error of t and ends its goroutine.
+func hammerAllow(t *testing.T, l *ratelimit.Limiter, rule ratelimit.Rule, goroutines, perGoroutine int) (allowed, rejected int64) {
+	var allowedN, rejectedN atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for i := 0; i < perGoroutine; i++ {
+				r, err := l.Allow(context.Background(), rule, "hot")
+				if err != nil || r.Degraded {
+					t.Errorf("Allow = %+v, %v", r, err)
+					return
+				}
+				if r.Allowed {
+					allowedN.Add(1)
+				} else {
+					rejectedN.Add(1)
+				}
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return allowedN.Load(), rejectedN.Load()
 }
 
 // HammerAllowN mixes AllowN sizes on one key, for every kind: the events

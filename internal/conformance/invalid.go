@@ -74,65 +74,94 @@ func InvalidInput(t *testing.T, backends []Backend) {
 	for _, b := range backends {
 		t.Run(b.Name, func(t *testing.T) {
 			l := b.New(t, testkit.Options(testkit.NewClock()))
-			for _, c := range invalidRules {
-				calls := map[string]error{}
-				_, calls["Allow"] = l.Allow(ctx, c.rule, "k")
-				_, calls["AllowN"] = l.AllowN(ctx, c.rule, "k", 1)
-				_, calls["Peek"] = l.Peek(ctx, c.rule, "k")
-				calls["Reset"] = l.Reset(ctx, c.rule, "k")
-				calls["Validate"] = c.rule.Validate()
-				for method, err := range calls {
-					if !errors.Is(err, ratelimit.ErrInvalidRule) || !strings.Contains(err.Error(), c.says) {
-						t.Errorf("%s with %s: err = %v, want ErrInvalidRule saying %q", method, c.name, err, c.says)
-					}
-				}
-			}
-			if err := validRule.Validate(); err != nil {
-				t.Errorf("Validate of a valid rule: %v", err)
-			}
-			for _, n := range []int{0, -1, 4, math.MaxInt} {
-				if _, err := l.AllowN(ctx, validRule, "k", n); !errors.Is(err, ratelimit.ErrInvalidN) {
-					t.Errorf("AllowN(n=%d): err = %v, want ErrInvalidN", n, err)
-				}
-			}
-			for _, v := range validKinds {
-				if err := v.rule.Validate(); err != nil {
-					t.Errorf("Validate of %q: %v", v.rule.Name, err)
-				}
-				for _, n := range []int{0, -1, v.max + 1, math.MaxInt} {
-					if _, err := l.AllowN(ctx, v.rule, "k", n); !errors.Is(err, ratelimit.ErrInvalidN) {
-						t.Errorf("AllowN(n=%d) of %q: err = %v, want ErrInvalidN", n, v.rule.Name, err)
-					}
-				}
-				if r, err := l.AllowN(ctx, v.rule, "k", v.max); err != nil || !r.Allowed || r.Limit != v.max {
-					t.Errorf("AllowN(%d) of %q after invalid calls = %+v, %v; want allowed with Limit %d", v.max, v.rule.Name, r, err, v.max)
-				}
-			}
-			if _, err := l.Allow(ctx, validRule, ""); !errors.Is(err, ratelimit.ErrInvalidKey) {
-				t.Errorf("Allow with an empty key: err = %v, want ErrInvalidKey", err)
-			}
-			if _, err := l.Peek(ctx, validRule, ""); !errors.Is(err, ratelimit.ErrInvalidKey) {
-				t.Errorf("Peek with an empty key: err = %v, want ErrInvalidKey", err)
-			}
-			if err := l.Reset(ctx, validRule, ""); !errors.Is(err, ratelimit.ErrInvalidKey) {
-				t.Errorf("Reset with an empty key: err = %v, want ErrInvalidKey", err)
-			}
+			invalidRuleCalls(t, l)
+			invalidNCalls(t, l)
+			invalidKeyCalls(t, l)
 			// Invalid calls leave no trace: the full rate is still there.
 			if r, err := l.AllowN(ctx, validRule, "k", 3); err != nil || !r.Allowed {
 				t.Errorf("AllowN(3) after invalid calls = %+v, %v; want allowed", r, err)
 			}
-
-			l.Close()
-			l.Close() // idempotent
-			if _, err := l.Allow(ctx, validRule, "k"); !errors.Is(err, ratelimit.ErrClosed) {
-				t.Errorf("Allow after Close: err = %v, want ErrClosed", err)
-			}
-			if _, err := l.Peek(ctx, validRule, "k"); !errors.Is(err, ratelimit.ErrClosed) {
-				t.Errorf("Peek after Close: err = %v, want ErrClosed", err)
-			}
-			if err := l.Reset(ctx, validRule, "k"); !errors.Is(err, ratelimit.ErrClosed) {
-				t.Errorf("Reset after Close: err = %v, want ErrClosed", err)
-			}
+			closedCalls(t, l)
 		})
+	}
+}
+
+// invalidRuleCalls checks that every method of l, and Validate, rejects
+// each of invalidRules with ErrInvalidRule saying why, and that Validate
+// accepts validRule.
+func invalidRuleCalls(t *testing.T, l *ratelimit.Limiter) {
+	ctx := context.Background()
+	for _, c := range invalidRules {
+		calls := map[string]error{}
+		_, calls["Allow"] = l.Allow(ctx, c.rule, "k")
+		_, calls["AllowN"] = l.AllowN(ctx, c.rule, "k", 1)
+		_, calls["Peek"] = l.Peek(ctx, c.rule, "k")
+		calls["Reset"] = l.Reset(ctx, c.rule, "k")
+		calls["Validate"] = c.rule.Validate()
+		for method, err := range calls {
+			if !errors.Is(err, ratelimit.ErrInvalidRule) || !strings.Contains(err.Error(), c.says) {
+				t.Errorf("%s with %s: err = %v, want ErrInvalidRule saying %q", method, c.name, err, c.says)
+			}
+		}
+	}
+	if err := validRule.Validate(); err != nil {
+		t.Errorf("Validate of a valid rule: %v", err)
+	}
+}
+
+// invalidNCalls checks that l's AllowN rejects an n below 1 or above what
+// the rule takes at once with ErrInvalidN, for validRule and each of
+// validKinds, and that each of validKinds then takes its most.
+func invalidNCalls(t *testing.T, l *ratelimit.Limiter) {
+	ctx := context.Background()
+	for _, n := range []int{0, -1, 4, math.MaxInt} {
+		if _, err := l.AllowN(ctx, validRule, "k", n); !errors.Is(err, ratelimit.ErrInvalidN) {
+			t.Errorf("AllowN(n=%d): err = %v, want ErrInvalidN", n, err)
+		}
+	}
+	for _, v := range validKinds {
+		if err := v.rule.Validate(); err != nil {
+			t.Errorf("Validate of %q: %v", v.rule.Name, err)
+		}
+		for _, n := range []int{0, -1, v.max + 1, math.MaxInt} {
+			if _, err := l.AllowN(ctx, v.rule, "k", n); !errors.Is(err, ratelimit.ErrInvalidN) {
+				t.Errorf("AllowN(n=%d) of %q: err = %v, want ErrInvalidN", n, v.rule.Name, err)
+			}
+		}
+		if r, err := l.AllowN(ctx, v.rule, "k", v.max); err != nil || !r.Allowed || r.Limit != v.max {
+			t.Errorf("AllowN(%d) of %q after invalid calls = %+v, %v; want allowed with Limit %d", v.max, v.rule.Name, r, err, v.max)
+		}
+	}
+}
+
+// invalidKeyCalls checks that Allow, Peek and Reset of l reject an empty
+// key with ErrInvalidKey.
+func invalidKeyCalls(t *testing.T, l *ratelimit.Limiter) {
+	ctx := context.Background()
+	if _, err := l.Allow(ctx, validRule, ""); !errors.Is(err, ratelimit.ErrInvalidKey) {
+		t.Errorf("Allow with an empty key: err = %v, want ErrInvalidKey", err)
+	}
+	if _, err := l.Peek(ctx, validRule, ""); !errors.Is(err, ratelimit.ErrInvalidKey) {
+		t.Errorf("Peek with an empty key: err = %v, want ErrInvalidKey", err)
+	}
+	if err := l.Reset(ctx, validRule, ""); !errors.Is(err, ratelimit.ErrInvalidKey) {
+		t.Errorf("Reset with an empty key: err = %v, want ErrInvalidKey", err)
+	}
+}
+
+// closedCalls closes l twice (Close is idempotent) and checks that Allow,
+// Peek and Reset are then ErrClosed.
+func closedCalls(t *testing.T, l *ratelimit.Limiter) {
+	ctx := context.Background()
+	l.Close()
+	l.Close() // idempotent
+	if _, err := l.Allow(ctx, validRule, "k"); !errors.Is(err, ratelimit.ErrClosed) {
+		t.Errorf("Allow after Close: err = %v, want ErrClosed", err)
+	}
+	if _, err := l.Peek(ctx, validRule, "k"); !errors.Is(err, ratelimit.ErrClosed) {
+		t.Errorf("Peek after Close: err = %v, want ErrClosed", err)
+	}
+	if err := l.Reset(ctx, validRule, "k"); !errors.Is(err, ratelimit.ErrClosed) {
+		t.Errorf("Reset after Close: err = %v, want ErrClosed", err)
 	}
 }

@@ -80,91 +80,108 @@ func allPrefetchCases() []prefetchCase {
 // slotCases are the cases of kind k that its window or period's end does
 // not enter (all of them well before it).
 func slotCases(k slotKind) []prefetchCase {
+	return []prefetchCase{slotGrantCase(k), slotResetCase(k), slotBanCase(k)}
+}
+
+// slotGrantCase is kind k's case of a grant's life: its uses, the
+// under-admission once it lapses, the give-back with the next request,
+// and the rejections once no slot is left.
+func slotGrantCase(k slotKind) prefetchCase {
+	R := k.full
+	return prefetchCase{
+		name: k.name + ": a grant, its uses, the under-admission, a give-back, and no slot left",
+		rule: k.rule,
+		steps: []prefetchStep{
+			{at: 0, want: ok(10, 9, R(0)), path: ratelimit.PathRedis},
+			{at: 0, want: ok(10, 8, R(0)), path: ratelimit.PathRedis},
+			// Two events in the bucket: the third call asks for 2 + 1
+			// of the 8 free, and uses one. Remaining is the count at
+			// the grant (2) less what this process used (1).
+			{at: 0, want: ok(10, 7, R(0)), path: ratelimit.PathPrefetch},
+			// Redis counts the grant's three slots: 2 + 3.
+			{at: 0, do: peek, want: ok(10, 5, R(0)), path: ratelimit.PathRedis},
+			{at: ms, want: ok(10, 6, R(ms)), path: ratelimit.PathPrefetch},
+			// The grant lapsed at 20ms with one slot unused: it still
+			// counts (the under-admission), until it goes back.
+			{at: 21 * ms, do: peek, want: ok(10, 5, R(21*ms)), path: ratelimit.PathRedis},
+			// A new bucket (16.544ms): the demand is the last one's 4
+			// events. The request gives the slot back (count 4) and
+			// asks for 4 + 1 of the 6 free: Remaining 10 - 4 - 1.
+			{at: 22 * ms, want: ok(10, 5, R(22*ms)), path: ratelimit.PathPrefetch},
+			{at: 22 * ms, do: peek, want: ok(10, 1, R(22*ms)), path: ratelimit.PathRedis},
+			{at: 23 * ms, want: ok(10, 4, R(23*ms)), path: ratelimit.PathPrefetch},
+			// The grant's last three slots (Remaining 10 - 4 - 5). None
+			// left, under a quarter of the demand (5): the call asks
+			// for 5 more before it returns and gets the last one free.
+			{at: 23 * ms, n: 3, want: ok(10, 1, R(23*ms)), path: ratelimit.PathPrefetch},
+			// Used (Remaining 10 - 9 - 1); the request it makes finds
+			// none free.
+			{at: 23 * ms, want: ok(10, 0, R(23*ms)), path: ratelimit.PathPrefetch},
+			{at: 23 * ms, do: peek, want: no(10, 0, k.retry1-23*ms, R(23*ms)), path: ratelimit.PathRedis},
+			// Rejected in-process until a slot frees, as a rejection of
+			// one event at the request's time answers.
+			{at: 24 * ms, want: no(10, 0, k.retry1-24*ms, R(24*ms)), path: ratelimit.PathShield},
+		},
+	}
+}
+
+// slotResetCase is kind k's case of a Reset by another process: it voids
+// the slots granted before it, and their give-back takes nothing back.
+func slotResetCase(k slotKind) prefetchCase {
+	R := k.full
+	return prefetchCase{
+		name: k.name + ": a Reset voids the slots, and a give-back after it takes nothing back",
+		rule: k.rule,
+		steps: []prefetchStep{
+			{at: 0, want: ok(10, 9, R(0)), path: ratelimit.PathRedis},
+			{at: 0, want: ok(10, 8, R(0)), path: ratelimit.PathRedis},
+			// L0 takes 3 slots (count 5), two of them unused.
+			{at: 0, want: ok(10, 7, R(0)), path: ratelimit.PathPrefetch},
+			// Another process resets the pair (its meter is gone) and
+			// records two events on Redis.
+			{at: ms, inst: 1, do: reset},
+			{at: ms, inst: 1, want: ok(10, 9, R(ms)), path: ratelimit.PathRedis},
+			{at: ms, inst: 1, want: ok(10, 8, R(ms)), path: ratelimit.PathRedis},
+			// L0 does not know yet: it uses a slot granted before the
+			// Reset (a Reset voids other processes' slots within
+			// Prefetch). Remaining is its grant's: 10 - 2 - 2.
+			{at: 2 * ms, want: ok(10, 6, R(2*ms)), path: ratelimit.PathPrefetch},
+			// Redis holds the two events after the Reset, nothing of
+			// the grant's.
+			{at: 21 * ms, inst: 1, do: peek, want: ok(10, 8, R(21*ms)), path: ratelimit.PathRedis},
+			// L0's grant lapsed with one slot unused; its request gives
+			// it back under the mark of before the Reset: nothing is
+			// taken back (count 2), and it gets 4 + 1 of the 8 free.
+			{at: 22 * ms, want: ok(10, 7, R(22*ms)), path: ratelimit.PathPrefetch},
+			{at: 22 * ms, inst: 1, do: peek, want: ok(10, 3, R(22*ms)), path: ratelimit.PathRedis},
+		},
+	}
+}
+
+// slotBanCase is kind k's case of a key that another process' violations
+// ban (k's rule under a penalty): the pair, hot as it is, gets no grant.
+func slotBanCase(k slotKind) prefetchCase {
 	R := k.full
 	pen := k.rule
 	pen.Penalty = &ratelimit.Penalty{BanAfter: 2, BanFor: 100 * ms}
-	return []prefetchCase{
-		{
-			name: k.name + ": a grant, its uses, the under-admission, a give-back, and no slot left",
-			rule: k.rule,
-			steps: []prefetchStep{
-				{at: 0, want: ok(10, 9, R(0)), path: ratelimit.PathRedis},
-				{at: 0, want: ok(10, 8, R(0)), path: ratelimit.PathRedis},
-				// Two events in the bucket: the third call asks for 2 + 1
-				// of the 8 free, and uses one. Remaining is the count at
-				// the grant (2) less what this process used (1).
-				{at: 0, want: ok(10, 7, R(0)), path: ratelimit.PathPrefetch},
-				// Redis counts the grant's three slots: 2 + 3.
-				{at: 0, do: peek, want: ok(10, 5, R(0)), path: ratelimit.PathRedis},
-				{at: ms, want: ok(10, 6, R(ms)), path: ratelimit.PathPrefetch},
-				// The grant lapsed at 20ms with one slot unused: it still
-				// counts (the under-admission), until it goes back.
-				{at: 21 * ms, do: peek, want: ok(10, 5, R(21*ms)), path: ratelimit.PathRedis},
-				// A new bucket (16.544ms): the demand is the last one's 4
-				// events. The request gives the slot back (count 4) and
-				// asks for 4 + 1 of the 6 free: Remaining 10 - 4 - 1.
-				{at: 22 * ms, want: ok(10, 5, R(22*ms)), path: ratelimit.PathPrefetch},
-				{at: 22 * ms, do: peek, want: ok(10, 1, R(22*ms)), path: ratelimit.PathRedis},
-				{at: 23 * ms, want: ok(10, 4, R(23*ms)), path: ratelimit.PathPrefetch},
-				// The grant's last three slots (Remaining 10 - 4 - 5). None
-				// left, under a quarter of the demand (5): the call asks
-				// for 5 more before it returns and gets the last one free.
-				{at: 23 * ms, n: 3, want: ok(10, 1, R(23*ms)), path: ratelimit.PathPrefetch},
-				// Used (Remaining 10 - 9 - 1); the request it makes finds
-				// none free.
-				{at: 23 * ms, want: ok(10, 0, R(23*ms)), path: ratelimit.PathPrefetch},
-				{at: 23 * ms, do: peek, want: no(10, 0, k.retry1-23*ms, R(23*ms)), path: ratelimit.PathRedis},
-				// Rejected in-process until a slot frees, as a rejection of
-				// one event at the request's time answers.
-				{at: 24 * ms, want: no(10, 0, k.retry1-24*ms, R(24*ms)), path: ratelimit.PathShield},
-			},
-		},
-		{
-			name: k.name + ": a Reset voids the slots, and a give-back after it takes nothing back",
-			rule: k.rule,
-			steps: []prefetchStep{
-				{at: 0, want: ok(10, 9, R(0)), path: ratelimit.PathRedis},
-				{at: 0, want: ok(10, 8, R(0)), path: ratelimit.PathRedis},
-				// L0 takes 3 slots (count 5), two of them unused.
-				{at: 0, want: ok(10, 7, R(0)), path: ratelimit.PathPrefetch},
-				// Another process resets the pair (its meter is gone) and
-				// records two events on Redis.
-				{at: ms, inst: 1, do: reset},
-				{at: ms, inst: 1, want: ok(10, 9, R(ms)), path: ratelimit.PathRedis},
-				{at: ms, inst: 1, want: ok(10, 8, R(ms)), path: ratelimit.PathRedis},
-				// L0 does not know yet: it uses a slot granted before the
-				// Reset (a Reset voids other processes' slots within
-				// Prefetch). Remaining is its grant's: 10 - 2 - 2.
-				{at: 2 * ms, want: ok(10, 6, R(2*ms)), path: ratelimit.PathPrefetch},
-				// Redis holds the two events after the Reset, nothing of
-				// the grant's.
-				{at: 21 * ms, inst: 1, do: peek, want: ok(10, 8, R(21*ms)), path: ratelimit.PathRedis},
-				// L0's grant lapsed with one slot unused; its request gives
-				// it back under the mark of before the Reset: nothing is
-				// taken back (count 2), and it gets 4 + 1 of the 8 free.
-				{at: 22 * ms, want: ok(10, 7, R(22*ms)), path: ratelimit.PathPrefetch},
-				{at: 22 * ms, inst: 1, do: peek, want: ok(10, 3, R(22*ms)), path: ratelimit.PathRedis},
-			},
-		},
-		{
-			name: k.name + ": a banned key gets no grant",
-			rule: pen,
-			steps: []prefetchStep{
-				{at: 0, want: ok(10, 9, R(0)), path: ratelimit.PathRedis},
-				{at: 0, want: ok(10, 8, R(0)), path: ratelimit.PathRedis},
-				// Another process asks for more than is left, twice: a
-				// violation, then a ban of 100ms (its nine fit no sooner
-				// than retry9, later than the ban's end).
-				{at: 0, inst: 1, n: 9, want: violated(no(10, 8, k.retry9, R(0)), 1), path: ratelimit.PathRedis},
-				{at: 0, inst: 1, n: 9, want: banned(violated(no(10, 0, k.retry9, R(0)), 2), 100*ms), path: ratelimit.PathRedis},
-				// L0's pair is hot (two events in the bucket) and 8 are
-				// free, but the key is banned: Redis grants nothing, and
-				// the call, on Redis, is rejected as banned.
-				{at: ms, want: banned(violated(no(10, 0, 99*ms, R(ms)), 2), 99*ms), path: ratelimit.PathRedis},
-				// Once the ban is over, the meter holds the two events
-				// alone: no slot was taken.
-				{at: 200 * ms, do: peek, want: violated(ok(10, 8, R(200*ms)), 2), path: ratelimit.PathRedis},
-			},
+	return prefetchCase{
+		name: k.name + ": a banned key gets no grant",
+		rule: pen,
+		steps: []prefetchStep{
+			{at: 0, want: ok(10, 9, R(0)), path: ratelimit.PathRedis},
+			{at: 0, want: ok(10, 8, R(0)), path: ratelimit.PathRedis},
+			// Another process asks for more than is left, twice: a
+			// violation, then a ban of 100ms (its nine fit no sooner
+			// than retry9, later than the ban's end).
+			{at: 0, inst: 1, n: 9, want: violated(no(10, 8, k.retry9, R(0)), 1), path: ratelimit.PathRedis},
+			{at: 0, inst: 1, n: 9, want: banned(violated(no(10, 0, k.retry9, R(0)), 2), 100*ms), path: ratelimit.PathRedis},
+			// L0's pair is hot (two events in the bucket) and 8 are
+			// free, but the key is banned: Redis grants nothing, and
+			// the call, on Redis, is rejected as banned.
+			{at: ms, want: banned(violated(no(10, 0, 99*ms, R(ms)), 2), 99*ms), path: ratelimit.PathRedis},
+			// Once the ban is over, the meter holds the two events
+			// alone: no slot was taken.
+			{at: 200 * ms, do: peek, want: violated(ok(10, 8, R(200*ms)), 2), path: ratelimit.PathRedis},
 		},
 	}
 }

@@ -163,16 +163,74 @@ func ReserveAgainstModelOnTwo(t *testing.T, backends []Backend) {
 // with two, ReserveAgainstModelOnTwo).
 func runReserveModel(t *testing.T, b Backend, rule ratelimit.Rule, seed uint64, steps int, two bool) {
 	t.Helper()
-	ctx := context.Background()
-	rng := rand.New(rand.NewPCG(seed, 31))
-	rate, window, burst := rule.Limit.Rate, rule.Limit.Window, rule.Limit.Burst
-	g := &gcraModel{t: big.NewRat(window.Microseconds(), int64(rate)), burst: int64(burst)}
-	emit := float64(window.Microseconds()) / float64(rate)
-	// The most a settle may charge: MaxSettleFactor × Burst, and no more
-	// than the tokens refilled in 2^50µs (see MaxSettleFactor).
-	most := min(ratelimit.MaxSettleFactor*int64(burst), new(big.Int).Quo(new(big.Int).Mul(big.NewInt(1<<50), big.NewInt(int64(rate))), big.NewInt(window.Microseconds())).Int64())
 	clk := testkit.NewClock()
-	var l, other *ratelimit.Limiter
+	m := newReserveModelRun(t, b, clk, rule, seed, two)
+	for range steps {
+		m.advance()
+		clk.Set(testkit.Epoch().Add(time.Duration(m.now) * time.Microsecond))
+		n := m.size()
+		switch op := m.rng.IntN(10); {
+		case op < 3 || op < 5 && len(m.open) == 0:
+			m.reserve(n)
+		case op < 5:
+			m.settle()
+		case op < 9:
+			m.allowN(n)
+		default:
+			m.peek()
+		}
+		if m.other != nil {
+			want := m.g.decide(m.now, 1, true)
+			if res, err := m.other.Peek(context.Background(), rule, "k"); err != nil || res != want {
+				m.fail("the other limiter's Peek at %dµs = %+v, %v; model %+v", m.now, res, err, want)
+			}
+		}
+	}
+}
+
+// reserveModelRun is one run of runReserveModel: the limiters, the model,
+// the random sources of the steps, and what the run has done so far.
+type reserveModelRun struct {
+	t    *testing.T
+	rule ratelimit.Rule
+	seed uint64
+	two  bool
+	// l decides the steps (with two, l or other, at random: see on); other,
+	// where the backend has Two, peeks after each.
+	l, other *ratelimit.Limiter
+	g        *gcraModel
+	rng      *rand.Rand // the steps
+	pick     *rand.Rand // with two, the limiter of each step
+	emit     float64    // the emission interval, in µs
+	most     int64      // the most a settle may charge
+	open     []heldReservation
+	log      []string
+	now      int64 // µs since testkit.Epoch
+}
+
+// heldReservation is a reservation of a reserveModelRun not settled yet.
+type heldReservation struct {
+	r     *ratelimit.Reservation
+	event int // its index among the model's events
+}
+
+// newReserveModelRun makes the limiters of a run of rule on b, on the
+// clock clk, and its empty model, its steps drawn from seed: with two, both
+// limiters of b.Two decide, their shields off; otherwise, where b has Two,
+// the first decides and the second, its shield off, only peeks.
+func newReserveModelRun(t *testing.T, b Backend, clk ratelimit.Clock, rule ratelimit.Rule, seed uint64, two bool) *reserveModelRun {
+	t.Helper()
+	rate, window, burst := rule.Limit.Rate, rule.Limit.Window, rule.Limit.Burst
+	m := &reserveModelRun{
+		t: t, rule: rule, seed: seed, two: two,
+		g:    &gcraModel{t: big.NewRat(window.Microseconds(), int64(rate)), burst: int64(burst)},
+		rng:  rand.New(rand.NewPCG(seed, 31)),
+		pick: rand.New(rand.NewPCG(seed, 37)),
+		emit: float64(window.Microseconds()) / float64(rate),
+		// The most a settle may charge: MaxSettleFactor × Burst, and no more
+		// than the tokens refilled in 2^50µs (see MaxSettleFactor).
+		most: min(ratelimit.MaxSettleFactor*int64(burst), new(big.Int).Quo(new(big.Int).Mul(big.NewInt(1<<50), big.NewInt(int64(rate))), big.NewInt(window.Microseconds())).Int64()),
+	}
 	if b.Two != nil {
 		// The other's shield is off: it would answer from a rejection it
 		// cached before a give-back it cannot see (see
@@ -183,114 +241,144 @@ func runReserveModel(t *testing.T, b Backend, rule ratelimit.Rule, seed uint64, 
 		if two {
 			first.ShieldMax = -1
 		}
-		l, other = b.Two(t, first, peeker)
+		m.l, m.other = b.Two(t, first, peeker)
 	} else {
-		l = b.New(t, testkit.Options(clk))
+		m.l = b.New(t, testkit.Options(clk))
 	}
-	type held struct {
-		r     *ratelimit.Reservation
-		event int // its index among the model's events
+	return m
+}
+
+// fail ends the test with what failed, the run's rule and seed, and the
+// steps so far.
+func (m *reserveModelRun) fail(format string, args ...any) {
+	m.t.Helper()
+	lim := m.rule.Limit
+	m.t.Fatalf("seed %d (%d per %v, burst %d): %s; steps:\n%s", m.seed, lim.Rate, lim.Window, lim.Burst, fmt.Sprintf(format, args...), strings.Join(m.log, "\n"))
+}
+
+// advance moves the run's time on, at random: by up to a full bucket's
+// refill, by 0 to 2 emission intervals, or not at all.
+func (m *reserveModelRun) advance() {
+	switch m.rng.IntN(3) {
+	case 0:
+		// Up to a full bucket's refill, while the clock stays within
+		// 35 years of the epoch (as TestGCRAAtItsExactnessBound).
+		if m.now < 1<<50 {
+			m.now += int64(m.rng.Float64() * m.emit * float64(1+m.rng.IntN(m.rule.Limit.Burst+2)))
+		}
+	case 1:
+		m.now += int64(m.emit) * int64(m.rng.IntN(3))
 	}
-	pick := rand.New(rand.NewPCG(seed, 37))
-	on := func() *ratelimit.Limiter { // the limiter that decides a step
-		if two && pick.IntN(2) == 0 {
-			return other
-		}
-		return l
+}
+
+// size draws the events of a step's call: up to the Burst, near it, or
+// few, so that several reservations are outstanding at once.
+func (m *reserveModelRun) size() int {
+	burst := m.rule.Limit.Burst
+	n := 1 + m.rng.IntN(burst)
+	switch m.rng.IntN(4) {
+	case 0:
+		n = burst - m.rng.IntN(min(burst, 3)) // near the Burst
+	case 1:
+		n = 1 + m.rng.IntN(burst/8+1) // small: several outstanding at once
 	}
-	var open []held
-	var log []string
-	now := int64(0)
-	fail := func(format string, args ...any) {
-		t.Helper()
-		t.Fatalf("seed %d (%d per %v, burst %d): %s; steps:\n%s", seed, rate, window, burst, fmt.Sprintf(format, args...), strings.Join(log, "\n"))
+	return n
+}
+
+// on is the limiter that decides a step: with two, either, at random.
+func (m *reserveModelRun) on() *ratelimit.Limiter {
+	if m.two && m.pick.IntN(2) == 0 {
+		return m.other
 	}
-	for range steps {
-		switch rng.IntN(3) {
-		case 0:
-			// Up to a full bucket's refill, while the clock stays within
-			// 35 years of the epoch (as TestGCRAAtItsExactnessBound).
-			if now < 1<<50 {
-				now += int64(rng.Float64() * emit * float64(1+rng.IntN(burst+2)))
-			}
-		case 1:
-			now += int64(emit) * int64(rng.IntN(3))
+	return m.l
+}
+
+// reserve reserves n events, checks the Result against the model's, and
+// holds the reservation when it is allowed.
+func (m *reserveModelRun) reserve(n int) {
+	m.t.Helper()
+	want := m.g.decide(m.now, int64(n), false)
+	r, res, err := m.on().Reserve(context.Background(), m.rule, "k", n)
+	m.log = append(m.log, fmt.Sprintf("%dµs: Reserve(%d) = %+v, %v", m.now, n, res, err))
+	if err != nil || res != want || (r != nil) != want.Allowed {
+		m.fail("Reserve(%d) at %dµs = %+v, %v; model %+v", n, m.now, res, err, want)
+	}
+	if r != nil {
+		m.open = append(m.open, heldReservation{r: r, event: len(m.g.events) - 1})
+	}
+}
+
+// settle settles one of the held reservations, at random, for what actual
+// draws, and has the model count what it settled for: in place of the
+// reservation, or, for more, the extra as an event of now. Where the
+// reservation is the model's event 3 modulo 7, a Settle of one more than
+// the most comes first, and must be ErrInvalidN.
+func (m *reserveModelRun) settle() {
+	m.t.Helper()
+	ctx := context.Background()
+	i := m.rng.IntN(len(m.open))
+	h := m.open[i]
+	m.open = append(m.open[:i], m.open[i+1:]...)
+	reserved := int64(h.r.Reserved())
+	actual := m.actual(reserved)
+	if h.event%7 == 3 {
+		if err := h.r.Settle(ctx, int(m.most)+1); !errors.Is(err, ratelimit.ErrInvalidN) {
+			m.fail("Settle(%d), one more than the most = %v; want ErrInvalidN", m.most+1, err)
 		}
-		clk.Set(testkit.Epoch().Add(time.Duration(now) * time.Microsecond))
-		n := 1 + rng.IntN(burst)
-		switch rng.IntN(4) {
-		case 0:
-			n = burst - rng.IntN(min(burst, 3)) // near the Burst
-		case 1:
-			n = 1 + rng.IntN(burst/8+1) // small: several outstanding at once
+	}
+	err := h.r.Settle(ctx, int(actual))
+	m.log = append(m.log, fmt.Sprintf("%dµs: Settle(%d of %d, event %d) = %v", m.now, actual, reserved, h.event, err))
+	if err != nil {
+		m.fail("Settle(%d) = %v", actual, err)
+	}
+	if actual <= reserved {
+		m.g.events[h.event].m = actual
+	} else {
+		m.g.events = append(m.g.events, modelEvent{at: m.now, m: actual - reserved})
+	}
+}
+
+// actual draws what a reservation of reserved events settles for: none,
+// fewer, as many, more, or the most a settle may charge (as many, where the
+// bucket is decades in debt already).
+func (m *reserveModelRun) actual(reserved int64) int64 {
+	switch m.rng.IntN(5) {
+	case 0:
+		return 0
+	case 1:
+		return m.rng.Int64N(reserved + 1)
+	case 2:
+		return reserved
+	case 3:
+		return min(m.most, reserved+m.rng.Int64N(int64(m.rule.Limit.Burst)*2+1))
+	default:
+		if tat := m.g.tat(); tat != nil && tat.Cmp(big.NewRat(m.now+1<<50, 1)) > 0 {
+			return reserved // a debt of decades already: more would pile past what Durations hold
 		}
-		switch op := rng.IntN(10); {
-		case op < 3 || op < 5 && len(open) == 0:
-			want := g.decide(now, int64(n), false)
-			r, res, err := on().Reserve(ctx, rule, "k", n)
-			log = append(log, fmt.Sprintf("%dµs: Reserve(%d) = %+v, %v", now, n, res, err))
-			if err != nil || res != want || (r != nil) != want.Allowed {
-				fail("Reserve(%d) at %dµs = %+v, %v; model %+v", n, now, res, err, want)
-			}
-			if r != nil {
-				open = append(open, held{r: r, event: len(g.events) - 1})
-			}
-		case op < 5:
-			i := rng.IntN(len(open))
-			h := open[i]
-			open = append(open[:i], open[i+1:]...)
-			reserved := int64(h.r.Reserved())
-			var actual int64
-			switch rng.IntN(5) {
-			case 0:
-				actual = 0
-			case 1:
-				actual = rng.Int64N(reserved + 1)
-			case 2:
-				actual = reserved
-			case 3:
-				actual = min(most, reserved+rng.Int64N(int64(burst)*2+1))
-			default:
-				actual = most // the most a settle may charge
-				if tat := g.tat(); tat != nil && tat.Cmp(big.NewRat(now+1<<50, 1)) > 0 {
-					actual = reserved // a debt of decades already: more would pile past what Durations hold
-				}
-			}
-			if h.event%7 == 3 {
-				if err := h.r.Settle(ctx, int(most)+1); !errors.Is(err, ratelimit.ErrInvalidN) {
-					fail("Settle(%d), one more than the most = %v; want ErrInvalidN", most+1, err)
-				}
-			}
-			err := h.r.Settle(ctx, int(actual))
-			log = append(log, fmt.Sprintf("%dµs: Settle(%d of %d, event %d) = %v", now, actual, reserved, h.event, err))
-			if err != nil {
-				fail("Settle(%d) = %v", actual, err)
-			}
-			if actual <= reserved {
-				g.events[h.event].m = actual
-			} else {
-				g.events = append(g.events, modelEvent{at: now, m: actual - reserved})
-			}
-		case op < 9:
-			want := g.decide(now, int64(n), false)
-			res, err := on().AllowN(ctx, rule, "k", n)
-			log = append(log, fmt.Sprintf("%dµs: AllowN(%d) = %+v, %v", now, n, res, err))
-			if err != nil || res != want {
-				fail("AllowN(%d) at %dµs = %+v, %v; model %+v", n, now, res, err, want)
-			}
-		default:
-			want := g.decide(now, 1, true)
-			res, err := l.Peek(ctx, rule, "k")
-			log = append(log, fmt.Sprintf("%dµs: Peek = %+v, %v", now, res, err))
-			if err != nil || res != want {
-				fail("Peek at %dµs = %+v, %v; model %+v", now, res, err, want)
-			}
-		}
-		if other != nil {
-			want := g.decide(now, 1, true)
-			if res, err := other.Peek(ctx, rule, "k"); err != nil || res != want {
-				fail("the other limiter's Peek at %dµs = %+v, %v; model %+v", now, res, err, want)
-			}
-		}
+		return m.most // the most a settle may charge
+	}
+}
+
+// allowN makes an AllowN of n events and checks the Result against the
+// model's.
+func (m *reserveModelRun) allowN(n int) {
+	m.t.Helper()
+	want := m.g.decide(m.now, int64(n), false)
+	res, err := m.on().AllowN(context.Background(), m.rule, "k", n)
+	m.log = append(m.log, fmt.Sprintf("%dµs: AllowN(%d) = %+v, %v", m.now, n, res, err))
+	if err != nil || res != want {
+		m.fail("AllowN(%d) at %dµs = %+v, %v; model %+v", n, m.now, res, err, want)
+	}
+}
+
+// peek makes a Peek on the first limiter and checks the Result against the
+// model's.
+func (m *reserveModelRun) peek() {
+	m.t.Helper()
+	want := m.g.decide(m.now, 1, true)
+	res, err := m.l.Peek(context.Background(), m.rule, "k")
+	m.log = append(m.log, fmt.Sprintf("%dµs: Peek = %+v, %v", m.now, res, err))
+	if err != nil || res != want {
+		m.fail("Peek at %dµs = %+v, %v; model %+v", m.now, res, err, want)
 	}
 }
