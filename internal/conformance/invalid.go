@@ -137,31 +137,29 @@ func invalidNCalls(t *testing.T, l *ratelimit.Limiter) {
 // invalidKeyCalls checks that Allow, Peek and Reset of l reject an empty
 // key with ErrInvalidKey.
 func invalidKeyCalls(t *testing.T, l *ratelimit.Limiter) {
-	ctx := context.Background()
-	if _, err := l.Allow(ctx, validRule, ""); !errors.Is(err, ratelimit.ErrInvalidKey) {
-		t.Errorf("Allow with an empty key: err = %v, want ErrInvalidKey", err)
-	}
-	if _, err := l.Peek(ctx, validRule, ""); !errors.Is(err, ratelimit.ErrInvalidKey) {
-		t.Errorf("Peek with an empty key: err = %v, want ErrInvalidKey", err)
-	}
-	if err := l.Reset(ctx, validRule, ""); !errors.Is(err, ratelimit.ErrInvalidKey) {
-		t.Errorf("Reset with an empty key: err = %v, want ErrInvalidKey", err)
-	}
+	callsFail(t, l, "", ratelimit.ErrInvalidKey, "with an empty key")
 }
 
 // closedCalls closes l twice (Close is idempotent) and checks that Allow,
 // Peek and Reset are then ErrClosed.
 func closedCalls(t *testing.T, l *ratelimit.Limiter) {
-	ctx := context.Background()
 	l.Close()
 	l.Close() // idempotent
-	if _, err := l.Allow(ctx, validRule, "k"); !errors.Is(err, ratelimit.ErrClosed) {
-		t.Errorf("Allow after Close: err = %v, want ErrClosed", err)
+	callsFail(t, l, "k", ratelimit.ErrClosed, "after Close")
+}
+
+// callsFail checks that Allow, Peek and Reset of validRule's key on l each
+// fail with want; when says in what case, for the error message.
+func callsFail(t *testing.T, l *ratelimit.Limiter, key string, want error, when string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := l.Allow(ctx, validRule, key); !errors.Is(err, want) {
+		t.Errorf("Allow %s: err = %v, want %v", when, err, want)
 	}
-	if _, err := l.Peek(ctx, validRule, "k"); !errors.Is(err, ratelimit.ErrClosed) {
-		t.Errorf("Peek after Close: err = %v, want ErrClosed", err)
+	if _, err := l.Peek(ctx, validRule, key); !errors.Is(err, want) {
+		t.Errorf("Peek %s: err = %v, want %v", when, err, want)
 	}
-	if err := l.Reset(ctx, validRule, "k"); !errors.Is(err, ratelimit.ErrClosed) {
-		t.Errorf("Reset after Close: err = %v, want ErrClosed", err)
+	if err := l.Reset(ctx, validRule, key); !errors.Is(err, want) {
+		t.Errorf("Reset %s: err = %v, want %v", when, err, want)
 	}
 }

@@ -140,12 +140,9 @@ func readValue(r *bufio.Reader) (any, error) {
 // being its length) was already read, and returns it as a string, or nil
 // for a null bulk string.
 func readBulk(r *bufio.Reader, line, body string) (any, error) {
-	n, err := strconv.Atoi(body)
-	if err != nil || n < -1 {
-		return nil, fmt.Errorf("redistest: malformed bulk length %q", line)
-	}
-	if n == -1 {
-		return nil, nil
+	n, err := length(line, body, "bulk")
+	if err != nil || n == -1 {
+		return nil, err
 	}
 	buf := make([]byte, n+2)
 	if _, err := io.ReadFull(r, buf); err != nil {
@@ -158,12 +155,9 @@ func readBulk(r *bufio.Reader, line, body string) (any, error) {
 // its length) was already read, and returns them as a []any, or nil for a
 // null array.
 func readArray(r *bufio.Reader, line, body string) (any, error) {
-	n, err := strconv.Atoi(body)
-	if err != nil || n < -1 {
-		return nil, fmt.Errorf("redistest: malformed array length %q", line)
-	}
-	if n == -1 {
-		return nil, nil
+	n, err := length(line, body, "array")
+	if err != nil || n == -1 {
+		return nil, err
 	}
 	items := make([]any, n)
 	for i := range items {
@@ -172,6 +166,16 @@ func readArray(r *bufio.Reader, line, body string) (any, error) {
 		}
 	}
 	return items, nil
+}
+
+// length parses the length of a bulk string or an array (what) from its
+// header line's body: -1 for a null one.
+func length(line, body, what string) (int, error) {
+	n, err := strconv.Atoi(body)
+	if err != nil || n < -1 {
+		return 0, fmt.Errorf("redistest: malformed %s length %q", what, line)
+	}
+	return n, nil
 }
 
 // render turns a parsed reply into the string form documented on Conn.Do.
