@@ -40,7 +40,7 @@ type localStore struct {
 
 // localShard is one shard of the store: its tables, under its lock.
 type localShard struct {
-	mu       sync.Mutex                // guards the tables and everything in them
+	mu       sync.Mutex                // guards every field below, the tables and what they hold
 	meters   meterTables               // each kind's meters, by meter slot (see meterSlot)
 	ladders  ladder.Book[lkey]         // the penalty ladders: violations, and bans apart
 	denials  denials                   // the hot-key shield: Redis' rejections
