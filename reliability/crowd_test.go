@@ -34,10 +34,12 @@ import (
 //   - containment: the exact log never allows more than Rate in any
 //     window-long interval (testkit.MostContained);
 //   - Redis runs at most 2 × (calls allowed) + 20 scripts a second for
-//     the key, counted by Redis itself (INFO commandstats) for each whole
-//     second, less AllowAll's calls for its other rule: a freed slot costs
-//     the call it allows, and at most one probe that finds the key full
-//     again (see crowd.go).
+//     the key, counted by Redis itself (INFO commandstats, read about each
+//     whole second over a connection opened before the load) between two
+//     readings, against the calls allowed between the same two instants,
+//     less AllowAll's calls for its other rule: a freed slot costs the
+//     call it allows, and at most one probe that finds the key full again
+//     (see crowd.go).
 //
 // Like TestSpikeOnHealthyRedis it measures the scheduling of thousands of
 // goroutines on two cores: scripts/test runs it without the race
@@ -116,8 +118,9 @@ func crowdRun(t *testing.T, srv *redistest.Server, rule ratelimit.Rule, via stri
 	var logs testkit.SyncBuffer
 	// The decisions Redis made for the rule, by second and outcome.
 	var onRedis [crowdSeconds + 1][2]atomic.Int64
-	// AllowAll's other rule has its own script calls: not the key's.
-	var others [crowdSeconds + 1]atomic.Int64
+	// AllowAll's other rule has its own script calls, not the key's, by
+	// the millisecond they were decided in.
+	var others [(crowdSeconds + 1) * 1000]atomic.Int64
 	var began atomic.Int64
 	var slowest atomic.Int64 // the longest decision, as OnDecision times it
 	opts := ratelimit.Options{KeyPrefix: "crowd:", Logger: quietLogger(&logs), OnDecision: func(d ratelimit.Decision) {
@@ -126,10 +129,11 @@ func crowdRun(t *testing.T, srv *redistest.Server, rule ratelimit.Rule, via stri
 		if d.Path != ratelimit.PathRedis || began.Load() == 0 {
 			return
 		}
-		s := min(time.Duration(time.Now().UnixNano()-began.Load())/time.Second, crowdSeconds)
+		since := time.Duration(time.Now().UnixNano() - began.Load())
+		s := min(since/time.Second, crowdSeconds)
 		switch {
 		case d.Rule.Name != rule.Name:
-			others[s].Add(1)
+			others[min(int(since/time.Millisecond), len(others)-1)].Add(1)
 		case d.Result.Allowed:
 			onRedis[s][0].Add(1)
 		default:
@@ -201,8 +205,9 @@ func crowdRun(t *testing.T, srv *redistest.Server, rule ratelimit.Rule, via stri
 		t.Fatalf("unknown way %q", via)
 	}
 
-	scripts := make([]int, 0, crowdSeconds+1)
-	scripts = append(scripts, scriptCalls(t, srv))
+	counter := newScriptCounter(t, srv)
+	readings := make([]scriptReading, 0, crowdSeconds+1)
+	readings = append(readings, counter.read(t))
 	var mu sync.Mutex
 	var spans []testkit.Span
 	var errs, degraded atomic.Int64
@@ -242,10 +247,10 @@ func crowdRun(t *testing.T, srv *redistest.Server, rule ratelimit.Rule, via stri
 			mu.Unlock()
 		}()
 	}
-	// Redis' own count of scripts run, read at each whole second.
+	// Redis' own count of scripts run, read about each whole second.
 	for s := 1; s <= crowdSeconds; s++ {
 		time.Sleep(time.Until(start.Add(time.Duration(s) * time.Second)))
-		scripts = append(scripts, scriptCalls(t, srv))
+		readings = append(readings, counter.read(t))
 	}
 	wg.Wait()
 
@@ -253,11 +258,20 @@ func crowdRun(t *testing.T, srv *redistest.Server, rule ratelimit.Rule, via stri
 	for _, s := range spans {
 		per[s.End.Sub(start)/time.Second] += s.N
 	}
-	var ran [crowdSeconds]int
+	// Between two readings: the key's scripts and the events allowed.
+	var ran [crowdSeconds]scriptsRan
 	for s := range ran {
-		ran[s] = scripts[s+1] - scripts[s]
+		from, to := readings[s].at, readings[s+1].at
+		ran[s] = scriptsRan{from: from.Sub(start), to: to.Sub(start), scripts: readings[s+1].n - readings[s].n}
+		for _, sp := range spans {
+			if !sp.End.Before(from) && sp.End.Before(to) {
+				ran[s].allowed += sp.N
+			}
+		}
 		if via == "AllowAll" {
-			ran[s] -= int(others[s].Load())
+			for ms := max(int(from.Sub(start)/time.Millisecond), 0); ms < min(int(to.Sub(start)/time.Millisecond), len(others)); ms++ {
+				ran[s].scripts -= int(others[ms].Load())
+			}
 		}
 	}
 	var decided [crowdSeconds][2]int64
@@ -265,7 +279,7 @@ func crowdRun(t *testing.T, srv *redistest.Server, rule ratelimit.Rule, via stri
 		decided[s] = [2]int64{onRedis[s][0].Load(), onRedis[s][1].Load()}
 	}
 	late := lag()
-	t.Logf("%d callers via %s: allowed per second %v, scripts per second %v (decisions on Redis, allowed and rejected: %v), worst call %v (decision %v), %d Degraded, %d errors; a sleeper among them woke up to %v late",
+	t.Logf("%d callers via %s: allowed per second %v, scripts run for events allowed between readings %v (decisions on Redis, allowed and rejected: %v), worst call %v (decision %v), %d Degraded, %d errors; a sleeper among them woke up to %v late",
 		callers, via, per, ran, decided, time.Duration(worst.Load()).Round(time.Millisecond), time.Duration(slowest.Load()).Round(time.Millisecond), degraded.Load(), errs.Load(), late.Round(time.Millisecond))
 	// What the crowd must do in time (no Degraded call, the worst call's
 	// bound, each second's Rate, Redis' scripts) holds of a process that
@@ -301,8 +315,9 @@ func crowdRun(t *testing.T, srv *redistest.Server, rule ratelimit.Rule, via stri
 // and the client's work too), within 1.5 × Timeout plus twice the
 // process' own lateness (a call that waited is woken by its wait's timer,
 // and then by its reply); each second its 0.9 × Rate (a calendar quota:
-// its whole Rate in all); at most 2 × allowed + 20 scripts a second.
-func checkCrowdTiming(t *testing.T, via string, rule ratelimit.Rule, per, ran [crowdSeconds]int, degraded int64, slowest, worst, late time.Duration, logs string) {
+// its whole Rate in all); at most 2 × allowed + 20 scripts between two
+// readings of Redis' count.
+func checkCrowdTiming(t *testing.T, via string, rule ratelimit.Rule, per [crowdSeconds]int, ran [crowdSeconds]scriptsRan, degraded int64, slowest, worst, late time.Duration, logs string) {
 	t.Helper()
 	if degraded > 0 {
 		t.Errorf("%d calls came back Degraded from a healthy Redis; log:\n%s", degraded, logs)
@@ -321,11 +336,55 @@ func checkCrowdTiming(t *testing.T, via string, rule ratelimit.Rule, per, ran [c
 		if rule.Kind != ratelimit.CalendarQuota && 10*got < 9*rate {
 			t.Errorf("second %d admitted %d, under 0.9 × Rate (%d) while the crowd demanded more", s, got, rate)
 		}
-		if ran[s] > 2*got+20 {
-			t.Errorf("second %d ran %d scripts on Redis for %d events allowed: more than 2 × allowed + 20", s, ran[s], got)
+	}
+	for _, r := range ran {
+		if r.scripts > 2*r.allowed+20 {
+			t.Errorf("from %v to %v Redis ran %d scripts for %d events allowed: more than 2 × allowed + 20", r.from.Round(time.Millisecond), r.to.Round(time.Millisecond), r.scripts, r.allowed)
 		}
 	}
 	if rule.Kind == ratelimit.CalendarQuota && total != rate {
 		t.Errorf("the day's quota admitted %d, want its Rate %d", total, rate)
 	}
+}
+
+// scriptsRan is what Redis ran for the crowd's key between two readings of
+// its count, from and to after the load's start, and the events allowed
+// between the same two instants.
+type scriptsRan struct {
+	from, to         time.Duration
+	scripts, allowed int
+}
+
+func (r scriptsRan) String() string {
+	return fmt.Sprintf("%v–%v: %d for %d", r.from.Round(time.Millisecond), r.to.Round(time.Millisecond), r.scripts, r.allowed)
+}
+
+// scriptReading is Redis' count of scripts run, and when it was read: the
+// middle of the round trip that read it.
+type scriptReading struct {
+	at time.Time
+	n  int
+}
+
+// scriptCounter reads Redis' count of scripts run over one connection
+// opened before the load, so that a reading waits for no dial (a lost SYN
+// alone costs a second) and its instant is known.
+type scriptCounter struct{ c *redistest.Conn }
+
+func newScriptCounter(t *testing.T, srv *redistest.Server) scriptCounter {
+	t.Helper()
+	c, err := redistest.Dial(srv.Addr(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return scriptCounter{c}
+}
+
+func (sc scriptCounter) read(t *testing.T) scriptReading {
+	t.Helper()
+	sc.c.SetDeadline(time.Now().Add(5 * time.Second))
+	before := time.Now()
+	n := scriptCalls(t, sc.c)
+	return scriptReading{at: before.Add(time.Since(before) / 2), n: n}
 }
