@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -200,5 +201,119 @@ func takeSlots(g *redisio.Gate, leave int64) (n int) {
 func giveBack(g *redisio.Gate, n int) {
 	for range n {
 		g.Release(0, false, false)
+	}
+}
+
+// TestShedCallWaitsForItsPairsCallOnTheWay: a call that admission control
+// sheds while a call of its pair is on its way to Redis with a seat in the
+// pair's crowd waits for that call to land, then goes to Redis, instead of
+// being decided Degraded from a healthy Redis (crowd.go), through Allow and
+// through AllowGroup. Before, a group was decided Degraded at once: at a
+// hot key's cold start on a loaded machine, a crowd's AllowGroup calls came
+// back Degraded by the dozen, and the key's first second admitted some 65
+// of its 100 on Redis (TestHotKeyCrowd).
+func TestShedCallWaitsForItsPairsCallOnTheWay(t *testing.T) {
+	rule := Rule{Name: "hot", Limit: PerMinute(10)}
+	roomy := Rule{Name: "roomy", Limit: PerMinute(1000)}
+	for _, c := range []struct {
+		name  string
+		k     lkey
+		asked int // the Results the call returns
+		ask   func(*Limiter) ([]Result, error)
+	}{
+		{"Allow", lkey{Rule: rule.Name, Key: "k"}, 1, func(l *Limiter) ([]Result, error) {
+			r, err := l.Allow(context.Background(), rule, "k")
+			return []Result{r}, err
+		}},
+		{"AllowGroup", lkey{Rule: rule.Name, Key: "k", Group: "g"}, 2, func(l *Limiter) ([]Result, error) {
+			return l.AllowGroup(context.Background(), "g", []Check{{Rule: rule, Key: "k"}, {Rule: roomy, Key: "k"}})
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mr := miniredis.RunT(t)
+			client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true, ForceSingleClient: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer client.Close()
+			var mu sync.Mutex
+			var paths []Path
+			// Timeout 2s: the call waits 400ms for a slot before it is
+			// shed, and then up to 1s for a seat.
+			clk := &fixedClock{at: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
+			l, err := New(client, Options{Clock: clk, Timeout: 2 * time.Second, HeartbeatInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+				OnDecision: func(d Decision) {
+					mu.Lock()
+					paths = append(paths, d.Path)
+					mu.Unlock()
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+
+			// A call of the pair is on its way with one of the crowd's two
+			// seats, and every admission slot is taken.
+			p, err := rule.compile()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sh, h := l.local.atPlan(&c.k, &p)
+			sh.mu.Lock()
+			cw := sh.gather(&c.k, h)
+			cw.Left(2)
+			cw.Sit()
+			sh.mu.Unlock()
+			g := l.conn.Load().breakers.All()[0].Gate()
+			taken := takeAll(g)
+
+			type answer struct {
+				rs  []Result
+				err error
+			}
+			done := make(chan answer, 1)
+			go func() {
+				rs, err := c.ask(l)
+				done <- answer{rs, err}
+			}()
+			// Shed, the call gives its seat back and queues for the
+			// landing of the call on its way.
+			queued := func() bool {
+				sh.mu.Lock()
+				defer sh.mu.Unlock()
+				return cw.Flying() == 1 && cw.Full()
+			}
+			for !queued() {
+				select {
+				case a := <-done:
+					t.Fatalf("decided before the call on its way landed: %+v, %v", a.rs, a.err)
+				case <-time.After(time.Millisecond):
+				}
+			}
+			giveBack(g, taken)
+			sh.mu.Lock()
+			sh.land(&c.k, h, &held{seated: true}, nil, p.rate)
+			sh.mu.Unlock()
+
+			a := <-done
+			if a.err != nil || len(a.rs) != c.asked {
+				t.Fatalf("after the landing: %+v, %v; want %d Results", a.rs, a.err, c.asked)
+			}
+			for i, r := range a.rs {
+				if !r.Allowed || r.Degraded {
+					t.Errorf("Result %d = %+v, want allowed on Redis", i, r)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, path := range paths {
+				if path != PathRedis {
+					t.Errorf("decided on %v (paths %v), want %v", path, paths, PathRedis)
+				}
+			}
+			if s := l.Stats(); s.ShedDecisions != 0 {
+				t.Errorf("Stats.ShedDecisions = %d, want 0", s.ShedDecisions)
+			}
+		})
 	}
 }

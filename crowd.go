@@ -123,6 +123,18 @@ func (s *localStore) onItsWay(k lkey, p *plan) *crowd.Seat {
 	return nil
 }
 
+// onItsWayAny is onItsWay for the first of legs whose pair has a call on
+// its way with a seat: it returns that leg's index and the seat to wait
+// for, or a nil seat when no pair has one.
+func (s *localStore) onItsWayAny(legs []leg) (int, *crowd.Seat) {
+	for i := range legs {
+		if w := s.onItsWay(*legs[i].k, legs[i].p); w != nil {
+			return i, w
+		}
+	}
+	return 0, nil
+}
+
 // leave takes a call that stopped waiting out of k's queue, and reports
 // whether it was given a seat meanwhile (it then flies with it).
 func (s *localStore) leave(k lkey, p *plan, w *crowd.Seat) bool {

@@ -69,18 +69,47 @@ func (l *Limiter) routeGroup(ctx context.Context, group string, checks []Check) 
 	if !l.remote || conn == nil {
 		return l.groupWithoutRedis(checks, g, sent{path: PathLocal}, now), PathLocal, nil
 	}
-	legs, shielded, err := l.holdGroup(ctx, conn, g, now)
-	switch {
-	case err != nil:
-		return nil, PathNone, err
-	case shielded != nil:
-		return shielded, PathShield, nil
-	}
-	ds, s, member, err := l.sendGroup(ctx, conn, group, g, legs, now)
-	switch {
-	case err != nil:
-		return nil, PathRedis, err
-	case s.path != PathRedis:
+	return l.groupOnRedis(ctx, conn, group, checks, g, now)
+}
+
+// groupOnRedis decides a group on Redis (or from the shield), or, when the
+// pipeline says Redis cannot be used, without it, as onRedis decides one
+// pair: a call whose pairs are crowded waits for a seat (see holdGroup),
+// and a call admission control would shed waits for a call of one of its
+// pairs on the way, when one is (see crowd.go).
+func (l *Limiter) groupOnRedis(ctx context.Context, conn *redisConn, group string, checks []Check, g []groupPair, now int64) ([]Result, Path, error) {
+	legs := l.groupLegs(conn, g, now)
+	var w crowd.Waiting
+	defer w.Stop()
+	for {
+		shielded, err := l.holdGroup(ctx, &w, g, legs, now)
+		switch {
+		case err != nil:
+			return nil, PathNone, err
+		case shielded != nil:
+			return shielded, PathShield, nil
+		}
+		ds, s, member, err := l.sendGroup(ctx, conn, group, g, legs, now)
+		switch {
+		case err != nil:
+			return nil, PathRedis, err
+		case s.path == PathRedis:
+			return l.groupResults(checks, g, ds, legs, now), PathRedis, nil
+		}
+		if s.path == PathShed && legs[0].queue {
+			// Admission control had no slot: while a call of one of the
+			// pairs is on its way, wait for its answer instead.
+			if i, seat := l.local.onItsWayAny(legs); seat != nil {
+				shielded, err := l.awaitGroup(ctx, &w, g, legs, i, seat, now)
+				switch {
+				case err != nil:
+					return nil, PathNone, err
+				case shielded != nil:
+					return shielded, PathShield, nil
+				}
+				continue
+			}
+		}
 		if s.mayHaveRun() {
 			s.member = member
 		}
@@ -88,49 +117,62 @@ func (l *Limiter) routeGroup(ctx context.Context, group string, checks []Check) 
 		s.release()
 		return results, s.path, nil
 	}
-	return l.groupResults(checks, g, ds, legs, now), PathRedis, nil
 }
 
-// holdGroup returns what this process' own count adds to each pair's
-// decision, with the pairs' events reserved where they fit (see mirror.go),
-// after waiting for a seat among the calls of each full pair (see
-// crowd.go); or the shield's answer when the group's first pair is a
-// rejection it holds.
-func (l *Limiter) holdGroup(ctx context.Context, conn *redisConn, g []groupPair, now int64) ([]leg, []Result, error) {
+// groupLegs returns the legs of g's call at now, one a pair, each with
+// what it counts for the fleet's reserve (see Limiter.reserve).
+func (l *Limiter) groupLegs(conn *redisConn, g []groupPair, now int64) []leg {
 	legs := make([]leg, len(g))
 	queue := l.set.ShieldMax >= 0
 	for i := range g {
 		legs[i] = leg{k: &g[i].k, p: &g[i].p, n: g[i].n, queue: queue}
 		legs[i].reserve, legs[i].lost, legs[i].lostAt = l.reserve(conn, &g[i].p, now)
 	}
-	var w crowd.Waiting
-	defer w.Stop()
+	return legs
+}
+
+// holdGroup holds what this process' own count adds to each pair's
+// decision in legs, with the pairs' events reserved where they fit (see
+// mirror.go), after waiting for a seat among the calls of each full pair
+// (see crowd.go); or returns the shield's answer when the group's first
+// pair is a rejection it holds.
+func (l *Limiter) holdGroup(ctx context.Context, w *crowd.Waiting, g []groupPair, legs []leg, now int64) ([]Result, error) {
 	for {
 		// A group its first pair denies is denied by that pair alone:
 		// the shield answers it when it holds that pair's rejection.
-		if first := &g[0]; queue && !first.dry && legs[0].seat == nil {
+		if first := &g[0]; l.set.ShieldMax >= 0 && !first.dry && legs[0].seat == nil {
 			if d, ok := l.local.shielded(first.k, &first.p, now, first.n, false, legs[0].waited || l.set.Clock == nil); ok {
-				return nil, []Result{d.result(first.p.rate, false)}, nil
+				return []Result{d.result(first.p.rate, false)}, nil
 			}
 		}
 		i, seat := l.local.holdLegs(legs, now)
 		if seat == nil {
-			return legs, nil, nil
+			return nil, nil
 		}
-		ranOut, err := await(ctx, &w, l.local, &legs[i], seat, l.set.Timeout)
-		if err != nil {
-			return nil, nil, err
-		}
-		if first := &g[0]; ranOut && i == 0 && !first.dry {
-			// As the shield answers a group its first pair denies.
-			if d, ok := l.local.ranOut(&legs[0], now); ok {
-				return nil, []Result{d.result(first.p.rate, false)}, nil
-			}
-		}
-		for j := range legs {
-			legs[j].queue, legs[j].waited = legs[i].queue, true
+		if shielded, err := l.awaitGroup(ctx, w, g, legs, i, seat, now); err != nil || shielded != nil {
+			return shielded, err
 		}
 	}
+}
+
+// awaitGroup waits for the seat of legs[i] (see await), and returns the
+// shield's answer when the wait ran out at the group's first pair (as the
+// shield answers a group its first pair denies, see Limiter.ranOut), or
+// ctx's end; otherwise every leg goes on as one that waited.
+func (l *Limiter) awaitGroup(ctx context.Context, w *crowd.Waiting, g []groupPair, legs []leg, i int, seat *crowd.Seat, now int64) ([]Result, error) {
+	ranOut, err := await(ctx, w, l.local, &legs[i], seat, l.set.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	if first := &g[0]; ranOut && i == 0 && !first.dry {
+		if d, ok := l.local.ranOut(&legs[0], now); ok {
+			return []Result{d.result(first.p.rate, false)}, nil
+		}
+	}
+	for j := range legs {
+		legs[j].queue, legs[j].waited = legs[i].queue, true
+	}
+	return nil, nil
 }
 
 // sendGroup runs the group's script through the pipeline and returns the
