@@ -111,26 +111,21 @@ func (sh *localShard) dropCrowd(k *lkey, h uint64) {
 	}
 }
 
-// onItsWay puts the call at the end of k's queue, when a call of k is on
-// its way with a seat; nil otherwise.
-func (s *localStore) onItsWay(k lkey, p *plan) *crowd.Seat {
-	sh, h := s.atPlan(&k, p)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if c := sh.crowdOf(&k, h); c != nil && c.Flying() > 0 {
-		return c.Wait()
-	}
-	return nil
-}
-
-// onItsWayAny is onItsWay for the first of legs whose pair has a call on
-// its way with a seat: it returns that leg's index and the seat to wait
-// for, or a nil seat when no pair has one.
-func (s *localStore) onItsWayAny(legs []leg) (int, *crowd.Seat) {
+// onItsWay puts the call at the end of the queue of the first of legs'
+// pairs that has a call on its way with a seat, and returns that leg's
+// index and the seat to wait for; a nil seat when no pair has one.
+func (s *localStore) onItsWay(legs []leg) (int, *crowd.Seat) {
 	for i := range legs {
-		if w := s.onItsWay(*legs[i].k, legs[i].p); w != nil {
+		k, p := legs[i].k, legs[i].p
+		sh, h := s.atPlan(k, p)
+		sh.mu.Lock()
+		c := sh.crowdOf(k, h)
+		if c != nil && c.Flying() > 0 {
+			w := c.Wait()
+			sh.mu.Unlock()
 			return i, w
 		}
+		sh.mu.Unlock()
 	}
 	return 0, nil
 }

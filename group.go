@@ -99,7 +99,7 @@ func (l *Limiter) groupOnRedis(ctx context.Context, conn *redisConn, group strin
 		if s.path == PathShed && legs[0].queue {
 			// Admission control had no slot: while a call of one of the
 			// pairs is on its way, wait for its answer instead.
-			if i, seat := l.local.onItsWayAny(legs); seat != nil {
+			if i, seat := l.local.onItsWay(legs); seat != nil {
 				shielded, err := l.awaitGroup(ctx, &w, g, legs, i, seat, now)
 				switch {
 				case err != nil:

@@ -392,7 +392,7 @@ func (l *Limiter) redisOnce(ctx context.Context, conn *redisConn, r *Rule, legs 
 	if s.path == PathShed && lg.queue {
 		// Admission control had no slot: while a call of the pair is on
 		// its way, wait for its answer instead (see crowd.go).
-		if w := l.local.onItsWay(k, p); w != nil {
+		if _, w := l.local.onItsWay(legs); w != nil {
 			return PathNone, w, nil
 		}
 	}
