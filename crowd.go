@@ -35,7 +35,7 @@ import (
 // longer crowded and its crowd is dropped. So while demand exceeds the
 // rule a freed slot costs Redis one call, the one it allows, and at most
 // one more, a probe that finds the key full again (cached by the shield),
-// when the allowed call's landing could not tell (calls of the shard on
+// when the allowed call's landing could not tell (calls of the pair on
 // their way, another process' events), whatever the crowd.
 //
 // A call waits at most half of Options.Timeout for a seat, counted from its

@@ -40,13 +40,13 @@ type localStore struct {
 
 // localShard is one shard of the store: its tables, under its lock.
 type localShard struct {
-	mu       sync.Mutex                // guards every field below, the tables and what they hold
-	meters   meterTables               // each kind's meters, by meter slot (see meterSlot)
-	ladders  ladder.Book[lkey]         // the penalty ladders: violations, and bans apart
-	denials  denials                   // the hot-key shield: Redis' rejections
-	debts    ledger.Ledger[lkey, plan] // what was decided without Redis, owed to it (see debt.go)
-	crowds   table[crowd.Crowd]        // the calls of full pairs on their way to Redis (see crowd.go)
-	reserved int64                     // events hold reserved for calls not landed yet (see held.others)
+	mu      sync.Mutex                // guards every field below, the tables and what they hold
+	meters  meterTables               // each kind's meters, by meter slot (see meterSlot)
+	ladders ladder.Book[lkey]         // the penalty ladders: violations, and bans apart
+	denials denials                   // the hot-key shield: Redis' rejections
+	debts   ledger.Ledger[lkey, plan] // what was decided without Redis, owed to it (see debt.go)
+	crowds  table[crowd.Crowd]        // the calls of full pairs on their way to Redis (see crowd.go)
+	flying  store.InFlight            // events hold reserved for calls not landed yet, by pair (see held.others)
 	// backs and backsDone count the events settles of reservations gave
 	// back in the shard: begun (this process' count took them back) and
 	// done (Redis' too, or never to be). A decision Redis made before a

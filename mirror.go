@@ -47,9 +47,10 @@ type held struct {
 	banLeft int64 // µs left of a ban this process knows of (0: none)
 	since   int64 // the oldest event the process' own count holds (0: unknown)
 	count   int64 // the process' own count before the call
-	// others is how many events calls of the shard had reserved, and not
-	// landed, when this one was held: count holds at most that many events
-	// Redis may not have decided yet (see record).
+	// others is how many events other calls of the pair had reserved,
+	// and not landed, when this one was held: count holds at most that
+	// many events Redis may not have decided yet (see record). It may
+	// count more (see store.InFlight), never fewer.
 	others int64
 	// strikes are violations the process counted itself (the shield's
 	// answers, see shield.go) that the call delivers to Redis, the last
@@ -60,6 +61,7 @@ type held struct {
 	// (see localShard.backs).
 	backsDone int64
 	reserved  bool // the call's events were recorded at now, pending Redis' answer
+	spilled   bool // the shard counts them on their way as any pair's (see store.InFlight)
 	// id is the call's reservation id when its events are recorded under
 	// it (leg.id).
 	id     uint64
@@ -101,7 +103,7 @@ func (s *localStore) hold(lg *leg, now int64) (held, *crowd.Seat) {
 		return hd, nil
 	}
 	hd.count = count
-	hd.others = sh.reserved
+	hd.others = sh.flying.Of(h)
 	if lg.lost {
 		hd.owed = max(hd.owed, lostOwn(m, dt, p, hd.count, hd.others, lg.lostAt, now)+lg.reserve)
 	}
@@ -119,7 +121,7 @@ func (s *localStore) hold(lg *leg, now int64) (held, *crowd.Seat) {
 	} else if !peek && hd.banLeft == 0 {
 		addTo(m, p, now, n, lg.id)
 		hd.reserved = true
-		sh.reserved += n
+		hd.spilled = sh.flying.Add(h, n)
 	}
 	hd.seated = sh.sit(c, granted)
 	if dt != nil && lg.carry && p.penalize {
@@ -238,7 +240,7 @@ func (s *localStore) release(k lkey, p *plan, now, n int64, hd *held) {
 	}
 	if hd.reserved {
 		hd.reserved = false
-		sh.reserved -= n
+		sh.flying.Take(h, n, hd.spilled)
 		sh.unreserve(&k, h, p, now, n, hd.id)
 	}
 }
@@ -269,7 +271,7 @@ func (s *localStore) record(k lkey, p *plan, now, at, n int64, peek bool, d *dec
 	own := hd.count
 	if hd.reserved {
 		own = max(0, hd.count-hd.others)
-		sh.reserved -= n
+		sh.flying.Take(h, n, hd.spilled)
 	}
 	switch {
 	case hd.reserved && !d.allowed:
@@ -359,12 +361,12 @@ func (sh *localShard) shieldReply(k *lkey, h uint64, p *plan, at, n int64, peek 
 // hold). A GCRA bucket or an approximate counter at a hot key frees one
 // slot at a time: without this each allowed call was followed by such a
 // probe, a Redis call per freed slot that only found the key full again.
-// Nothing is cached while other calls of the shard hold reservations that
+// Nothing is cached while other calls of the pair hold reservations that
 // Redis may yet reject (the own count's retry may then be too long), and
 // d carries the violations the shield's answers start from. It reports
 // whether the rejection was cached. The caller holds sh.mu.
 func (sh *localShard) shieldFull(k *lkey, h uint64, p *plan, at, n, count int64, d *decision, shieldMax int64) bool {
-	if count+n <= p.rate || sh.reserved != 0 || sh.crowdOf(k, h) == nil || p.alg.rules.leased() {
+	if count+n <= p.rate || sh.flying.Of(h) != 0 || sh.crowdOf(k, h) == nil || p.alg.rules.leased() {
 		return false
 	}
 	m, ok := sh.meter(k, h, p, at, false)

@@ -2,7 +2,8 @@
 // its state in: shards, one picked per key by the key's 64-bit hash, each
 // on cache lines of its own (Shards), and in each shard LRU tables of
 // values under a key and its hash, whose values stay in place so that a
-// hot path mutates them without allocating (Table). A Table is not safe
+// hot path mutates them without allocating (Table), and the events each
+// pair's calls on their way to Redis reserved (InFlight). Neither is safe
 // for concurrent use: its shard's lock guards it.
 package store
 
