@@ -30,14 +30,7 @@ func TestShieldFullWithOtherPairsOnTheirWay(t *testing.T) {
 
 	// Another pair's call is held, its event reserved, and stays on its way.
 	other := Rule{Name: "other", Limit: PerMinute(10)}
-	p, err := other.compile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := localKey(other.Name, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, k := e.pair(other, "k")
 	lg := leg{k: &k, p: &p, n: 1}
 	if hd, _ := e.l.local.hold(&lg, e.l.localNow()); !hd.reserved {
 		t.Fatalf("the other pair's call was not reserved: %+v", hd)

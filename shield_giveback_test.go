@@ -22,14 +22,7 @@ func TestShieldKeepsNoRejectionAGiveBackLifted(t *testing.T) {
 	if err != nil || r1 == nil {
 		t.Fatalf("Reserve(60) = %v, %v", r1, err)
 	}
-	p, err := rule.compile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := localKey(rule.Name, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, k := e.pair(rule, "k")
 	// The call's hold, Redis' rejection of it (60 counted), the cancel,
 	// then the rejection lands.
 	now := e.l.localNow()

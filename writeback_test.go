@@ -87,6 +87,21 @@ func (e *wbEnv) unstarted(opts Options) *Limiter {
 	return l
 }
 
+// pair returns the plan rule compiles to and the local key of its pair
+// with key, for a test that holds or records a call by hand.
+func (e *wbEnv) pair(rule Rule, key string) (plan, lkey) {
+	e.t.Helper()
+	p, err := rule.compile()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	k, err := localKey(rule.Name, key)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return p, k
+}
+
 func (e *wbEnv) allow(l *Limiter, rule Rule, key string) Result {
 	e.t.Helper()
 	r, err := l.Allow(context.Background(), rule, key)
