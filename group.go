@@ -59,7 +59,7 @@ func (l *Limiter) routeGroup(ctx context.Context, group string, checks []Check) 
 	if err != nil {
 		return nil, PathNone, err
 	}
-	now := l.localNow() // the group's one reading of the clock
+	now := l.localNow() // the group's time, read again only after a wait (see awaitGroup)
 	for i := range g {
 		if p := &g[i].p; p.alg.rules.timed() {
 			*p = p.alg.rules.setTime(*p, now)
@@ -82,7 +82,9 @@ func (l *Limiter) groupOnRedis(ctx context.Context, conn *redisConn, group strin
 	var w crowd.Waiting
 	defer w.Stop()
 	for {
-		shielded, err := l.holdGroup(ctx, &w, g, legs, now)
+		var shielded []Result
+		var err error
+		shielded, now, err = l.holdGroup(ctx, &w, g, legs, now)
 		switch {
 		case err != nil:
 			return nil, PathNone, err
@@ -100,13 +102,14 @@ func (l *Limiter) groupOnRedis(ctx context.Context, conn *redisConn, group strin
 			// Admission control had no slot: while a call of one of the
 			// pairs is on its way, wait for its answer instead.
 			if i, seat := l.local.onItsWay(legs); seat != nil {
-				shielded, err := l.awaitGroup(ctx, &w, g, legs, i, seat, now)
+				shielded, later, err := l.awaitGroup(ctx, &w, g, legs, i, seat, now)
 				switch {
 				case err != nil:
 					return nil, PathNone, err
 				case shielded != nil:
 					return shielded, PathShield, nil
 				}
+				now = later
 				continue
 			}
 		}
@@ -135,44 +138,61 @@ func (l *Limiter) groupLegs(conn *redisConn, g []groupPair, now int64) []leg {
 // decision in legs, with the pairs' events reserved where they fit (see
 // mirror.go), after waiting for a seat among the calls of each full pair
 // (see crowd.go); or returns the shield's answer when the group's first
-// pair is a rejection it holds.
-func (l *Limiter) holdGroup(ctx context.Context, w *crowd.Waiting, g []groupPair, legs []leg, now int64) ([]Result, error) {
+// pair is a rejection it holds. It returns the time the call goes on at,
+// read at now: later after a wait (see Limiter.afterWaiting).
+func (l *Limiter) holdGroup(ctx context.Context, w *crowd.Waiting, g []groupPair, legs []leg, now int64) ([]Result, int64, error) {
 	for {
 		// A group its first pair denies is denied by that pair alone:
 		// the shield answers it when it holds that pair's rejection.
 		if first := &g[0]; l.set.ShieldMax >= 0 && !first.dry && legs[0].seat == nil {
 			if d, ok := l.local.shielded(first.k, &first.p, now, first.n, false, legs[0].waited || l.set.Clock == nil); ok {
-				return []Result{d.result(first.p.rate, false)}, nil
+				return []Result{d.result(first.p.rate, false)}, now, nil
 			}
 		}
 		i, seat := l.local.holdLegs(legs, now)
 		if seat == nil {
-			return nil, nil
+			return nil, now, nil
 		}
-		if shielded, err := l.awaitGroup(ctx, w, g, legs, i, seat, now); err != nil || shielded != nil {
-			return shielded, err
+		shielded, later, err := l.awaitGroup(ctx, w, g, legs, i, seat, now)
+		if err != nil || shielded != nil {
+			return shielded, later, err
 		}
+		now = later
 	}
 }
 
 // awaitGroup waits for the seat of legs[i] (see await), and returns the
 // shield's answer when the wait ran out at the group's first pair (as the
 // shield answers a group its first pair denies, see Limiter.ranOut), or
-// ctx's end; otherwise every leg goes on as one that waited.
-func (l *Limiter) awaitGroup(ctx context.Context, w *crowd.Waiting, g []groupPair, legs []leg, i int, seat *crowd.Seat, now int64) ([]Result, error) {
+// ctx's end; otherwise every leg goes on as one that waited, at the time
+// it returns (see Limiter.afterWaiting).
+func (l *Limiter) awaitGroup(ctx context.Context, w *crowd.Waiting, g []groupPair, legs []leg, i int, seat *crowd.Seat, now int64) ([]Result, int64, error) {
 	ranOut, err := await(ctx, w, l.local, &legs[i], seat, l.set.Timeout)
 	if err != nil {
-		return nil, err
+		return nil, now, err
 	}
+	now = l.afterWaiting(groupTimed(g), now)
 	if first := &g[0]; ranOut && i == 0 && !first.dry {
 		if d, ok := l.local.ranOut(&legs[0], now); ok {
-			return []Result{d.result(first.p.rate, false)}, nil
+			return []Result{d.result(first.p.rate, false)}, now, nil
 		}
 	}
 	for j := range legs {
 		legs[j].queue, legs[j].waited = legs[i].queue, true
 	}
-	return nil, nil
+	return nil, now, nil
+}
+
+// groupTimed reports whether one of g's pairs fixes the group's time, as
+// a quota's period does: the group is then decided at its first reading
+// of the clock (see Limiter.sendsNow).
+func groupTimed(g []groupPair) bool {
+	for i := range g {
+		if g[i].p.alg.rules.timed() {
+			return true
+		}
+	}
+	return false
 }
 
 // sendGroup runs the group's script through the pipeline and returns the
@@ -259,11 +279,7 @@ func (l *Limiter) compileGroup(group string, checks []Check) ([]groupPair, error
 func (l *Limiter) encodeGroup(g []groupPair, legs []leg, now int64) (keys, args []string, member string) {
 	keys = make([]string, 0, 3*len(g))
 	args = make([]string, 0, 2+13*len(g))
-	timed := false
-	for i := range g {
-		timed = timed || g[i].p.alg.rules.timed()
-	}
-	args = append(args, l.clockArg(now, timed), strconv.Itoa(len(g)))
+	args = append(args, l.clockArg(now, groupTimed(g)), strconv.Itoa(len(g)))
 	member = l.member(l.seq.Add(1))
 	for i := range g {
 		gp := &g[i]

@@ -335,7 +335,7 @@ func (l *Limiter) onRedis(ctx context.Context, conn *redisConn, r *Rule, p *plan
 		if err != nil {
 			return PathNone, err
 		}
-		now = l.afterWaiting(p, now)
+		now = l.afterWaiting(p.alg.rules.timed(), now)
 		if ranOut {
 			if d, ok := l.local.ranOut(&legs[0], now); ok {
 				d.fill(res, p.rate, false)
@@ -348,7 +348,8 @@ func (l *Limiter) onRedis(ctx context.Context, conn *redisConn, r *Rule, p *plan
 // afterWaiting returns the time a call read at now goes on at after it
 // waited for its pair's calls to land (see crowd.go): the process clock's
 // reading again, when the script reads Redis' TIME (no Options.Clock, and
-// the plan's time is not fixed, as a quota's period is, see sendsNow).
+// the call's time is not fixed, timed, as a quota's period fixes it, see
+// sendsNow).
 // Redis then decides the call when it arrives, so the process' own count
 // must be held at that time too: read at the call's first reading, up to
 // half of Timeout earlier, it counts every event allowed while the call
@@ -356,8 +357,8 @@ func (l *Limiter) onRedis(ctx context.Context, conn *redisConn, r *Rule, p *plan
 // Redis would allow. Under a crowd at a GCRA bucket or an approximate
 // counter, whose count falls with every µs, each such call was rejected on
 // Redis on held, and woke the crowd to probe again.
-func (l *Limiter) afterWaiting(p *plan, now int64) int64 {
-	if l.sendsNow(p.alg.rules.timed()) {
+func (l *Limiter) afterWaiting(timed bool, now int64) int64 {
+	if l.sendsNow(timed) {
 		return now
 	}
 	return max(now, l.localNow())
