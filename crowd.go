@@ -24,19 +24,21 @@ import (
 // Redis with a seat (flying) and of the seats (room). While every seat is
 // taken, or others wait, a call waits until one of the pair's calls lands,
 // then looks again (the shield first: a rejection that landed answers it
-// at once). A call the own count finds full goes only when no other call
-// of the pair flies: their landing may free the count, or cache a
-// rejection. A rejection leaves one seat: one call probes, when the own
-// count says a slot frees. An allowed call that leaves the pair full, on
-// Redis and by the own count, caches the rejection the next call would get
-// (see shieldFull) and lands as that rejection would. Any other allowed
-// call leaves as many seats as Redis says remain, at least one; when that
-// is more than half the rule, and no call flies or waits, the pair is no
-// longer crowded and its crowd is dropped. So while demand exceeds the
-// rule a freed slot costs Redis one call, the one it allows, and at most
-// one more, a probe that finds the key full again (cached by the shield),
-// when the allowed call's landing could not tell (calls of the pair on
-// their way, another process' events), whatever the crowd.
+// at once). So does a call its own count finds full when a landing cached
+// a rejection after the call looked at the shield (see hold). A call the
+// own count finds full goes only when no other call of the pair flies:
+// their landing may free the count, or cache a rejection. A rejection
+// leaves one seat: one call probes, when the own count says a slot frees.
+// An allowed call that leaves the pair full, on Redis and by the own
+// count, caches the rejection the next call would get (see shieldFull) and
+// lands as that rejection would. Any other allowed call leaves as many
+// seats as Redis says remain, at least one; when that is more than half
+// the rule, and no call flies or waits, the pair is no longer crowded and
+// its crowd is dropped. So while demand exceeds the rule a freed slot
+// costs Redis one call, the one it allows, and at most one more, a probe
+// that finds the key full again (cached by the shield), when the allowed
+// call's landing could not tell (calls of the pair on their way, another
+// process' events), whatever the crowd.
 //
 // A call waits at most half of Options.Timeout for a seat, counted from its
 // start. When its wait runs out while a call of its pair is still on its

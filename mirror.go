@@ -80,7 +80,11 @@ func (hd *held) holds() bool { return hd.retry > 0 || hd.banLeft > 0 }
 // own count is full (see crowd.go, and seatOf), and is not held at all
 // when every seat is taken: hold then returns the seat it waits for, and
 // nothing else; with lg.carry, it is handed the violations the process
-// owes Redis for the pair, to deliver them (see held.strikes).
+// owes Redis for the pair, to deliver them (see held.strikes). A call that
+// queues, finds the own count full and the shield holding a rejection of
+// the pair, cached after the call looked there (a call of the pair landed
+// in between), is sent back to look again, once: hold then returns a seat
+// already woken.
 func (s *localStore) hold(lg *leg, now int64) (held, *crowd.Seat) {
 	k, p, n, peek, queue := *lg.k, lg.p, lg.n, lg.peek, lg.queue
 	sh, h := s.atPlan(&k, p)
@@ -112,6 +116,12 @@ func (s *localStore) hold(lg *leg, now int64) (held, *crowd.Seat) {
 		hd.since = o.Oldest(now, p.window)
 	}
 	if hd.count+asked > p.rate {
+		if queue && !granted && !lg.lookedAgain && sh.denials.Holds(&k, h) {
+			// A call of the pair landed after this one looked at the
+			// shield, and cached a rejection there: look again.
+			lg.lookedAgain = true
+			return held{}, crowd.Woken()
+		}
 		hd.retry = max(1, m.RetryIn(now, p.window, p.rate, asked))
 		if queue || granted {
 			if c, granted, w = sh.fullByOwnCount(&k, h, c, granted); w != nil {
@@ -182,7 +192,10 @@ type leg struct {
 	// waited says the call waited for its pair's calls to land: what
 	// they cached in the shield after the call's time answers it.
 	waited bool
-	seat   *crowd.Seat // a seat the call was given while it waited (see hold)
+	// lookedAgain says hold sent the call back to the shield once, for a
+	// rejection a call of its pair cached after the call looked there.
+	lookedAgain bool
+	seat        *crowd.Seat // a seat the call was given while it waited (see hold)
 	// id is the reservation id the call's events are recorded under in a
 	// meter that keeps records by id (see recordKeeper), or 0.
 	id uint64

@@ -373,6 +373,9 @@ func (l *Limiter) redisOnce(ctx context.Context, conn *redisConn, r *Rule, legs 
 	if path, ok := l.unsent(conn, r, lg, u, now, res); ok {
 		return path, nil, nil
 	}
+	if testHookShieldLooked != nil {
+		testHookShieldLooked()
+	}
 	seq := l.seq.Add(1)
 	lg.id = u.recordAs(seq)
 	if _, w := l.local.holdLegs(legs, now); w != nil {
@@ -546,6 +549,10 @@ func redisDecision(ctx context.Context, c rueidis.Client, s *script.Script, p *p
 	}
 	return d, nil
 }
+
+// testHookShieldLooked, when set by a test, runs when a call of onRedis
+// looked at the shield and found nothing, before it is held.
+var testHookShieldLooked func()
 
 // testHookResting, when set by a test, runs when a call begins to be
 // decided without Redis because its breaker rests.

@@ -92,6 +92,14 @@ func (c *Crowd) WakeAll() {
 	c.queue = c.queue[:0]
 }
 
+// Woken returns a seat already woken, without a seat, in no crowd's
+// queue: for a call that must look again at once.
+func Woken() *Seat {
+	w := &Seat{ready: make(chan struct{})}
+	close(w.ready)
+	return w
+}
+
 // Seat is a call waiting in a crowd. The crowd's owner's lock guards
 // granted and gone; Ready is closed when the call is woken, with a seat
 // or to look again, and granted is set before that.
