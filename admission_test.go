@@ -2,15 +2,11 @@ package ratelimit
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/ratelimit-go/ratelimit/internal/redisio"
-	"github.com/redis/rueidis"
 )
 
 // TestShedCallsAreDecidedByTheDegradedPolicy: a call that finds its master's
@@ -18,17 +14,13 @@ import (
 // policy, reported as PathShed, and counted apart from outages.
 func TestShedCallsAreDecidedByTheDegradedPolicy(t *testing.T) {
 	mr := miniredis.RunT(t)
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true, ForceSingleClient: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	client := miniClient(t, mr)
 	var paths []Path
 	// Timeout 500ms: a call waits 100ms for a slot before it is shed, and a
 	// call with a free slot has time to reach miniredis on a busy machine.
 	// No heartbeat: the test takes every admission slot by hand, and a
 	// heartbeat's release would hand one back.
-	l, err := New(client, Options{Timeout: 500 * time.Millisecond, HeartbeatInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	l, err := New(client, Options{Timeout: 500 * time.Millisecond, HeartbeatInterval: -1, Logger: discard,
 		OnDecision: func(d Decision) { paths = append(paths, d.Path) }})
 	if err != nil {
 		t.Fatal(err)
@@ -78,13 +70,9 @@ func TestShedCallsAreDecidedByTheDegradedPolicy(t *testing.T) {
 // keeps only what it admitted.
 func TestShedEventsCountOnRedisDecisions(t *testing.T) {
 	mr := miniredis.RunT(t)
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true, ForceSingleClient: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	client := miniClient(t, mr)
 	clk := &fixedClock{at: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
-	l, err := newUnstarted(client, Options{Clock: clk, Timeout: 500 * time.Millisecond, HeartbeatInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	l, err := newUnstarted(client, Options{Clock: clk, Timeout: 500 * time.Millisecond, HeartbeatInterval: -1, Logger: discard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,13 +135,9 @@ func (c *fixedClock) Now() time.Time { return c.at }
 // Redis records nothing for the group.
 func TestShedEventsCountOnGroups(t *testing.T) {
 	mr := miniredis.RunT(t)
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true, ForceSingleClient: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	client := miniClient(t, mr)
 	clk := &fixedClock{at: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
-	l, err := newUnstarted(client, Options{Clock: clk, Timeout: 500 * time.Millisecond, HeartbeatInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	l, err := newUnstarted(client, Options{Clock: clk, Timeout: 500 * time.Millisecond, HeartbeatInterval: -1, Logger: discard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,39 +198,13 @@ func giveBack(g *redisio.Gate, n int) {
 // of its 100 on Redis (TestHotKeyCrowd).
 func TestShedCallWaitsForItsPairsCallOnTheWay(t *testing.T) {
 	rule := Rule{Name: "hot", Limit: PerMinute(10)}
-	roomy := Rule{Name: "roomy", Limit: PerMinute(1000)}
-	for _, c := range []struct {
-		name  string
-		k     lkey
-		asked int // the Results the call returns
-		ask   func(*Limiter) ([]Result, error)
-	}{
-		{"Allow", lkey{Rule: rule.Name, Key: "k"}, 1, func(l *Limiter) ([]Result, error) {
-			r, err := l.Allow(context.Background(), rule, "k")
-			return []Result{r}, err
-		}},
-		{"AllowGroup", lkey{Rule: rule.Name, Key: "k", Group: "g"}, 2, func(l *Limiter) ([]Result, error) {
-			return l.AllowGroup(context.Background(), "g", []Check{{Rule: rule, Key: "k"}, {Rule: roomy, Key: "k"}})
-		}},
-	} {
+	for _, c := range pairWays(rule) {
 		t.Run(c.name, func(t *testing.T) {
-			mr := miniredis.RunT(t)
-			client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true, ForceSingleClient: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer client.Close()
-			var mu sync.Mutex
-			var paths []Path
+			var log pathLog
 			// Timeout 2s: the call waits 400ms for a slot before it is
 			// shed, and then up to 1s for a seat.
 			clk := &fixedClock{at: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
-			l, err := New(client, Options{Clock: clk, Timeout: 2 * time.Second, HeartbeatInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-				OnDecision: func(d Decision) {
-					mu.Lock()
-					paths = append(paths, d.Path)
-					mu.Unlock()
-				}})
+			l, err := New(miniClient(t, miniredis.RunT(t)), Options{Clock: clk, Timeout: 2 * time.Second, HeartbeatInterval: -1, Logger: discard, OnDecision: log.hook})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -254,42 +212,14 @@ func TestShedCallWaitsForItsPairsCallOnTheWay(t *testing.T) {
 
 			// A call of the pair is on its way with one of the crowd's two
 			// seats, and every admission slot is taken.
-			p, err := rule.compile()
-			if err != nil {
-				t.Fatal(err)
-			}
-			sh, h := l.local.atPlan(&c.k, &p)
-			sh.mu.Lock()
-			cw := sh.gather(&c.k, h)
-			cw.Left(2)
-			cw.Sit()
-			sh.mu.Unlock()
+			p, sh, h, cw := crowdOnItsWay(t, l, rule, c, 2)
 			g := l.conn.Load().breakers.All()[0].Gate()
 			taken := takeAll(g)
 
-			type answer struct {
-				rs  []Result
-				err error
-			}
-			done := make(chan answer, 1)
-			go func() {
-				rs, err := c.ask(l)
-				done <- answer{rs, err}
-			}()
+			done := c.inBackground(l)
 			// Shed, the call gives its seat back and queues for the
 			// landing of the call on its way.
-			queued := func() bool {
-				sh.mu.Lock()
-				defer sh.mu.Unlock()
-				return cw.Flying() == 1 && cw.Full()
-			}
-			for !queued() {
-				select {
-				case a := <-done:
-					t.Fatalf("decided before the call on its way landed: %+v, %v", a.rs, a.err)
-				case <-time.After(time.Millisecond):
-				}
-			}
+			waitUntil(t, sh, done, "the call on its way landed", func() bool { return cw.Flying() == 1 && cw.Full() })
 			giveBack(g, taken)
 			sh.mu.Lock()
 			sh.land(&c.k, h, &held{seated: true}, nil, p.rate)
@@ -304,8 +234,7 @@ func TestShedCallWaitsForItsPairsCallOnTheWay(t *testing.T) {
 					t.Errorf("Result %d = %+v, want allowed on Redis", i, r)
 				}
 			}
-			mu.Lock()
-			defer mu.Unlock()
+			paths := log.all()
 			for _, path := range paths {
 				if path != PathRedis {
 					t.Errorf("decided on %v (paths %v), want %v", path, paths, PathRedis)

@@ -2,14 +2,10 @@ package ratelimit
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/rueidis"
 )
 
 // TestCallThatRacedALandingLooksAtTheShieldAgain: a call of a crowded pair
@@ -21,21 +17,9 @@ import (
 // bucket under a crowd paid Redis such a probe for one freed slot in
 // about ten (TestHotKeyCrowd).
 func TestCallThatRacedALandingLooksAtTheShieldAgain(t *testing.T) {
-	mr := miniredis.RunT(t)
-	client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true, ForceSingleClient: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	var mu sync.Mutex
-	var paths []Path
+	var log pathLog
 	clk := &setClock{at: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)}
-	l, err := New(client, Options{Clock: clk, HeartbeatInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		OnDecision: func(d Decision) {
-			mu.Lock()
-			paths = append(paths, d.Path)
-			mu.Unlock()
-		}})
+	l, err := New(miniClient(t, miniredis.RunT(t)), Options{Clock: clk, HeartbeatInterval: -1, Logger: discard, OnDecision: log.hook})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,9 +56,7 @@ func TestCallThatRacedALandingLooksAtTheShieldAgain(t *testing.T) {
 		}
 	}
 	defer func() { testHookShieldLooked = nil }()
-	mu.Lock()
-	paths = nil
-	mu.Unlock()
+	log.reset()
 	r := allow()
 	if !raced {
 		t.Fatal("the hook did not run")
@@ -82,8 +64,7 @@ func TestCallThatRacedALandingLooksAtTheShieldAgain(t *testing.T) {
 	if r.Allowed || r.RetryAfter != time.Minute {
 		t.Errorf("the call that raced the landing = %+v, want rejected for a minute", r)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	paths := log.all()
 	// OnDecision reports the call that landed in between first.
 	if want := []Path{PathRedis, PathShield}; len(paths) != 2 || paths[0] != want[0] || paths[1] != want[1] {
 		t.Errorf("decided on %v, want %v: the call that raced the landing is the shield's", paths, want)

@@ -1,14 +1,10 @@
 package ratelimit
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/rueidis"
 )
 
 // TestCallHeldAtTheTimeItGoesOnAfterWaiting: without Options.Clock the
@@ -24,29 +20,11 @@ import (
 func TestCallHeldAtTheTimeItGoesOnAfterWaiting(t *testing.T) {
 	const emission = 200 * time.Millisecond
 	rule := Rule{Name: "hot", Kind: GCRA, Limit: Limit{Rate: 1, Window: emission, Burst: 1}}
-	roomy := Rule{Name: "roomy", Limit: PerMinute(1000)}
-	for _, c := range []struct {
-		name string
-		k    lkey
-		ask  func(*Limiter) ([]Result, error)
-	}{
-		{"Allow", lkey{Rule: rule.Name, Key: "k"}, func(l *Limiter) ([]Result, error) {
-			r, err := l.Allow(context.Background(), rule, "k")
-			return []Result{r}, err
-		}},
-		{"AllowGroup", lkey{Rule: rule.Name, Key: "k", Group: "g"}, func(l *Limiter) ([]Result, error) {
-			return l.AllowGroup(context.Background(), "g", []Check{{Rule: rule, Key: "k"}, {Rule: roomy, Key: "k"}})
-		}},
-	} {
+	for _, c := range pairWays(rule) {
 		t.Run(c.name, func(t *testing.T) {
-			mr := miniredis.RunT(t) // its TIME is the process' clock
-			client, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true, ForceSingleClient: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer client.Close()
+			// Without Options.Clock, miniredis' TIME is the process' clock.
 			// Timeout 2s: the call waits up to 1s for a seat.
-			l, err := New(client, Options{Timeout: 2 * time.Second, HeartbeatInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			l, err := New(miniClient(t, miniredis.RunT(t)), Options{Timeout: 2 * time.Second, HeartbeatInterval: -1, Logger: discard})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -54,15 +32,7 @@ func TestCallHeldAtTheTimeItGoesOnAfterWaiting(t *testing.T) {
 
 			// A call of the pair is on its way with the crowd's one seat,
 			// the bucket's token reserved in the process' own count.
-			p, err := rule.compile()
-			if err != nil {
-				t.Fatal(err)
-			}
-			sh, h := l.local.atPlan(&c.k, &p)
-			sh.mu.Lock()
-			cw := sh.gather(&c.k, h)
-			cw.Sit()
-			sh.mu.Unlock()
+			p, sh, _, cw := crowdOnItsWay(t, l, rule, c, 1)
 			took := l.localNow()
 			lg := leg{k: &c.k, p: &p, n: 1}
 			hd, _ := l.local.hold(&lg, took)
@@ -71,31 +41,14 @@ func TestCallHeldAtTheTimeItGoesOnAfterWaiting(t *testing.T) {
 			}
 			hd.seated = true
 
-			type answer struct {
-				rs  []Result
-				err error
-			}
-			done := make(chan answer, 1)
-			go func() {
-				rs, err := c.ask(l)
-				done <- answer{rs, err}
-			}()
+			done := c.inBackground(l)
 			// The call queues for the seat: with the seat stood up for a
 			// moment, the crowd is full only when a call waits.
-			queued := func() bool {
-				sh.mu.Lock()
-				defer sh.mu.Unlock()
+			waitUntil(t, sh, done, "the call on its way landed", func() bool {
 				cw.Stand()
 				defer cw.Sit()
 				return cw.Full()
-			}
-			for !queued() {
-				select {
-				case a := <-done:
-					t.Fatalf("decided before the call on its way landed: %+v, %v", a.rs, a.err)
-				case <-time.After(time.Millisecond):
-				}
-			}
+			})
 			// The token is back, by the process' clock and by Redis', by
 			// the time the call on its way lands: Redis allowed it (not
 			// in Redis here, which holds nothing), leaving the bucket full

@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,7 +30,7 @@ func fleetLimiter(t *testing.T, mr *miniredis.Miniredis, prefix string, at time.
 func fleetLimiterOn(t *testing.T, client rueidis.Client, prefix string, at time.Time, more ...func(*Options)) *Limiter {
 	t.Helper()
 	opts := Options{Clock: &fixedClock{at: at}, KeyPrefix: prefix, HeartbeatInterval: time.Hour, TripAfter: 1,
-		Timeout: 10 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		Timeout: 10 * time.Second, Logger: discard}
 	for _, f := range more {
 		f(&opts)
 	}
@@ -70,6 +72,37 @@ func miniClient(t *testing.T, mr *miniredis.Miniredis) rueidis.Client {
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// discard is a Logger that logs nothing, for tests whose Limiters log
+// what they are made to go through.
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// pathLog records the Path of each decision a Limiter reports: its hook
+// is Options.OnDecision.
+type pathLog struct {
+	mu    sync.Mutex
+	paths []Path
+}
+
+func (pl *pathLog) hook(d Decision) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	pl.paths = append(pl.paths, d.Path)
+}
+
+// all returns the paths recorded so far, in the order reported.
+func (pl *pathLog) all() []Path {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return slices.Clone(pl.paths)
+}
+
+// reset forgets the paths recorded so far.
+func (pl *pathLog) reset() {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	pl.paths = nil
 }
 
 // waitFor polls cond for up to 10s: a bound on a hang, not a speed check.

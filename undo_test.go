@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/rueidis"
 )
 
 // TestUndoTakesCounterEventsOnlyFromTheirWindow: events an AllowAll pair
@@ -16,11 +15,7 @@ import (
 // longer count, and the counter's count is other events.
 func TestUndoTakesCounterEventsOnlyFromTheirWindow(t *testing.T) {
 	mr := miniredis.RunT(t)
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{mr.Addr()}, DisableCache: true, ForceSingleClient: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := miniClient(t, mr)
 	ctx := context.Background()
 	const key = "rl:v1:{4:rule:=k}:c"
 	mr.HSet(key, "w", "41", "c", "5", "p", "1") // the counter is in window 41

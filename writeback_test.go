@@ -3,8 +3,6 @@ package ratelimit
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"slices"
 	"strconv"
 	"sync"
@@ -78,7 +76,7 @@ func (e *wbEnv) unstarted(opts Options) *Limiter {
 	opts.Timeout = 2 * time.Second
 	opts.TripAfter = 1
 	opts.ProbeAfter = 10 * time.Millisecond
-	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	opts.Logger = discard
 	l, err := newUnstarted(e.client, opts)
 	if err != nil {
 		e.t.Fatal(err)
